@@ -1,0 +1,180 @@
+"""Privacy profile, privacy cost, the refined order and exact Gaussian accounting.
+
+Notation (fitness-for-use paper, Definition 5 and Corollary 4):
+
+- ``B`` (k, d): basis with linearly independent rows; ``b_i`` is its i-th column.
+- ``Sigma`` (k, k): covariance of the Gaussian noise added to ``B x``.
+- profile ``p_i = b_i^T Sigma^{-1} b_i`` (d,); privacy cost ``alpha = Delta_M^2 = max_i p_i``.
+- ``Delta`` = ``Delta_M = sqrt(alpha)``: the mechanism is (eps, delta)-DP iff
+  ``delta >= Phi(Delta/2 - eps/Delta) - exp(eps) Phi(-Delta/2 - eps/Delta)``
+  (Balle and Wang 2018), and rho-zCDP with ``rho = Delta^2 / 2``.
+
+All Gaussian accounting is done in log space (``scipy.special.log_ndtr``) so that it
+stays accurate for delta down to 1e-300 and eps up to several hundred.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import linalg, optimize, special
+
+__all__ = [
+    "cholesky",
+    "profile",
+    "privacy_cost",
+    "sorted_profile",
+    "compare_refined",
+    "gaussian_delta",
+    "gaussian_log_delta",
+    "gaussian_epsilon",
+    "gaussian_max_delta_m",
+    "zcdp_rho",
+]
+
+
+def cholesky(sigma: np.ndarray, name: str = "sigma") -> np.ndarray:
+    """Lower Cholesky factor of a symmetric positive definite (k, k) matrix.
+
+    Raises ``ValueError`` naming ``name`` when ``sigma`` is not positive definite.
+    """
+    sigma = np.asarray(sigma, dtype=float)
+    if sigma.ndim != 2 or sigma.shape[0] != sigma.shape[1]:
+        raise ValueError(f"`{name}` must be a square matrix, got shape {sigma.shape}")
+    if not np.all(np.isfinite(sigma)):
+        raise ValueError(f"`{name}` contains NaN or inf")
+    try:
+        return linalg.cholesky(sigma, lower=True, check_finite=False)
+    except linalg.LinAlgError as exc:
+        raise ValueError(
+            f"`{name}` is not positive definite (Cholesky failed: {exc}); "
+            "a noise covariance must be symmetric positive definite"
+        ) from None
+
+
+def profile(sigma: np.ndarray, B: np.ndarray, chol: np.ndarray | None = None) -> np.ndarray:
+    """Privacy profile ``p_i = b_i^T Sigma^{-1} b_i`` (d,) via a Cholesky solve.
+
+    ``sigma`` (k, k), ``B`` (k, d); ``chol`` is an optional precomputed lower factor.
+    """
+    Lc = cholesky(sigma) if chol is None else chol
+    Y = linalg.solve_triangular(Lc, np.asarray(B, dtype=float), lower=True, check_finite=False)
+    return np.einsum("ij,ij->j", Y, Y)
+
+
+def privacy_cost(sigma: np.ndarray, B: np.ndarray) -> float:
+    """Privacy cost ``alpha = Delta_M^2 = max_i b_i^T Sigma^{-1} b_i``."""
+    return float(np.max(profile(sigma, B)))
+
+
+def sorted_profile(p: np.ndarray) -> np.ndarray:
+    """Profile sorted in decreasing order (the key of the refined order, Definition 7)."""
+    return np.sort(np.asarray(p, dtype=float))[::-1]
+
+
+def compare_refined(p1: np.ndarray, p2: np.ndarray, rtol: float = 1e-9) -> int:
+    """Compare two privacy profiles in the refined order ≺R (Definition 7).
+
+    Returns -1 if the first mechanism is strictly more private (its decreasingly
+    sorted profile is lexicographically smaller), 1 if strictly less, 0 if the
+    sorted profiles agree entrywise to relative tolerance ``rtol``.
+    """
+    s1, s2 = sorted_profile(p1), sorted_profile(p2)
+    if s1.shape != s2.shape:
+        raise ValueError(f"profiles have different lengths: {s1.shape} vs {s2.shape}")
+    scale = max(float(np.max(np.abs(s1))), float(np.max(np.abs(s2))), 1e-300)
+    for a, b in zip(s1, s2):
+        if abs(a - b) > rtol * scale:
+            return -1 if a < b else 1
+    return 0
+
+
+def _check_positive(value: float, name: str) -> float:
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"`{name}` must be a finite positive number, got {value!r}")
+    return value
+
+
+def gaussian_log_delta(epsilon: float, delta_m: float) -> float:
+    """Natural log of the smallest delta at which the Gaussian mechanism is (eps, delta)-DP.
+
+    ``delta_m`` is the privacy cost Delta_M (the L2 sensitivity over the noise scale).
+    Uses ``log delta = log Phi(a) + log(1 - exp(eps + log Phi(b) - log Phi(a)))`` with
+    ``a = Delta/2 - eps/Delta``, ``b = -Delta/2 - eps/Delta``, which avoids the
+    catastrophic cancellation of the direct formula for small delta.
+    """
+    if not math.isfinite(float(epsilon)) or epsilon < 0:
+        raise ValueError(f"`epsilon` must be a finite number >= 0, got {epsilon!r}")
+    delta_m = _check_positive(delta_m, "delta_m")
+    a = delta_m / 2.0 - epsilon / delta_m
+    b = -delta_m / 2.0 - epsilon / delta_m
+    log_pa = float(special.log_ndtr(a))
+    log_pb = float(special.log_ndtr(b))
+    t = epsilon + log_pb - log_pa  # < 0 always: the mechanism is never (eps, 0)-DP
+    if t >= 0.0:
+        return -math.inf
+    return log_pa + math.log(-math.expm1(t))
+
+
+def gaussian_delta(epsilon: float, delta_m: float) -> float:
+    """Smallest delta for which a Gaussian mechanism with privacy cost ``delta_m`` is (eps, delta)-DP."""
+    return math.exp(gaussian_log_delta(epsilon, delta_m))
+
+
+def gaussian_epsilon(delta: float, delta_m: float) -> float:
+    """Smallest eps >= 0 for which the mechanism with privacy cost ``delta_m`` is (eps, delta)-DP.
+
+    Returns 0.0 when the mechanism is already (0, delta)-DP.
+    """
+    delta = _check_positive(delta, "delta")
+    if delta >= 1:
+        raise ValueError(f"`delta` must be in (0, 1), got {delta!r}")
+    delta_m = _check_positive(delta_m, "delta_m")
+    log_target = math.log(delta)
+
+    def f(eps: float) -> float:
+        return gaussian_log_delta(eps, delta_m) - log_target
+
+    if f(0.0) <= 0:
+        return 0.0
+    hi = max(1.0, delta_m * delta_m)
+    while f(hi) > 0:
+        hi *= 2.0
+        if hi > 1e8:
+            raise ValueError(f"no finite epsilon reaches delta={delta!r} at Delta_M={delta_m!r}")
+    return optimize.brentq(f, 0.0, hi, xtol=1e-14, rtol=1e-14, maxiter=500)
+
+
+def gaussian_max_delta_m(epsilon: float, delta: float) -> float:
+    """Largest privacy cost Delta_M at which the Gaussian mechanism is (eps, delta)-DP.
+
+    The delta of Corollary 4 increases strictly with Delta_M, so this is a root find
+    in log space.
+    """
+    epsilon = _check_positive(epsilon, "epsilon")
+    delta = _check_positive(delta, "delta")
+    if delta >= 1:
+        raise ValueError(f"`delta` must be in (0, 1), got {delta!r}")
+    log_target = math.log(delta)
+
+    def f(log_dm: float) -> float:
+        return gaussian_log_delta(epsilon, math.exp(log_dm)) - log_target
+
+    lo, hi = -1.0, 1.0
+    while f(lo) > 0:
+        lo -= 2.0
+        if lo < -700:
+            raise ValueError(f"no positive Delta_M meets epsilon={epsilon!r}, delta={delta!r}")
+    while f(hi) < 0:
+        hi += 2.0
+        if hi > 50:
+            raise ValueError(f"Delta_M is unbounded for epsilon={epsilon!r}, delta={delta!r}")
+    return math.exp(optimize.brentq(f, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500))
+
+
+def zcdp_rho(delta_m: float) -> float:
+    """rho of rho-zCDP for a Gaussian mechanism with privacy cost Delta_M: ``Delta_M^2 / 2``."""
+    delta_m = _check_positive(delta_m, "delta_m")
+    return 0.5 * delta_m * delta_m
