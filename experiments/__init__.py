@@ -1,0 +1,1 @@
+"""Experiments: one module per table or figure, run as ``python -m experiments.<name>``."""
