@@ -90,6 +90,9 @@ def compare_refined(p1: np.ndarray, p2: np.ndarray, rtol: float = 1e-9) -> int:
     return 0
 
 
+_SQRT2 = math.sqrt(2.0)
+
+
 def _check_positive(value: float, name: str) -> float:
     value = float(value)
     if not math.isfinite(value) or value <= 0:
@@ -101,9 +104,12 @@ def gaussian_log_delta(epsilon: float, delta_m: float) -> float:
     """Natural log of the smallest delta at which the Gaussian mechanism is (eps, delta)-DP.
 
     ``delta_m`` is the privacy cost Delta_M (the L2 sensitivity over the noise scale).
-    Uses ``log delta = log Phi(a) + log(1 - exp(eps + log Phi(b) - log Phi(a)))`` with
-    ``a = Delta/2 - eps/Delta``, ``b = -Delta/2 - eps/Delta``, which avoids the
-    catastrophic cancellation of the direct formula for small delta.
+    Uses ``log delta = log Phi(a) + log(1 - exp(t))``, ``t = eps + log Phi(b) - log Phi(a)``,
+    with ``a = Delta/2 - eps/Delta`` and ``b = -Delta/2 - eps/Delta``, which avoids the
+    catastrophic cancellation of the direct formula for small delta. For ``a < 0``,
+    ``t`` is evaluated as ``log erfcx(-b/sqrt2) - log erfcx(-a/sqrt2)`` (exact, since
+    ``b^2 - a^2 = 2 eps``), so that no two large logarithms are subtracted when
+    ``Delta`` is small next to ``eps``.
     """
     if not math.isfinite(float(epsilon)) or epsilon < 0:
         raise ValueError(f"`epsilon` must be a finite number >= 0, got {epsilon!r}")
@@ -111,9 +117,12 @@ def gaussian_log_delta(epsilon: float, delta_m: float) -> float:
     a = delta_m / 2.0 - epsilon / delta_m
     b = -delta_m / 2.0 - epsilon / delta_m
     log_pa = float(special.log_ndtr(a))
-    log_pb = float(special.log_ndtr(b))
-    t = epsilon + log_pb - log_pa  # < 0 always: the mechanism is never (eps, 0)-DP
-    if t >= 0.0:
+    if a < 0.0:
+        # Phi(x) = erfcx(-x / sqrt2) exp(-x^2 / 2) / 2; the Gaussian factors cancel eps.
+        t = math.log(special.erfcx(-b / _SQRT2)) - math.log(special.erfcx(-a / _SQRT2))
+    else:
+        t = epsilon + float(special.log_ndtr(b)) - log_pa
+    if t >= 0.0:  # only by rounding: the mechanism is never (eps, 0)-DP
         return -math.inf
     return log_pa + math.log(-math.expm1(t))
 
