@@ -1,0 +1,287 @@
+"""Release, exact covariances and the dense equivalent of a :class:`~ffu_cvx.fourier.FourierMechanism`.
+
+Release (spec §§ 2, 4): for every component ``S`` the ``S``-marginal ``m_S`` (read off a
+workload marginal ``A ⊇ S``, itself counted from the records) is projected on the pure
+frequencies of ``S`` and perturbed there, ``r_S = c(m_S) + zeta_S``; the workload
+marginals are rebuilt as ``m_A = sum_{S ⊆ A} expand_A(r_S) / N_{A \\ S}``, and product
+families are circular cross-correlations of ``m_A`` with their vectors (by FFT). Nothing
+of size ``prod(n_i)`` is ever allocated unless the caller passes a histogram.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .fourier import (DENSE_MAX_CELLS, FourierMechanism, MarginalWorkload, ProductWorkload, _size)
+
+__all__ = ["FourierRelease", "release", "marginal_covariance", "answer_covariance", "dense_workload",
+           "to_solution"]
+
+
+# ----------------------------------------------------------------------------- covariances
+def _kernel(domain, S, spectrum) -> np.ndarray:
+    """Noise covariance of component ``S`` as a function of the cell difference (shape of S).
+
+    ``K_S[s, t] = kernel[(s - t) mod n]``: for a float ``tau`` it is
+    ``tau prod_i (1[u_i = 0] - 1/n_i)``; for a per-frequency ``eta`` array it is
+    ``ifftn(eta) / N_S`` over the released frequencies.
+    """
+    shape = tuple(domain[i] for i in S)
+    if isinstance(spectrum, float):
+        k = np.array(float(spectrum))
+        for ax, n in enumerate(shape):
+            v = -np.full(n, 1.0 / n)
+            v[0] += 1.0
+            k = k * v.reshape([-1 if q == ax else 1 for q in range(len(shape))])
+        return np.broadcast_to(k, shape) if shape else k
+    eta = np.where(np.isfinite(spectrum), spectrum, 0.0)
+    return np.fft.ifftn(eta).real / eta.size
+
+
+def _cells(domain, A) -> np.ndarray:
+    """Coordinates (|A|, N_A) of the cells of marginal A in C order."""
+    shape = tuple(domain[i] for i in A)
+    return np.indices(shape).reshape(len(A), -1) if A else np.zeros((0, 1), dtype=np.int64)
+
+
+def marginal_covariance(domain, spectra: dict, A, B) -> np.ndarray:
+    """Exact covariance (N_A, N_B) of the reconstructed marginals ``m_A`` and ``m_B``.
+
+    ``spectra`` maps each component S to its float ``tau_S`` or its ``eta`` array.
+    ``Cov(m_A[s], m_B[t]) = sum_{S ⊆ A∩B} K_S[s_S - t_S] / (N_{A\\S} N_{B\\S})``.
+    """
+    ca, cb = _cells(domain, A), _cells(domain, B)
+    common = sorted(set(A) & set(B))
+    out = np.zeros((ca.shape[1], cb.shape[1]))
+    for r in range(len(common) + 1):
+        for S in itertools.combinations(common, r):
+            if S not in spectra:
+                continue
+            ker = _kernel(domain, S, spectra[S])
+            scale = _size(domain, set(A) - set(S)) * _size(domain, set(B) - set(S))
+            if not S:
+                out += float(ker) / scale
+                continue
+            n = np.array([domain[i] for i in S])[:, None, None]
+            diff = (ca[[A.index(i) for i in S]][:, :, None] - cb[[B.index(i) for i in S]][:, None, :]) % n
+            out += ker[tuple(diff)] / scale
+    return out
+
+
+def _family_matrix(domain, family) -> np.ndarray:
+    """(N_A, N_A) map from marginal ``m_A`` to the family's answers ``q_t``, t in C order."""
+    cells = _cells(domain, family.attrs)
+    G = np.ones((cells.shape[1], cells.shape[1]))
+    for pos, g in enumerate(family.vectors):
+        n = g.size
+        G *= g[(cells[pos][None, :] - cells[pos][:, None]) % n]
+    return G
+
+
+def _spectra(mech: FourierMechanism) -> dict:
+    return dict(zip(mech.components, mech.spectra))
+
+
+def answer_covariance(mech: FourierMechanism, i: int, j: int) -> np.ndarray:
+    """Exact noise covariance (N_i, N_j) between the answers of sets / families i and j."""
+    wl = mech.workload
+    A, B = wl.sets[i], wl.sets[j]
+    C = marginal_covariance(wl.domain, _spectra(mech), A, B)
+    if isinstance(wl, ProductWorkload):
+        C = _family_matrix(wl.domain, wl.families[i]) @ C @ _family_matrix(wl.domain, wl.families[j]).T
+    return C
+
+
+# ----------------------------------------------------------------------------- dense equivalent
+def dense_workload(workload, *, max_cells: int = DENSE_MAX_CELLS):
+    """Dense ``(W (m, N), c (m,), labels)`` of a marginal or product workload, cells in C order.
+
+    Rows of set / family k are its ``N_A`` cells (or shifts) in C order. Refuses domains
+    with more than ``max_cells`` cells.
+    """
+    wl = workload
+    if not isinstance(wl, (MarginalWorkload, ProductWorkload)):
+        raise ValueError(f"`workload` must be a MarginalWorkload or ProductWorkload, got {type(wl).__name__}")
+    if wl.n_cells > max_cells:
+        raise ValueError(f"the full domain has {wl.n_cells} cells > max_cells={max_cells}; dense matrices "
+                         "are for small domains only (raise `max_cells` if you really want them)")
+    pw = ProductWorkload.from_marginals(wl) if isinstance(wl, MarginalWorkload) else wl
+    full = np.indices(wl.domain).reshape(len(wl.domain), -1)
+    rows, c, labels = [], [], []
+    for label, f, target in zip(wl.labels(), pw.families, wl.targets):
+        shifts = _cells(wl.domain, f.attrs)
+        Wk = np.ones((shifts.shape[1], full.shape[1]))
+        for pos, (a, g) in enumerate(zip(f.attrs, f.vectors)):
+            Wk *= g[(full[a][None, :] - shifts[pos][:, None]) % g.size]
+        rows.append(Wk)
+        c += [target] * Wk.shape[0]
+        labels += [label] * Wk.shape[0]
+    return np.vstack(rows), np.array(c), tuple(labels)
+
+
+def to_solution(mech: FourierMechanism, *, max_cells: int = DENSE_MAX_CELLS, certify: bool = True):
+    """The mechanism as a :class:`ffu_cvx.Solution` of ``FitnessProblem(W, c, basis="rows")``.
+
+    ``W`` (m, N) is :func:`dense_workload`; ``Sigma`` (k, k) is the unique covariance on the
+    row basis with ``L Sigma L^T`` equal to the exact answer covariance (it lies in the
+    column space of ``L``, so ``Sigma = L^+ C L^{+T}`` reproduces it exactly). The dual
+    multipliers of the max program (uniform over cells, ``lam_A / (c_A N_A)`` per query)
+    seed the certificate. Cost: dense ``m x m`` covariance and a ``k x k`` eigensolve.
+    """
+    from scipy import linalg
+
+    from .problem import FitnessProblem
+    from .result import Solution
+
+    wl = mech.workload
+    W, c, labels = dense_workload(wl, max_cells=max_cells)
+    problem = FitnessProblem(W, c, basis="rows", labels=labels, name=f"fourier:{type(wl).__name__}")
+    K = len(wl.sets)
+    blocks = [[answer_covariance(mech, i, j) if j >= i else None for j in range(K)] for i in range(K)]
+    C = np.block([[blocks[i][j] if j >= i else blocks[j][i].T for j in range(K)] for i in range(K)])
+    X = linalg.lstsq(problem.L, C, check_finite=False)[0]
+    sigma = linalg.lstsq(problem.L, X.T, check_finite=False)[0]
+    sigma = 0.5 * (sigma + sigma.T)
+    lam = mu = None
+    if mech.lam is not None:
+        sizes = np.array([_size(wl.domain, A) for A in wl.sets])
+        mu = np.repeat(mech.lam / np.array(wl.targets) / sizes, sizes)
+        lam = np.full(W.shape[1], 1.0 / W.shape[1])
+    return Solution.from_sigma(problem, sigma, method="fourier", status=mech.status,
+                               message=f"weighted Fourier factorization ({mech.objective} objective)",
+                               lam=lam, mu=mu, certify=certify, time=mech.time, nit=None)
+
+
+# ----------------------------------------------------------------------------- release
+@dataclass(frozen=True, eq=False)
+class FourierRelease:
+    """Noisy answers of a Fourier mechanism.
+
+    marginals : dict {A: ndarray of shape (n_i)_{i in A}}, the reconstructed marginals
+        (consistent: summing ``marginals[A]`` over ``A \\ B`` gives ``marginals[B]``).
+    answers : tuple, per set / family k, an array of shape (n_i)_{i in A_k}: the marginal
+        itself, or for a product family the answer at every shift ``t``.
+    variances : (K,) per-answer noise variance; privacy_cost : float.
+    """
+
+    marginals: dict
+    answers: tuple
+    variances: np.ndarray
+    privacy_cost: float
+
+
+def _check_records(records, domain) -> np.ndarray:
+    rec = np.asarray(records)
+    if rec.ndim != 2 or rec.shape[1] != len(domain):
+        raise ValueError(f"`records` must be an (n_records, {len(domain)}) integer array, got shape {rec.shape}")
+    if rec.dtype.kind not in "iub":
+        raise ValueError(f"`records` must hold integer attribute values, got dtype {rec.dtype}; "
+                         "encode each attribute as 0..n_i-1")
+    if rec.shape[0]:
+        lo, hi = rec.min(axis=0), rec.max(axis=0)
+        bad = np.flatnonzero((lo < 0) | (hi >= np.array(domain)))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"`records` column {i} has values in [{lo[i]}, {hi[i]}], outside 0..{domain[i] - 1}")
+    return rec
+
+
+def _count(records, domain, sets, chunk) -> dict:
+    """Marginal counts ``{A: (N_A,) int64}``: one bincount per set over record chunks."""
+    out = {A: np.zeros(_size(domain, A), dtype=np.int64) for A in sets}
+    for start in range(0, records.shape[0], chunk):
+        block = records[start:start + chunk]
+        for A in sets:
+            if not A:
+                out[A][0] += block.shape[0]
+                continue
+            idx = block[:, A[0]].astype(np.int64)
+            for i in A[1:]:
+                idx *= domain[i]
+                idx += block[:, i]
+            out[A] += np.bincount(idx, minlength=out[A].size)
+    return {A: v.reshape([domain[i] for i in A]).astype(float) for A, v in out.items()}
+
+
+def _from_histogram(histogram, domain, sets) -> dict:
+    h = np.asarray(histogram, dtype=float)
+    N = _size(domain, range(len(domain)))
+    if h.size != N or (h.ndim != 1 and h.shape != tuple(domain)):
+        raise ValueError(f"`histogram` must have shape {tuple(domain)} or ({N},), got {h.shape}")
+    if not np.all(np.isfinite(h)):
+        raise ValueError("`histogram` contains NaN or inf")
+    h = h.reshape(domain)
+    return {A: h.sum(axis=tuple(i for i in range(len(domain)) if i not in A)) for A in sets}
+
+
+def _centre(x: np.ndarray) -> np.ndarray:
+    for ax in range(x.ndim):
+        x = x - x.mean(axis=ax, keepdims=True)
+    return x
+
+
+def release(mech: FourierMechanism, records=None, *, histogram=None, rng=None, chunk: int = 1 << 18) -> FourierRelease:
+    """Sample the mechanism's release on ``records`` (n, d) ints in ``0..n_i-1`` or a ``histogram``.
+
+    Parameters
+    ----------
+    mech : FourierMechanism
+    records : (n_records, d) int array, optional
+        One row per person; counted in chunks of ``chunk`` rows (memory independent of
+        ``prod(n_i)`` and of ``n_records`` beyond the input itself).
+    histogram : array of shape ``domain`` or (N,), optional
+        Full-domain counts in C order (small domains).
+    rng : numpy.random.Generator or int seed
+        Source of the noise. ``None`` draws fresh OS entropy (what a real release wants;
+        pass a seed only for experiments).
+
+    Returns
+    -------
+    FourierRelease
+    """
+    wl = mech.workload
+    dom = wl.domain
+    if (records is None) == (histogram is None):
+        raise ValueError("give exactly one of `records` (n, d) or `histogram`")
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"`chunk` must be a positive integer, got {chunk!r}")
+    rng = np.random.default_rng(rng)
+    sets = tuple(dict.fromkeys(wl.sets))
+    if records is not None:
+        base = _count(_check_records(records, dom), dom, sets, int(chunk))
+    else:
+        base = _from_histogram(histogram, dom, sets)
+    r = {}
+    for S, spec in zip(mech.components, mech.spectra):
+        A = min((A for A in sets if set(S) <= set(A)), key=lambda A: _size(dom, A))
+        m_S = base[A].sum(axis=tuple(p for p, i in enumerate(A) if i not in S))
+        noise = rng.standard_normal(m_S.shape)
+        if isinstance(spec, float):
+            r[S] = _centre(m_S + math.sqrt(spec) * noise)
+        else:
+            mask = np.isfinite(spec)
+            amp = np.sqrt(np.where(mask, spec, 0.0) / max(m_S.size, 1))
+            r[S] = np.fft.ifftn(np.where(mask, np.fft.fftn(m_S) + amp * np.fft.fftn(noise), 0.0)).real
+    marginals = {}
+    for A in sets:
+        acc = np.zeros([dom[i] for i in A])
+        for q in range(len(A) + 1):
+            for S in itertools.combinations(A, q):
+                shape = [dom[i] if i in S else 1 for i in A]
+                acc = acc + r[S].reshape(shape) / _size(dom, set(A) - set(S))
+        marginals[A] = acc
+    if isinstance(wl, MarginalWorkload):
+        answers = tuple(marginals[A] for A in wl.sets)
+    else:
+        answers = []
+        for f in wl.families:
+            ghat = np.ones([dom[i] for i in f.attrs], dtype=complex)
+            for pos, g in enumerate(f.vectors):
+                ghat = ghat * np.fft.fft(g).reshape([-1 if q == pos else 1 for q in range(len(f.attrs))])
+            answers.append(np.fft.ifftn(np.fft.fftn(marginals[f.attrs]) * np.conj(ghat)).real)
+        answers = tuple(answers)
+    return FourierRelease(marginals, answers, mech.variances.copy(), mech.privacy_cost)
