@@ -1,0 +1,498 @@
+"""Running an optimised mechanism on data: release, privacy statements, Problem 2, free queries.
+
+Notation (fitness-for-use paper, §3): the histogram ``x`` (d,) holds non-negative
+counts; the workload ``W = L B`` (m, d) is answered as ``L (B x + N(0, Sigma))`` with
+``B`` (k, d), ``L`` (m, k), ``Sigma`` (k, k). The privacy profile is
+``p_i = b_i^T Sigma^{-1} b_i`` (d,) and the privacy cost ``alpha = Delta_M^2 = max_i p_i``;
+(eps, delta) follow from ``Delta_M`` by the exact Gaussian mechanism (Corollary 4) and
+rho-zCDP is ``alpha / 2``. All accounting reuses :mod:`ffu_cvx.privacy`.
+
+- :class:`GaussianMechanism` releases noisy answers with variances and confidence intervals.
+- :func:`problem2` solves Problem 2 (a target (eps, delta), the best uniform scaling ``k``
+  of the targets ``c``) through Theorem 8.
+- :func:`free_query` and :func:`free_queries` (§3.2.1) answer extra queries later
+  without raising ``alpha``: releasing ``q . x + N(0, s)`` with noise independent of
+  everything released so far adds ``q_i^2 / s`` to profile entry ``i``, so the slack
+  ``alpha - p_i`` of the loose columns pays for it.
+
+Floating-point caveat: the noise is drawn with numpy's floating-point Gaussian sampler.
+The privacy proofs assume exact real-valued Gaussians; floating-point samples have gaps
+and rounding patterns that can leak information about the true answers (Mironov,
+"On significance of the least significant bits for differential privacy", CCS 2012,
+showed this for the Laplace mechanism; the same attack applies to naive Gaussians).
+This module is a research tool and is not hardened against such attacks; a production
+release should use a sampler designed for it (e.g. discrete Gaussian noise on integers).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import linalg, special
+
+from . import privacy
+from .problem import FitnessProblem
+from .result import Solution
+
+__all__ = [
+    "Release", "GaussianMechanism", "Problem2Result", "problem2",
+    "FreeQuery", "free_query", "FreeQueryPlan", "free_queries", "check_histogram",
+]
+
+#: Default relative tolerance under which a column's slack ``alpha - p_i`` counts as zero.
+SLACK_RTOL = 1e-9
+
+
+# ---------------------------------------------------------------------------- helpers
+def check_histogram(x, d: int, name: str = "x") -> np.ndarray:
+    """Validate a histogram of counts: shape (d,), finite, non-negative, integral.
+
+    Integral floats (``3.0``) are accepted. Returns a float64 copy; raises ``ValueError``
+    naming ``name``, what is wrong and where.
+    """
+    arr = np.asarray(x)
+    if arr.dtype.kind == "b":
+        raise ValueError(f"`{name}` must hold counts, not booleans")
+    if arr.dtype.kind not in "iuf":
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError):
+            raise ValueError(f"`{name}` must be a numeric vector of counts, got dtype {arr.dtype}") from None
+    if arr.shape != (d,):
+        hint = "; flatten it with np.ravel" if arr.size == d else ""
+        raise ValueError(f"`{name}` must have shape ({d},) (one count per histogram cell), got {arr.shape}{hint}")
+    arr = arr.astype(float)
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size:
+        raise ValueError(f"`{name}` contains NaN or inf (first at cell {bad[0]}): counts must be finite")
+    bad = np.flatnonzero(arr < 0)
+    if bad.size:
+        raise ValueError(f"`{name}` must be non-negative counts, but {name}[{bad[0]}] = {arr[bad[0]]!r}")
+    bad = np.flatnonzero(arr != np.round(arr))
+    if bad.size:
+        raise ValueError(f"`{name}` must hold whole counts, but {name}[{bad[0]}] = {arr[bad[0]]!r} is not an integer")
+    return arr
+
+
+def _check_level(level) -> float:
+    level = float(level)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"`level` must be a confidence level in (0, 1), e.g. 0.95, got {level!r}")
+    return level
+
+
+def _z(level: float) -> float:
+    """Two-sided standard normal quantile for confidence ``level``."""
+    return float(special.ndtri(0.5 + 0.5 * level))
+
+
+def _generator(rng) -> np.random.Generator:
+    """``None`` (OS entropy), an int seed, a SeedSequence/BitGenerator, or a Generator."""
+    if isinstance(rng, (bool, float, str)):
+        raise ValueError(f"`rng` must be None, an integer seed or a numpy Generator, got {rng!r}")
+    try:
+        return np.random.default_rng(rng)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`rng` must be None, an integer seed or a numpy Generator: {exc}") from None
+
+
+def _check_solution(solution) -> Solution:
+    if not isinstance(solution, Solution) or "sigma" not in solution or "problem" not in solution:
+        raise ValueError(f"`solution` must be a Solution from ffu_cvx.solve or Solution.from_sigma, "
+                         f"got {type(solution).__name__}")
+    return solution
+
+
+# ---------------------------------------------------------------------------- release
+@dataclass(frozen=True)
+class Release:
+    """Noisy workload answers from one run of a mechanism.
+
+    answers, variances, lower, upper : (m,) noisy answers, their exact variances
+    ``diag(L Sigma L^T)`` and the two-sided confidence interval at ``level``
+    (``answers -/+ z sqrt(variances)``); labels : (m,) query labels (may be empty);
+    privacy_cost : alpha of the mechanism that produced them.
+    """
+
+    answers: np.ndarray
+    variances: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    level: float
+    labels: tuple
+    privacy_cost: float
+
+    @property
+    def std(self) -> np.ndarray:
+        """(m,) standard deviations of the answers."""
+        return np.sqrt(self.variances)
+
+
+class GaussianMechanism:
+    """The correlated Gaussian mechanism ``M(x) = L (B x + N(0, Sigma))`` of a Solution.
+
+    Parameters
+    ----------
+    solution : Solution
+        Any Solution (optimised, baseline or rescaled); its ``problem`` supplies ``B``
+        (k, d) and ``L`` (m, k), its ``sigma`` (k, k) the noise covariance.
+
+    The privacy numbers are recomputed here from ``sigma`` (through its Cholesky factor)
+    rather than read from the Solution's fields, so they always describe the noise that
+    is actually drawn. See the module docstring for the floating-point caveat.
+    """
+
+    def __init__(self, solution: Solution):
+        solution = _check_solution(solution)
+        self.solution = solution
+        self.problem: FitnessProblem = solution["problem"]
+        self.sigma = np.asarray(solution["sigma"], dtype=float)
+        self._chol = privacy.cholesky(self.sigma, name="solution.sigma")
+        #: (d,) privacy profile of the released noise.
+        self.profile = privacy.profile(self.sigma, self.problem.B, chol=self._chol)
+        #: alpha = Delta_M^2 = max profile.
+        self.privacy_cost = float(self.profile.max())
+        LC = self.problem.L @ self._chol
+        #: (m,) exact variance of each noisy answer, diag(L Sigma L^T).
+        self.variances = np.einsum("ij,ij->i", LC, LC)
+
+    @property
+    def delta_m(self) -> float:
+        """Delta_M = sqrt(alpha)."""
+        return math.sqrt(self.privacy_cost)
+
+    @property
+    def rho(self) -> float:
+        """rho of rho-zCDP: alpha / 2."""
+        return privacy.zcdp_rho(self.delta_m)
+
+    def epsilon(self, delta: float) -> float:
+        """Smallest eps at which the mechanism is (eps, delta)-DP (exact Gaussian mechanism)."""
+        return privacy.gaussian_epsilon(delta, self.delta_m)
+
+    def delta(self, epsilon: float) -> float:
+        """Smallest delta at which the mechanism is (eps, delta)-DP (exact Gaussian mechanism)."""
+        return privacy.gaussian_delta(epsilon, self.delta_m)
+
+    def covariance(self) -> np.ndarray:
+        """(m, m) covariance ``L Sigma L^T`` of the noisy answers."""
+        LC = self.problem.L @ self._chol
+        return LC @ LC.T
+
+    def statement(self, delta: float = 1e-6) -> str:
+        """One-paragraph privacy statement for the release (neighbours differ by one count)."""
+        return (f"Releasing the {self.problem.m} answers of {self.problem.name!r} satisfies "
+                f"({self.epsilon(delta):.6g}, {delta:g})-differential privacy and "
+                f"{self.rho:.6g}-zCDP (privacy cost alpha = Delta_M^2 = {self.privacy_cost:.6g}; "
+                f"neighbouring histograms differ by one in one cell; exact Gaussian mechanism, "
+                f"Balle and Wang 2018).")
+
+    def release(self, x, rng=None, level: float = 0.95) -> Release:
+        """Release ``L (B x + N(0, Sigma))`` for a histogram ``x`` (d,).
+
+        Parameters
+        ----------
+        x : (d,) array_like of non-negative whole counts.
+        rng : None, int or numpy.random.Generator
+            ``None`` seeds a fresh generator from the operating system (use this for a
+            real release); a seed or Generator makes the noise reproducible, which is for
+            testing only: whoever knows the seed can remove the noise.
+        level : float in (0, 1)
+            Confidence level of the intervals.
+
+        Returns
+        -------
+        Release with answers, variances, lower, upper (each (m,)).
+        """
+        x = check_histogram(x, self.problem.d)
+        level = _check_level(level)
+        gen = _generator(rng)
+        noise = self._chol @ gen.standard_normal(self.problem.k)
+        answers = self.problem.L @ (self.problem.B @ x + noise)
+        half = _z(level) * np.sqrt(self.variances)
+        return Release(answers=answers, variances=self.variances.copy(), lower=answers - half,
+                       upper=answers + half, level=level, labels=self.problem.labels,
+                       privacy_cost=self.privacy_cost)
+
+    def __repr__(self) -> str:
+        return (f"GaussianMechanism({self.problem.name!r}, m={self.problem.m}, d={self.problem.d}, "
+                f"alpha={self.privacy_cost:.6g})")
+
+
+# ---------------------------------------------------------------------------- Problem 2
+@dataclass(frozen=True)
+class Problem2Result:
+    """Problem 2: the best uniform scaling ``k`` of the targets at a privacy target.
+
+    k : every variance is at most ``k c_j`` (equality for the binding queries);
+    k_lower_bound : certified lower bound on the optimal k (from the Problem 1 dual
+    bound; ``nan`` when the solution carries none); solution : the rescaled Solution
+    (``sigma`` (k, k) attains the target); epsilon, delta : the target;
+    delta_m : the largest Delta_M meeting it; privacy_cost : ``delta_m ** 2``.
+    """
+
+    k: float
+    k_lower_bound: float
+    solution: Solution
+    epsilon: float
+    delta: float
+    delta_m: float
+    privacy_cost: float
+
+
+def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "sdp", **options) -> Problem2Result:
+    """Solve Problem 2: meet (epsilon, delta) exactly with the smallest uniform scaling of c.
+
+    Parameters
+    ----------
+    problem_or_solution : FitnessProblem or Solution
+        A problem is first solved with ``ffu_cvx.solve(problem, method, **options)``; a
+        Solution of Problem 1 is used as it is.
+    epsilon, delta : the privacy target (epsilon > 0, 0 < delta < 1).
+
+    Theorem 8: the largest admissible cost is ``alpha* = gaussian_max_delta_m(eps, delta)^2``;
+    scaling ``Sigma`` by ``alpha / alpha*`` meets the target with equality, and
+    ``k = max_j variance_j / c_j`` of the scaled mechanism is optimal whenever the
+    Problem 1 solution is.
+    """
+    if isinstance(problem_or_solution, FitnessProblem):
+        from .solvers import solve
+
+        sol = solve(problem_or_solution, method=method, **options)
+    else:
+        sol = _check_solution(problem_or_solution)
+    delta_m = privacy.gaussian_max_delta_m(epsilon, delta)
+    target = delta_m * delta_m
+    scaled = sol.scaled(target)
+    lb = scaled.get("lower_bound")
+    return Problem2Result(k=float(scaled["max_ratio"]), k_lower_bound=math.nan if lb is None else float(lb) / target,
+                          solution=scaled, epsilon=float(epsilon), delta=float(delta),
+                          delta_m=float(delta_m), privacy_cost=float(target))
+
+
+# ---------------------------------------------------------------------------- free queries
+def _slack(mech: GaussianMechanism, rtol: float) -> np.ndarray:
+    """(d,) slack ``alpha - p_i``, with entries within ``rtol * alpha`` of zero set to 0."""
+    rtol = float(rtol)
+    if not rtol >= 0:
+        raise ValueError(f"`rtol` must be >= 0, got {rtol!r}")
+    slack = mech.privacy_cost - mech.profile
+    slack[slack <= rtol * mech.privacy_cost] = 0.0
+    return slack
+
+
+def _as_mechanism(solution_or_mechanism) -> GaussianMechanism:
+    if isinstance(solution_or_mechanism, GaussianMechanism):
+        return solution_or_mechanism
+    return GaussianMechanism(solution_or_mechanism)
+
+
+def _check_queries(Q, d: int, name: str) -> np.ndarray:
+    try:
+        Q = np.array(Q, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`{name}` must be numeric: {exc}") from None
+    if Q.ndim != 2 or Q.shape[1] != d or Q.shape[0] == 0:
+        raise ValueError(f"`{name}` must have shape (r, {d}) (one query per row over the d cells), got {Q.shape}")
+    if not np.all(np.isfinite(Q)):
+        raise ValueError(f"`{name}` contains NaN or inf")
+    zero = np.flatnonzero(~Q.any(axis=1))
+    if zero.size:
+        raise ValueError(f"`{name}` has all-zero queries (rows {zero[:5].tolist()}): they need no noise, drop them")
+    return Q
+
+
+def _independent_release(Q: np.ndarray, factor: np.ndarray, x, rng, level: float, d: int):
+    x = check_histogram(x, d)
+    level = _check_level(level)
+    gen = _generator(rng)
+    answers = Q @ x + factor @ gen.standard_normal(factor.shape[1])
+    variances = np.einsum("ij,ij->i", factor, factor)
+    half = _z(level) * np.sqrt(variances)
+    return answers, variances, half, level
+
+
+@dataclass(frozen=True)
+class FreeQuery:
+    """An extra query ``q`` answerable with independent noise at no privacy cost.
+
+    q : (d,) the query; variance : smallest variance ``s`` of independent noise that
+    keeps the privacy cost at ``privacy_cost`` (``inf`` when ``q`` touches a tight column);
+    finite : whether it can be answered for free at all; binding : index of the column
+    that sets ``variance`` (-1 if none); tight : (t,) indices of tight columns touched by
+    ``q`` (why it is not free); derived_variance : variance of the best unbiased estimate
+    of ``q . x`` from the workload answers themselves (post-processing, ``inf`` if ``q`` is
+    not in the row space of ``W``); privacy_cost : alpha of the mechanism.
+    """
+
+    q: np.ndarray
+    variance: float
+    finite: bool
+    binding: int
+    tight: tuple
+    derived_variance: float
+    privacy_cost: float
+
+    def release(self, x, rng=None, level: float = 0.95) -> Release:
+        """Release ``q . x + N(0, variance)`` for a histogram ``x`` (d,): a Release with m = 1.
+
+        The noise is independent of the workload release; ``rng`` as in
+        :meth:`GaussianMechanism.release`.
+        """
+        if not self.finite:
+            raise ValueError(f"this query is not free: it touches tight columns {list(self.tight[:10])} "
+                             "where the profile already equals the privacy cost")
+        factor = np.array([[math.sqrt(self.variance)]])
+        ans, var, half, level = _independent_release(self.q[None, :], factor, x, rng, level, self.q.size)
+        return Release(answers=ans, variances=var, lower=ans - half, upper=ans + half, level=level,
+                       labels=("free query",), privacy_cost=self.privacy_cost)
+
+
+def free_query(solution, q, rtol: float = SLACK_RTOL) -> FreeQuery:
+    """Smallest variance at which ``q`` (d,) can be answered for free (§3.2.1).
+
+    Releasing ``q . x + N(0, s)`` with independent noise raises profile entry ``i`` by
+    ``q_i^2 / s``, so the cost stays ``alpha`` iff ``s >= max_i q_i^2 / (alpha - p_i)``
+    over the cells with ``q_i != 0``. Columns whose slack is at most ``rtol * alpha`` are
+    tight (a solver's tight columns are tight only to its tolerance): if ``q`` touches one,
+    the variance is ``inf``. Pass ``rtol=0`` for the exact value of this Sigma.
+
+    ``solution`` is a Solution or a :class:`GaussianMechanism`.
+    """
+    mech = _as_mechanism(solution)
+    if np.ndim(q) != 1:
+        raise ValueError(f"`q` must be one query of shape ({mech.problem.d},), got shape {np.shape(q)}; "
+                         "use free_queries for a batch")
+    q = _check_queries([q], mech.problem.d, "q")[0]
+    slack = _slack(mech, rtol)
+    touched = np.flatnonzero(q)
+    tight = touched[slack[touched] == 0.0]
+    if tight.size:
+        variance, binding = math.inf, -1
+    else:
+        need = q[touched] ** 2 / slack[touched]
+        j = int(np.argmax(need))
+        variance, binding = float(need[j]), int(touched[j])
+    return FreeQuery(q=q, variance=variance, finite=bool(math.isfinite(variance)), binding=binding,
+                     tight=tuple(int(i) for i in tight), derived_variance=_derived_variance(mech, q),
+                     privacy_cost=mech.privacy_cost)
+
+
+def _derived_variance(mech: GaussianMechanism, q: np.ndarray) -> float:
+    """Variance of ``q . x`` estimated from ``B x + N(0, Sigma)``, or inf outside the row space."""
+    B = mech.problem.B
+    # q = B^T l has a solution iff q lies in the row space of B; then l^T (noisy B x) is unbiased.
+    l = linalg.lstsq(B.T, q, check_finite=False)[0]
+    if np.linalg.norm(B.T @ l - q) > 1e-9 * max(np.linalg.norm(q), 1e-300):
+        return math.inf
+    v = mech._chol.T @ l
+    return float(v @ v)
+
+
+@dataclass(frozen=True)
+class FreeQueryPlan:
+    """How to answer a batch of extra queries ``Q`` (r, d) without raising the privacy cost.
+
+    Both plans draw noise independent of the workload release; they differ in the noise
+    among the r extra answers.
+
+    targets : (r,) relative variance targets (the plans minimise ``max_j var_j / targets_j``).
+    independent_variances : (r,) variances of the best plan with independent noise per query.
+    independent_ratio : its ``max_j var_j / targets_j``.
+    covariance : (r, r) noise covariance of the correlated plan (``None`` if not computed).
+    correlated_variances : (r,) its variances; correlated_ratio : its max ratio.
+    improvement : ``independent_ratio / correlated_ratio`` (>= 1 up to solver tolerance).
+    finite : False when some query touches a tight column (then every variance is inf).
+    tight : indices of the tight columns touched.
+    solution : the auxiliary Problem 1 Solution behind the correlated plan (or None).
+    """
+
+    Q: np.ndarray
+    targets: np.ndarray
+    independent_variances: np.ndarray
+    independent_ratio: float
+    covariance: np.ndarray | None
+    correlated_variances: np.ndarray | None
+    correlated_ratio: float
+    improvement: float
+    finite: bool
+    tight: tuple
+    privacy_cost: float
+    solution: Solution | None
+    factor: np.ndarray | None
+
+    def release(self, x, rng=None, level: float = 0.95, correlated: bool = True) -> Release:
+        """Answer the batch for a histogram ``x`` (d,) with the correlated (default) or independent plan."""
+        if not self.finite:
+            raise ValueError(f"these queries are not free: they touch tight columns {list(self.tight[:10])}")
+        if correlated:
+            if self.factor is None:
+                raise ValueError("the correlated plan was not computed; call free_queries(..., correlated=True) "
+                                 "or release with correlated=False")
+            factor = self.factor
+        else:
+            factor = np.diag(np.sqrt(self.independent_variances))
+        ans, var, half, level = _independent_release(self.Q, factor, x, rng, level, self.Q.shape[1])
+        return Release(answers=ans, variances=var, lower=ans - half, upper=ans + half, level=level,
+                       labels=("free query",) * self.Q.shape[0], privacy_cost=self.privacy_cost)
+
+
+def free_queries(solution, Q, targets=None, *, correlated: bool = True, method: str = "sdp",
+                 rtol: float = SLACK_RTOL, **options) -> FreeQueryPlan:
+    """Plan answers to extra queries ``Q`` (r, d) that keep the privacy cost at alpha.
+
+    With noise covariance ``S`` (r, r) on ``Q x``, independent of the workload release,
+    the profile grows by ``diag(Q^T S^{-1} Q)``; a plan must keep that within the slack
+    ``alpha - p``. Both plans minimise the largest ``var_j / targets_j``
+    (``targets`` (r,) > 0, default all ones):
+
+    - independent noise has the closed form ``var_j = t_j max_i (sum_j Q_ji^2 / t_j) / slack_i``
+      (the LP ``max tau`` s.t. ``sum_j Q_ji^2 u_j <= slack_i``, ``u_j t_j >= tau`` is solved by
+      equal ``u_j t_j``);
+    - correlated noise is itself Problem 1 for the workload ``Q diag(slack)^{-1/2}``
+      (columns touched by ``Q`` only) with targets ``t``: its optimum ``alpha_Q`` scaled to
+      privacy cost 1 has every profile increase within the slack and ``var_j <= alpha_Q t_j``.
+      It is solved by ``ffu_cvx.solve(..., method, **options)``; pass ``correlated=False`` to skip it.
+
+    ``solution`` is a Solution or a :class:`GaussianMechanism`. See :func:`free_query` for ``rtol``.
+    """
+    mech = _as_mechanism(solution)
+    d = mech.problem.d
+    Q = _check_queries(Q, d, "Q")
+    r = Q.shape[0]
+    if targets is None:
+        t = np.ones(r)
+    else:
+        t = np.array(targets, dtype=float).reshape(-1) if np.ndim(targets) else np.full(r, float(targets))
+        if t.shape != (r,) or not np.all(np.isfinite(t)) or np.any(t <= 0):
+            raise ValueError(f"`targets` must be {r} finite positive relative variances, got {targets!r}")
+    slack = _slack(mech, rtol)
+    active = np.flatnonzero(Q.any(axis=0))
+    tight = active[slack[active] == 0.0]
+    if tight.size:
+        inf = np.full(r, math.inf)
+        return FreeQueryPlan(Q=Q, targets=t, independent_variances=inf, independent_ratio=math.inf,
+                             covariance=None, correlated_variances=None, correlated_ratio=math.inf,
+                             improvement=math.nan, finite=False, tight=tuple(int(i) for i in tight),
+                             privacy_cost=mech.privacy_cost, solution=None, factor=None)
+    Qa = Q[:, active] / np.sqrt(slack[active])
+    tau = float(np.max(np.sum(Qa ** 2 / t[:, None], axis=0)))
+    indep = tau * t
+    cov = cvar = sol = factor = None
+    cratio, improvement = math.nan, math.nan
+    if correlated:
+        from .solvers import solve
+
+        aux = FitnessProblem(Qa, t, basis="auto", name="free queries")
+        sol = solve(aux, method=method, **options).scaled(1.0)
+        factor = aux.L @ privacy.cholesky(sol["sigma"])
+        cov = factor @ factor.T
+        cvar = np.einsum("ij,ij->i", factor, factor)
+        cratio = float(np.max(cvar / t))
+        improvement = tau / cratio
+    return FreeQueryPlan(Q=Q, targets=t, independent_variances=indep, independent_ratio=tau,
+                         covariance=cov, correlated_variances=cvar, correlated_ratio=cratio,
+                         improvement=improvement, finite=True, tight=(), privacy_cost=mech.privacy_cost,
+                         solution=sol, factor=factor)
