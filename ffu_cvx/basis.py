@@ -58,9 +58,15 @@ def row_basis(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _check_reconstruction(W: np.ndarray, L: np.ndarray, B: np.ndarray, basis: str) -> None:
     err = np.linalg.norm(W - L @ B) / max(np.linalg.norm(W), 1e-300)
     if not err <= RECONSTRUCTION_RTOL:
+        why = (
+            "the rows of the `basis` matrix do not span the row space of W; pass a B whose "
+            "rows span it, or basis='rows'"
+            if basis == "custom"
+            else "W is numerically ill-conditioned, try basis='rows'"
+        )
         raise ValueError(
             f"basis={basis!r} does not reproduce W: ||W - L B|| / ||W|| = {err:.2e} > "
-            f"{RECONSTRUCTION_RTOL:g}; W is numerically ill-conditioned, try basis='rows'"
+            f"{RECONSTRUCTION_RTOL:g}; {why}"
         )
 
 
