@@ -149,6 +149,11 @@ def random_ranges(d: int, targets: str = "uniform", seed: int = 0) -> Workload:
 
     Notes
     -----
+    ``W`` is often rank deficient: a boundary between two neighbouring cells is used by
+    no range with probability about ``e^-4`` (0.018), and then the two columns are
+    equal (seed 0 at d = 64 has rank 63). ``basis="auto"`` then picks a row basis; the
+    paper's ``B = U`` needs full column rank.
+
     The authors' public code uses the same end-point distribution, but a fixed target
     and one extra total query; this builder follows the paper's text.
     """
