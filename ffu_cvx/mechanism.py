@@ -257,13 +257,13 @@ def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "s
     ``k = max_j variance_j / c_j`` of the scaled mechanism is optimal whenever the
     Problem 1 solution is.
     """
+    delta_m = privacy.gaussian_max_delta_m(epsilon, delta)  # validates the target before any solve
     if isinstance(problem_or_solution, FitnessProblem):
         from .solvers import solve
 
         sol = solve(problem_or_solution, method=method, **options)
     else:
         sol = _check_solution(problem_or_solution)
-    delta_m = privacy.gaussian_max_delta_m(epsilon, delta)
     target = delta_m * delta_m
     scaled = sol.scaled(target)
     lb = scaled.get("lower_bound")

@@ -1,0 +1,217 @@
+"""The ``ffu-cvx`` command line: solve -> release -> report, and bad input (exit 2, no output)."""
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ffu_cvx as ffu
+from ffu_cvx import cli, privacy
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+METHOD = "smii"
+
+
+def _run(capsys, *argv):
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _answers(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_round_trip_on_the_example(tmp_path, capsys):
+    result = tmp_path / "prefix16.result.json"
+    code, _, err = _run(capsys, "solve", EXAMPLES / "prefix16.json", "--method", METHOD, "--out", result)
+    assert code == 0, err
+    assert "solving with method" in err and "wrote" in err  # progress on stderr
+    res = json.loads(result.read_text())
+    assert res["schema_version"] == cli.SCHEMA_VERSION
+    W = np.array(res["problem"]["W"])
+    np.testing.assert_array_equal(W, ffu.workloads.prefix(16).W)
+    sigma = np.array(res["sigma"])
+    assert sigma.shape == (16, 16)
+    alpha = privacy.privacy_cost(sigma, np.array(res["problem"]["B"]))
+    assert res["privacy_cost"] == pytest.approx(alpha, rel=1e-12)
+    assert max(res["profile"]) == pytest.approx(alpha, rel=1e-12)
+    assert res["delta"] == 1e-6
+    assert res["epsilon"] == pytest.approx(privacy.gaussian_epsilon(1e-6, math.sqrt(alpha)), rel=1e-12)
+    assert res["rho"] == pytest.approx(alpha / 2, rel=1e-12)
+    assert max(res["variances"]) <= 1 + 1e-6
+    assert 0 <= res["certificate"]["gap"] < 1e-3
+    assert res["certificate"]["lower_bound"] <= alpha * (1 + 1e-9)
+    assert set(res["timings"]) == {"load_s", "solve_s", "total_s"}
+    # Problem 1 for prefix(16): the solver's alpha is the library's.
+    direct = ffu.solve(ffu.FitnessProblem.from_workload(ffu.workloads.prefix(16)), method=METHOD)
+    assert alpha == pytest.approx(direct.privacy_cost, rel=1e-6)
+
+    answers = tmp_path / "answers.csv"
+    code, _, err = _run(capsys, "release", result, "--data", EXAMPLES / "hist16.csv", "--out", answers,
+                        "--seed", 7, "--level", 0.9)
+    assert code == 0, err
+    assert "differential privacy" in err
+    rows = _answers(answers)
+    assert len(rows) == 16
+    x = np.array([int(r["count"]) for r in csv.DictReader(open(EXAMPLES / "hist16.csv"))])
+    got = np.array([float(r["answer"]) for r in rows])
+    var = np.array([float(r["variance"]) for r in rows])
+    np.testing.assert_allclose(var, res["variances"], rtol=1e-12)
+    assert np.all(np.abs(got - W @ x) <= 6 * np.sqrt(var))  # 6 sd: fails with probability < 1e-7
+    half = np.array([float(r["upper"]) - float(r["answer"]) for r in rows])
+    np.testing.assert_allclose(half, 1.6448536269514722 * np.sqrt(var), rtol=1e-9)
+    # Same seed, same noise; the default (no seed) draws fresh noise.
+    again = tmp_path / "again.csv"
+    assert _run(capsys, "release", result, "--data", EXAMPLES / "hist16.csv", "--out", again,
+                "--seed", 7, "--level", 0.9)[0] == 0
+    assert again.read_text() == answers.read_text()
+    fresh = tmp_path / "fresh.csv"
+    assert _run(capsys, "release", result, "--data", EXAMPLES / "hist16.csv", "--out", fresh, "--quiet")[0] == 0
+    assert fresh.read_text() != answers.read_text()
+
+    fig = tmp_path / "fig.png"
+    code, out, err = _run(capsys, "report", result, "--plot", fig)
+    assert code == 0, err
+    assert f"alpha = {alpha:.10g}" in out and "16/16 queries within target" in out
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and fig.stat().st_size > 10_000
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["prefix16.result.json", "answers.csv", "again.csv", "fresh.csv", "fig.png"])  # no temp files left
+
+
+def test_problem2_target_and_custom_matrix_spec(tmp_path, capsys):
+    np.savetxt(tmp_path / "W.csv", np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0], [1.0, 0.0, 0.0]]), delimiter=",")
+    np.save(tmp_path / "c.npy", np.array([1.0, 2.0, 1.0]))
+    spec = {"name": "custom", "W": "W.csv", "c": "c.npy", "target": {"epsilon": 1.0, "delta": 1e-6},
+            "labels": ["a", "b", "c"]}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    result = tmp_path / "r.json"
+    code, _, err = _run(capsys, "solve", tmp_path / "spec.json", "--method", METHOD, "--out", result, "--quiet")
+    assert code == 0, err
+    assert err == ""  # --quiet
+    res = json.loads(result.read_text())
+    dm = privacy.gaussian_max_delta_m(1.0, 1e-6)
+    assert res["privacy_cost"] == pytest.approx(dm ** 2, rel=1e-12)
+    assert res["epsilon"] == pytest.approx(1.0, rel=1e-9)
+    k = res["target"]["k"]
+    assert np.all(np.array(res["variances"]) <= k * np.array([1.0, 2.0, 1.0]) * (1 + 1e-12))
+    assert res["problem"]["labels"] == ["a", "b", "c"]
+    hist = tmp_path / "h.csv"
+    hist.write_text("4,5,6\n")  # one row of d counts is accepted too
+    assert _run(capsys, "release", result, "--data", hist, "--out", tmp_path / "a.csv", "--seed", 1)[0] == 0
+    assert [r["label"] for r in _answers(tmp_path / "a.csv")] == ["a", "b", "c"]
+    code, out, _ = _run(capsys, "report", result)
+    assert code == 0 and "Problem 2" in out and "(1, 1e-06)-DP" in out
+
+
+def _bad_case(tmp_path, case):
+    """(argv, output path) for one bad-input case."""
+    spec = tmp_path / "spec.json"
+    out = tmp_path / "out.json"
+    good = {"W": [[1.0, 1.0], [1.0, 0.0]], "c": [1.0, 1.0]}
+    if case == "malformed json":
+        spec.write_text('{"W": [[1, 1], [1, 0]], "c": [1, 1]')
+    elif case == "W not 2-D":
+        spec.write_text(json.dumps({"W": [1.0, 2.0, 3.0], "c": 1.0}))
+    elif case == "ragged W":
+        spec.write_text(json.dumps({"W": [[1.0, 2.0], [3.0]], "c": [1.0, 1.0]}))
+    elif case == "W and c disagree":
+        spec.write_text(json.dumps({"W": [[1.0, 2.0], [3.0, 4.0]], "c": [1.0, 1.0, 1.0]}))
+    elif case == "negative targets":
+        spec.write_text(json.dumps({"W": [[1.0, 1.0], [1.0, 0.0]], "c": [1.0, -2.0]}))
+    elif case == "missing spec":
+        pass
+    elif case == "missing W file":
+        spec.write_text(json.dumps({"W": "nowhere.npy", "c": 1.0}))
+    elif case == "unknown workload":
+        spec.write_text(json.dumps({"workload": "nope", "params": {}}))
+    elif case == "bad params":
+        spec.write_text(json.dumps({"workload": "prefix", "params": {"size": 4}}))
+    elif case == "unknown key":
+        spec.write_text(json.dumps({**good, "tagret": {"epsilon": 1}}))
+    elif case == "output dir missing":
+        spec.write_text(json.dumps(good))
+        out = tmp_path / "no" / "such" / "dir" / "out.json"
+    elif case == "output is a directory":
+        spec.write_text(json.dumps(good))
+        out = tmp_path / "adir"
+        out.mkdir()
+        return ["solve", spec, "--method", METHOD, "--out", out], None
+    return ["solve", spec, "--method", METHOD, "--out", out], out
+
+
+BAD_CASES = ["malformed json", "W not 2-D", "ragged W", "W and c disagree", "negative targets", "missing spec",
+             "missing W file", "unknown workload", "bad params", "unknown key", "output dir missing",
+             "output is a directory"]
+
+
+@pytest.mark.parametrize("case", BAD_CASES)
+def test_bad_solve_input_exits_2_and_writes_nothing(tmp_path, capsys, case):
+    argv, out = _bad_case(tmp_path, case)
+    before = {p for p in tmp_path.rglob("*")}
+    code, stdout, err = _run(capsys, *argv)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ffu-cvx: error: ")
+    assert stdout == ""
+    if out is not None:
+        assert not out.exists()
+    assert {p for p in tmp_path.rglob("*")} == before  # nothing written, no temp file left
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory):
+    d = tmp_path_factory.mktemp("solved")
+    shutil.copy(EXAMPLES / "prefix16.json", d / "spec.json")
+    assert cli.main(["solve", str(d / "spec.json"), "--method", METHOD, "--out", str(d / "r.json"), "--quiet"]) == 0
+    return d / "r.json"
+
+
+@pytest.mark.parametrize("case", ["missing data", "negative count", "wrong length", "not a number",
+                                  "edited result", "output dir missing", "bad plot suffix", "unknown method"])
+def test_bad_release_and_report_input_exits_2(tmp_path, capsys, solved, case):
+    hist = tmp_path / "h.csv"
+    hist.write_text("count\n" + "\n".join(["3"] * 16) + "\n")
+    out = tmp_path / "answers.csv"
+    result = solved
+    argv = ["release", result, "--data", hist, "--out", out]
+    if case == "missing data":
+        argv[3] = tmp_path / "none.csv"
+    elif case == "negative count":
+        hist.write_text("count\n" + "\n".join(["3"] * 15 + ["-1"]) + "\n")
+    elif case == "wrong length":
+        hist.write_text("\n".join(["3"] * 15) + "\n")
+    elif case == "not a number":
+        hist.write_text("count\n" + "\n".join(["3"] * 15 + ["x"]) + "\n")
+    elif case == "edited result":
+        res = json.loads(solved.read_text())
+        res["privacy_cost"] *= 0.5
+        result = tmp_path / "edited.json"
+        result.write_text(json.dumps(res))
+        argv[1] = result
+    elif case == "output dir missing":
+        out = tmp_path / "missing" / "answers.csv"
+        argv[-1] = out
+    elif case == "bad plot suffix":
+        out = tmp_path / "fig.txt"
+        argv = ["report", result, "--plot", out]
+    elif case == "unknown method":
+        argv = ["solve", EXAMPLES / "prefix16.json", "--method", "magic", "--out", out]
+    code, _, err = _run(capsys, *argv)
+    assert code == 2
+    assert err.strip()  # argparse prints its usage; ours print one line
+    if case != "unknown method":
+        assert len(err.strip().splitlines()) == 1 and "ffu-cvx: error:" in err
+    assert not out.exists()
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_load_spec_builds_the_problem():
+    problem, spec = cli.load_spec(EXAMPLES / "prefix16.json")
+    assert (problem.m, problem.d, problem.k, problem.basis) == (16, 16, 16, "identity")
+    assert spec["workload"] == "prefix"
