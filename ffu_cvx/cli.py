@@ -290,6 +290,12 @@ def _result_dict(sol: Solution, spec: dict, spec_path: Path, delta: float, targe
     })
 
 
+def _dump_result(res: dict) -> str:
+    """Strict JSON with one top-level key per line and compact arrays (large matrices stay small)."""
+    items = (f"{json.dumps(k)}: {json.dumps(v, allow_nan=False, separators=(',', ':'))}" for k, v in res.items())
+    return "{\n" + ",\n".join(items) + "\n}\n"
+
+
 def load_result(path) -> tuple[Solution, dict]:
     """Read a RESULT file and rebuild its Solution (without re-certifying).
 
@@ -378,7 +384,7 @@ def _cmd_solve(args) -> int:
                      f"every variance <= k c with k = {p2.k:.6g}")
     timings = {"load_s": t_load, "solve_s": t_solve, "total_s": time.perf_counter() - t0}
     res = _result_dict(sol, spec, spec_path, args.delta, target_info, timings)
-    _atomic_write(out, (json.dumps(res, allow_nan=False, indent=1) + "\n").encode())
+    _atomic_write(out, _dump_result(res).encode())
     progress.say(f"epsilon = {res['epsilon']:.6g} at delta = {args.delta:g}; rho-zCDP = {res['rho']:.6g}")
     progress.say(f"wrote {out}")
     return 0
