@@ -41,7 +41,7 @@ __all__ = [
     "FreeQuery", "free_query", "FreeQueryPlan", "free_queries", "check_histogram",
 ]
 
-#: Smallest default relative tolerance under which a column's slack ``alpha - p_i`` counts as zero.
+#: Default relative tolerance under which a column's slack ``alpha - p_i`` counts as zero.
 SLACK_RTOL = 1e-6
 
 
@@ -273,16 +273,8 @@ def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "s
 
 
 # ---------------------------------------------------------------------------- free queries
-def _slack(mech: GaussianMechanism, rtol: float | None) -> np.ndarray:
-    """(d,) slack ``alpha - p_i``, with entries within ``rtol * alpha`` of zero set to 0.
-
-    ``rtol=None`` uses ``max(SLACK_RTOL, 10 * gap)`` with the solution's certified gap: a
-    solver flattens the tight part of the profile only to its own accuracy, and a slack
-    below that is noise, not room for a free query.
-    """
-    if rtol is None:
-        gap = mech.solution.get("gap")
-        rtol = max(SLACK_RTOL, 10.0 * gap) if gap is not None and math.isfinite(gap) else SLACK_RTOL
+def _slack(mech: GaussianMechanism, rtol: float) -> np.ndarray:
+    """(d,) slack ``alpha - p_i``, with entries within ``rtol * alpha`` of zero set to 0."""
     rtol = float(rtol)
     if not rtol >= 0:
         raise ValueError(f"`rtol` must be >= 0, got {rtol!r}")
@@ -358,15 +350,16 @@ class FreeQuery:
                        labels=("free query",), privacy_cost=self.privacy_cost)
 
 
-def free_query(solution, q, rtol: float | None = None) -> FreeQuery:
+def free_query(solution, q, rtol: float = SLACK_RTOL) -> FreeQuery:
     """Smallest variance at which ``q`` (d,) can be answered for free (§3.2.1).
 
     Releasing ``q . x + N(0, s)`` with independent noise raises profile entry ``i`` by
     ``q_i^2 / s``, so the cost stays ``alpha`` iff ``s >= max_i q_i^2 / (alpha - p_i)``
     over the cells with ``q_i != 0``. Columns whose slack is at most ``rtol * alpha`` are
-    tight: if ``q`` touches one, the variance is ``inf``. A solver's tight columns are
-    tight only to its accuracy, so the default ``rtol=None`` is
-    ``max(1e-6, 10 * solution.gap)``; pass ``rtol=0`` for the exact value of this Sigma.
+    tight: if ``q`` touches one, the variance is ``inf``. A solver flattens the tight part
+    of the profile only to its accuracy (the exact SDP to about 1e-8 relative), so slacks
+    below ``rtol = 1e-6`` are treated as solver noise, not room for a free query; pass
+    ``rtol=0`` for the exact value of this Sigma (a huge variance where the slack is tiny).
 
     ``solution`` is a Solution or a :class:`GaussianMechanism`.
     """
@@ -452,7 +445,7 @@ class FreeQueryPlan:
 
 
 def free_queries(solution, Q, targets=None, *, correlated: bool = True, method: str = "sdp",
-                 rtol: float | None = None, **options) -> FreeQueryPlan:
+                 rtol: float = SLACK_RTOL, **options) -> FreeQueryPlan:
     """Plan answers to extra queries ``Q`` (r, d) that keep the privacy cost at alpha.
 
     With noise covariance ``S`` (r, r) on ``Q x``, independent of the workload release,
