@@ -88,6 +88,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would surprise users of the output
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
