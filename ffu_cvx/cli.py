@@ -62,7 +62,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, privacy, workloads
+from . import __version__, workloads
 from .mechanism import GaussianMechanism, check_histogram, problem2
 from .problem import FitnessProblem
 from .result import Solution, SolverError
