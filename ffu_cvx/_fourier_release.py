@@ -190,49 +190,31 @@ def _check_records(records, domain) -> np.ndarray:
     return rec
 
 
-#: Largest one-hot width (sum of the sizes of the attributes involved) for which 1- and
-#: 2-way marginals are counted together as one Gram matrix per chunk.
-_GRAM_MAX_WIDTH = 2048
-
-
 def _count(records, domain, sets, chunk) -> dict:
-    """Marginal counts ``{A: (N_A,) int64}`` over record chunks of ``chunk`` rows.
+    """Marginal counts ``{A: (n_i)_{i in A} float}`` over record chunks of ``chunk`` rows.
 
-    1- and 2-way marginals come from the Gram matrix ``O^T O`` of the chunk's one-hot
-    encoding (one matrix product instead of one pass per set; float32 is exact because a
-    chunk has fewer than 2^24 rows); larger sets use one bincount each.
+    Each chunk is transposed once to contiguous int64 columns; each set then costs one
+    index computation and one ``bincount`` (about three passes over the chunk).
+    Temporary memory is ``O(chunk x d)``, independent of ``prod(n_i)``.
     """
-    chunk = min(chunk, 1 << 23)
     out = {A: np.zeros(_size(domain, A), dtype=np.int64) for A in sets}
-    small = sorted({i for A in sets if 1 <= len(A) <= 2 for i in A})
-    width = sum(domain[i] for i in small)
-    gram_sets = [A for A in sets if 1 <= len(A) <= 2] if 0 < width <= _GRAM_MAX_WIDTH else []
-    offset = dict(zip(small, np.cumsum([0] + [domain[i] for i in small])[:-1].tolist()))
-    gram = np.zeros((width, width), dtype=np.int64) if gram_sets else None
+    used = sorted({i for A in sets for i in A})
     for start in range(0, records.shape[0], chunk):
         block = records[start:start + chunk]
-        if gram_sets:
-            cols = block[:, small].T.astype(np.int64)  # (len(small), rows): contiguous per attribute
-            onehot = np.empty((width, block.shape[0]), dtype=np.float32)
-            for pos, i in enumerate(small):
-                for v in range(domain[i]):
-                    np.equal(cols[pos], v, out=onehot[offset[i] + v], casting="unsafe")
-            gram += np.rint(onehot @ onehot.T).astype(np.int64)
+        cols = dict(zip(used, block[:, used].T.astype(np.int64)))  # C-contiguous rows of the transpose
         for A in sets:
             if not A:
                 out[A][0] += block.shape[0]
                 continue
-            if gram is not None and A in gram_sets:
-                continue
-            idx = block[:, A[0]].astype(np.int64)
-            for i in A[1:]:
-                idx *= domain[i]
-                idx += block[:, i]
+            if len(A) == 1:
+                idx = cols[A[0]]
+            else:
+                idx = cols[A[0]] * domain[A[1]]
+                idx += cols[A[1]]
+                for i in A[2:]:
+                    idx *= domain[i]
+                    idx += cols[i]
             out[A] += np.bincount(idx, minlength=out[A].size)
-    for A in gram_sets:
-        a, b = A[0], A[-1]
-        blk = gram[offset[a]:offset[a] + domain[a], offset[b]:offset[b] + domain[b]]
-        out[A] += np.diag(blk) if len(A) == 1 else blk.ravel()
     return {A: v.reshape([domain[i] for i in A]).astype(float) for A, v in out.items()}
 
 
