@@ -1,0 +1,195 @@
+"""Lexicographic refinement: the unique ≺R-minimal optimum of Problem 1 (Theorem 5).
+
+Problem 1 can have many optimal ``Sigma`` (k, k): only the columns ``b_i`` of ``B``
+(k, d) that block a lower privacy cost are pinned at ``alpha``; the others may take
+any profile value up to ``alpha``. Among the optima the paper asks for the one whose
+decreasingly sorted privacy profile ``p_i = b_i^T Sigma^{-1} b_i`` is lexicographically
+smallest (the refined order ≺R, Definition 7), and Theorem 5 shows it is unique.
+
+It is found level by level, as in max-min fair allocation:
+
+1. solve Problem 1, value ``alpha_1``; the columns whose privacy multiplier ``lam_i``
+   is positive are tight in *every* optimum (complementary slackness), so their
+   profile is fixed at ``alpha_1``;
+2. minimise the largest profile entry over the remaining (free) columns, with the
+   fixed ones capped at their level values and every variance target kept;
+3. repeat until no column is free.
+
+The multipliers of the free columns sum to 1 at every level, so each level fixes at
+least one column and the loop ends after at most ``d`` solves. A column whose small
+multiplier is missed is caught one level later (the next level then has the same
+value and is merged into the previous one). Fixed levels are relaxed by a relative
+``slack`` so that the solver's tolerance never makes a later level infeasible.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .problem import FitnessProblem
+from .result import OPTIMAL_INACCURATE, USER_STOPPED, Solution
+
+__all__ = ["RefineResult", "refine_levels", "refine"]
+
+
+@dataclass
+class RefineResult:
+    """Outcome of the refinement levels.
+
+    sigma (k, k): the ≺R-minimal optimum (solver output, not rescaled); levels: list of
+    ``{"value": float, "columns": list[int]}`` in decreasing value; nit, compile_time,
+    solve_time: totals over the extra solves; stopped: a callback raised
+    ``StopIteration``; inaccurate: how many extra solves ended "optimal_inaccurate".
+
+    Capping the fixed columns at their level leaves the later SDPs a very thin
+    interior, so interior-point solvers often end them at their reduced tolerance;
+    their values and free-column multipliers are still accurate, and the final
+    ``Sigma`` is certified for Problem 1 by the first level's multipliers.
+    """
+
+    sigma: np.ndarray
+    levels: list = field(default_factory=list)
+    nit: int = 0
+    compile_time: float = 0.0
+    solve_time: float = 0.0
+    stopped: bool = False
+    inaccurate: int = 0
+
+
+def refine_levels(
+    problem: FitnessProblem,
+    first,
+    *,
+    callback=None,
+    formulation: str = "pair",
+    solver: str = "auto",
+    tol: float | None = None,
+    solver_options: dict | None = None,
+    verbose: bool = False,
+    slack: float = 1e-8,
+    threshold: float = 1e-3,
+    profile_rtol: float = 1e-4,
+) -> RefineResult:
+    """Run the refinement from a solved Problem 1 ``first`` (:class:`ffu_cvx.sdp.LevelResult`).
+
+    A free column is fixed at a level when its multiplier is at least ``threshold``
+    times the largest free multiplier and its profile is within ``profile_rtol`` of the
+    level value. A level whose value is within ``100 * slack`` of the previous one is
+    merged into it. ``callback(state)`` gets ``{"level", "value", "columns", "sigma"}``.
+    """
+    from . import privacy
+    from .sdp import solve_level
+
+    if not (math.isfinite(slack) and 0 <= slack < 1e-2):
+        raise ValueError(f"`slack` must be in [0, 1e-2), got {slack!r}")
+    if not (math.isfinite(threshold) and 0 < threshold < 1):
+        raise ValueError(f"`threshold` must be in (0, 1), got {threshold!r}")
+    d = problem.d
+    free = np.ones(d, dtype=bool)
+    caps = np.zeros(d)
+    out = RefineResult(sigma=first.sigma)
+    level = first
+    while True:
+        p = privacy.profile(level.sigma, problem.B)
+        lam_free = np.where(free, level.lam, 0.0)
+        near = p >= level.value * (1.0 - profile_rtol)
+        new = free & (lam_free >= threshold * lam_free.max()) & near
+        if not new.any():
+            # The multipliers and the profile disagree (an inaccurate solve): fix the
+            # column the multipliers point at, which always makes progress.
+            new = np.zeros(d, dtype=bool)
+            new[int(np.argmax(lam_free))] = True
+        cols = np.flatnonzero(new)
+        if out.levels and level.value >= out.levels[-1]["value"] * (1.0 - 100.0 * slack - 10.0 * _tol(level)):
+            out.levels[-1]["columns"] = sorted(out.levels[-1]["columns"] + cols.tolist())
+            cap = caps[out.levels[-1]["columns"][0]]
+        else:
+            out.levels.append({"value": float(level.value), "columns": cols.tolist()})
+            cap = level.value * (1.0 + slack)
+        caps[cols] = cap
+        free &= ~new
+        out.sigma = level.sigma
+        if callback is not None:
+            try:
+                callback({"level": len(out.levels), "value": float(level.value), "columns": cols.tolist(),
+                          "sigma": level.sigma})
+            except StopIteration:
+                out.stopped = True
+                return out
+        if not free.any():
+            return out
+        level = solve_level(problem, free=free, caps=caps, formulation=formulation, solver=solver, tol=tol,
+                            solver_options=solver_options, verbose=verbose)
+        out.nit += level.nit or 0
+        out.compile_time += level.compile_time
+        out.solve_time += level.solve_time
+        out.inaccurate += level.status == OPTIMAL_INACCURATE
+
+
+def _tol(level) -> float:
+    from .sdp import DEFAULT_TOL
+
+    return DEFAULT_TOL.get(level.solver, 1e-8)
+
+
+def refine(
+    problem: FitnessProblem,
+    solution: Solution | None = None,
+    *,
+    formulation: str = "pair",
+    solver: str = "auto",
+    tol: float | None = None,
+    solver_options: dict | None = None,
+    callback=None,
+    verbose: bool = False,
+    slack: float = 1e-8,
+    threshold: float = 1e-3,
+) -> Solution:
+    """The unique ≺R-minimal optimum of Problem 1 (Theorem 5), as a ``Solution``.
+
+    Parameters
+    ----------
+    problem : FitnessProblem
+        ``W`` (m, d), ``c`` (m,), ``B`` (k, d), ``L`` (m, k).
+    solution : Solution, optional
+        Ignored unless it is an unrefined exact SDP solution (``method == "sdp"``
+        without ``refine_levels``) whose multipliers then seed the first level; in
+        every other case Problem 1 is solved first, because the levels rely on exact
+        multipliers.
+    formulation, solver, tol, solver_options, verbose
+        As in :func:`ffu_cvx.sdp.solve_sdp` (``formulation`` must be a primal one).
+    slack : float
+        Relative relaxation of fixed levels (default 1e-8).
+    threshold : float
+        Relative multiplier size that marks a column tight (default 1e-3).
+
+    Returns
+    -------
+    Solution
+        With ``info["refine_levels"]``: a list of ``{"value", "columns"}``.
+    """
+    from .sdp import LevelResult, finish, solve_level
+
+    if formulation == "dual":
+        raise ValueError("`formulation` must be a primal one ('pair', 'schur' or 'inverse') for the refinement")
+    t0 = time.perf_counter()
+    opts = dict(formulation=formulation, solver=solver, tol=tol, solver_options=solver_options, verbose=verbose)
+    seeded = (isinstance(solution, Solution) and solution.get("method") == "sdp"
+              and "refine_levels" not in solution.get("info", {}) and solution.get("lam") is not None
+              and solution.get("problem") is problem)
+    if seeded:
+        first = LevelResult(value=float(solution.privacy_cost), sigma=solution.sigma, lam=solution.lam,
+                            mu=solution.mu, status=solution.status, solver=solution.info.get("solver", "CLARABEL"),
+                            nit=0, compile_time=0.0, solve_time=0.0)
+    else:
+        first = solve_level(problem, **opts)
+    ref = refine_levels(problem, first, callback=callback, slack=slack, threshold=threshold, **opts)
+    status = USER_STOPPED if ref.stopped else first.status
+    return finish(problem, ref.sigma, first.lam, first.mu, status=status, nit=(first.nit or 0) + ref.nit, t0=t0,
+                  gap_tol=1e-6, solver=first.solver, solver_status=first.raw_status, formulation=formulation,
+                  refine_levels=ref.levels, refine_inaccurate=ref.inaccurate,
+                  compile_time=first.compile_time + ref.compile_time, solve_time=first.solve_time + ref.solve_time)

@@ -1,0 +1,411 @@
+"""Exact reference solver for Problem 1: a semidefinite program in CVXPY.
+
+Notation (fitness-for-use paper, Problem 1): ``B`` (k, d) basis with columns ``b_i``,
+``L`` (m, k) representation (``W = L B``), ``c`` (m,) variance targets, ``Sigma``
+(k, k) noise covariance, ``alpha`` the privacy cost. Problem 1 is
+
+    minimise alpha  s.t.  b_i^T Sigma^{-1} b_i <= alpha (i < d),  diag(L Sigma L^T) <= c.
+
+Every formulation below is exact (a Schur-complement reformulation, no relaxation);
+they differ in the order of the one linear matrix inequality (LMI), which is what an
+interior-point solver pays for (Clarabel factors a dense block of size ``n(n+1)/2``
+for an LMI of order ``n``):
+
+``"pair"`` (default)
+    ``X = Sigma^{-1}`` relaxed to ``[[Sigma, I], [I, X]] >= 0`` (``X >= Sigma^{-1}``);
+    privacy ``diag(B^T X B) <= alpha`` and variances ``diag(L Sigma L^T) <= c`` are
+    then linear. LMI order ``2k``, whatever ``m`` and ``d``.
+``"schur"``
+    The textbook model ``[[Sigma, B], [B^T, D]] >= 0``, ``diag(D) <= alpha``: order ``k + d``.
+``"inverse"``
+    ``X = Sigma^{-1}`` as the variable: privacy is linear, the variances are
+    ``[[X, L^T], [L, Y]] >= 0``, ``diag(Y) <= c``: order ``k + m``.
+``"dual"``
+    The Lagrange dual ``max tr(Z)`` s.t. ``[[B diag(lam) B^T, Z], [Z^T, L^T diag(mu) L]] >= 0``,
+    ``sum(lam) = 1``, ``mu . c = 1``; ``alpha* = tr(Z)^2`` and ``Sigma`` is read off the
+    LMI's multiplier. Order ``2k``. Not used for the refinement levels (they use "pair").
+
+The multipliers ``lam`` (d,) of the privacy constraints and ``mu`` (m,) of the variance
+constraints are returned with the solution, so its certificate
+(:mod:`ffu_cvx.certificate`) is tight. Every result is post-checked: ``Sigma`` is
+rescaled so that its largest variance ratio is exactly 1 and the privacy cost is
+recomputed from ``Sigma`` via Cholesky (:meth:`ffu_cvx.result.Solution.from_sigma`).
+
+Only this module imports CVXPY, and only inside functions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import linalg
+
+from .problem import FitnessProblem
+from .result import OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, Solution, SolverError
+
+__all__ = ["FORMULATIONS", "SOLVERS", "STATUS_MAP", "LevelResult", "solve_level", "solve_sdp"]
+
+FORMULATIONS = ("pair", "schur", "inverse", "dual")
+SOLVERS = ("auto", "CLARABEL", "SCS")
+
+#: CVXPY status -> our status. Any other status (infeasible, unbounded, user limit,
+#: solver error, ...) is a failure and raises ``SolverError``.
+STATUS_MAP = {"optimal": OPTIMAL, "optimal_inaccurate": OPTIMAL_INACCURATE}
+
+#: An inaccurate solve whose certified relative gap exceeds this is a failure.
+FAIL_GAP = 1e-3
+
+#: Default stopping tolerance per solver (gap and feasibility, relative).
+DEFAULT_TOL = {"CLARABEL": 1e-9, "SCS": 1e-9}
+
+#: "auto" uses Clarabel up to this LMI order and SCS above it. Clarabel's cost per
+#: iteration grows like order^6 (a dense factorisation of the LMI block); SCS only
+#: needs an eigendecomposition of the order-n block per iteration.
+AUTO_CLARABEL_MAX_ORDER = 80
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """One SDP solve: minimise ``value`` = the largest free profile entry.
+
+    sigma (k, k) as returned by the solver (not rescaled); lam (d,) and mu (m,) the
+    multipliers of the privacy and variance constraints; status a CVXPY status mapped
+    by :data:`STATUS_MAP`; nit the solver's iterations; compile_time and solve_time in s.
+    """
+
+    value: float
+    sigma: np.ndarray
+    lam: np.ndarray
+    mu: np.ndarray
+    status: str
+    solver: str
+    nit: int
+    compile_time: float
+    solve_time: float
+    raw_status: str = ""
+
+
+def _lmi_order(problem: FitnessProblem, formulation: str) -> int:
+    k, d, m = problem.k, problem.d, problem.m
+    return {"pair": 2 * k, "schur": k + d, "inverse": k + m, "dual": 2 * k}[formulation]
+
+
+def _pick_solver(problem: FitnessProblem, solver: str, formulation: str) -> str:
+    name = str(solver).upper()
+    if name not in SOLVERS and name.lower() not in SOLVERS:
+        raise ValueError(f"`solver` must be one of {SOLVERS}, got {solver!r}")
+    if name == "AUTO":
+        return "CLARABEL" if _lmi_order(problem, formulation) <= AUTO_CLARABEL_MAX_ORDER else "SCS"
+    return name
+
+
+def _solver_kwargs(solver: str, tol: float, solver_options: dict | None) -> dict:
+    if solver == "CLARABEL":
+        opts = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "tol_ktratio": min(1e-6, tol * 1e3),
+                "max_iter": 200}
+    else:
+        opts = {"eps_abs": tol, "eps_rel": tol, "max_iters": 200_000}
+    opts.update(solver_options or {})
+    return opts
+
+
+def _privacy_expr(cp, B: np.ndarray, X):
+    """``diag(B^T X B)`` (d,) as one vectorised expression."""
+    if B.shape[0] == B.shape[1] and np.array_equal(B, np.eye(B.shape[0])):
+        return cp.diag(X)
+    return cp.sum(cp.multiply(B, X @ B), axis=0)
+
+
+def _variance_expr(cp, L: np.ndarray, S):
+    """``diag(L S L^T)`` (m,) without forming the (m, m) product."""
+    return cp.sum(cp.multiply(L @ S, L), axis=1)
+
+
+def _build_primal(cp, problem: FitnessProblem, formulation: str, free: np.ndarray, caps: np.ndarray):
+    """Minimise beta s.t. profile_i <= beta on free columns, <= caps_i on the others."""
+    B, L, c = problem.B, problem.L, problem.c
+    k, d, m = problem.k, problem.d, problem.m
+    beta = cp.Variable(name="beta")
+    bound = beta * free.astype(float) + np.where(free, 0.0, caps)
+    if formulation == "pair":
+        S = cp.Variable((k, k), symmetric=True, name="Sigma")
+        X = cp.Variable((k, k), symmetric=True, name="X")
+        eye = np.eye(k)
+        cons = [cp.bmat([[S, eye], [eye, X]]) >> 0,
+                _privacy_expr(cp, B, X) <= bound, _variance_expr(cp, L, S) <= c]
+        sigma = lambda: S.value  # noqa: E731
+    elif formulation == "schur":
+        S = cp.Variable((k, k), symmetric=True, name="Sigma")
+        D = cp.Variable((d, d), symmetric=True, name="D")
+        cons = [cp.bmat([[S, B], [B.T, D]]) >> 0, cp.diag(D) <= bound, _variance_expr(cp, L, S) <= c]
+        sigma = lambda: S.value  # noqa: E731
+    else:  # inverse
+        X = cp.Variable((k, k), symmetric=True, name="X")
+        Y = cp.Variable((m, m), symmetric=True, name="Y")
+        cons = [cp.bmat([[X, L.T], [L, Y]]) >> 0, cp.diag(Y) <= c, _privacy_expr(cp, B, X) <= bound]
+        cons = [cons[0], cons[2], cons[1]]  # privacy second, variances third, as in the others
+
+        def sigma():
+            Xv = 0.5 * (X.value + X.value.T)
+            return linalg.cho_solve(linalg.cho_factor(Xv, lower=True), np.eye(k), check_finite=False)
+    return cp.Problem(cp.Minimize(beta), cons), sigma, cons[1], cons[2]
+
+
+def _build_dual(cp, problem: FitnessProblem):
+    B, L, c = problem.B, problem.L, problem.c
+    k = problem.k
+    lam = cp.Variable(problem.d, nonneg=True, name="lam")
+    mu = cp.Variable(problem.m, nonneg=True, name="mu")
+    Z = cp.Variable((k, k), name="Z")
+    P = (B * 1.0) @ cp.diag(lam) @ B.T
+    Q = L.T @ cp.diag(mu) @ L
+    lmi = cp.bmat([[P, Z], [Z.T, Q]]) >> 0
+    prob = cp.Problem(cp.Maximize(cp.trace(Z)), [lmi, cp.sum(lam) == 1, c @ mu == 1])
+
+    def sigma():
+        # The LMI multiplier is G = [[G11, G12], [G12^T, G22]] with G22 proportional to
+        # the optimal Sigma (stationarity in mu: l_j^T G22 l_j equal to c_j times a constant).
+        G = lmi.dual_value
+        return np.array(G[k:, k:], dtype=float)
+
+    return prob, sigma, lam, mu, (lambda v: v * v)
+
+
+def solve_level(
+    problem: FitnessProblem,
+    *,
+    free: np.ndarray | None = None,
+    caps: np.ndarray | None = None,
+    formulation: str = "pair",
+    solver: str = "auto",
+    tol: float | None = None,
+    solver_options: dict | None = None,
+    verbose: bool = False,
+) -> LevelResult:
+    """Solve one SDP: minimise the largest profile entry over the ``free`` columns.
+
+    ``free`` (d,) bool (default all) and ``caps`` (d,) fixed upper bounds on the profile
+    of the other columns (the refinement levels of :mod:`ffu_cvx.refine`); with the
+    defaults this is Problem 1. Raises ``SolverError`` when the solver fails.
+    """
+    import cvxpy as cp
+
+    if formulation not in FORMULATIONS:
+        raise ValueError(f"`formulation` must be one of {FORMULATIONS}, got {formulation!r}")
+    d = problem.d
+    free = np.ones(d, dtype=bool) if free is None else np.asarray(free, dtype=bool)
+    caps = np.zeros(d) if caps is None else np.asarray(caps, dtype=float)
+    if free.shape != (d,) or caps.shape != (d,):
+        raise ValueError(f"`free` and `caps` must have shape ({d},), got {free.shape} and {caps.shape}")
+    if not free.any():
+        raise ValueError("`free` selects no column: nothing to minimise")
+    if formulation == "dual" and not free.all():
+        raise ValueError("formulation='dual' solves Problem 1 only; use 'pair' for refinement levels")
+    name = _pick_solver(problem, solver, formulation)
+    tol = DEFAULT_TOL[name] if tol is None else float(tol)
+    if not (math.isfinite(tol) and 0 < tol < 1):
+        raise ValueError(f"`tol` must be in (0, 1), got {tol!r}")
+    kwargs = _solver_kwargs(name, tol, solver_options)
+
+    t0 = time.perf_counter()
+    if formulation == "dual":
+        prob, get_sigma, lam_var, mu_var, to_value = _build_dual(cp, problem)
+    else:
+        prob, get_sigma, pcon, vcon = _build_primal(cp, problem, formulation, free, caps)
+        to_value = float
+    t1 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            # We warn ourselves, with the certified gap, after the post-check.
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            prob.solve(solver=name, verbose=verbose, **kwargs)
+    except cp.error.SolverError as exc:
+        raise SolverError(f"SDP solver {name} failed on {problem!r} ({formulation}): {exc}. "
+                          "Try solver='CLARABEL' or 'SCS', or a looser `tol`", status="solver_error") from None
+    t2 = time.perf_counter()
+    stats = prob.solver_stats
+    nit = int(stats.num_iters) if stats is not None and stats.num_iters is not None else None
+    status = STATUS_MAP.get(prob.status)
+    raw = _raw_status(stats, prob.status)
+    if status is None:
+        raise SolverError(
+            f"SDP solver {name} returned status {prob.status!r} on {problem!r} ({formulation}); "
+            "Problem 1 is always feasible, so this is a numerical failure: try the other solver, "
+            "a looser `tol` or more iterations in `solver_options`",
+            status=raw, nit=nit)
+    if formulation == "dual":
+        lam, mu = lam_var.value, mu_var.value
+    else:
+        # CVXPY reports the multiplier of ``expr <= b`` as a non-negative vector.
+        lam, mu = pcon.dual_value, vcon.dual_value
+    lam = np.clip(np.asarray(lam, dtype=float).ravel(), 0.0, None)
+    mu = np.clip(np.asarray(mu, dtype=float).ravel(), 0.0, None)
+    sigma = get_sigma()
+    if sigma is None or not np.all(np.isfinite(sigma)):
+        raise SolverError(f"SDP solver {name} reported {prob.status!r} but returned no finite Sigma",
+                          status="solver_error", nit=nit)
+    compile_time = getattr(prob, "compilation_time", None)
+    if compile_time is None:
+        compile_time = 0.0
+    solve_time = float(stats.solve_time) if stats is not None and stats.solve_time is not None else (t2 - t1)
+    out = LevelResult(value=float(to_value(prob.value)), sigma=0.5 * (sigma + sigma.T), lam=lam, mu=mu,
+                      status=status, solver=name, nit=nit, compile_time=float(compile_time) + (t1 - t0),
+                      solve_time=solve_time, raw_status=raw)
+    if status == OPTIMAL_INACCURATE and free.all():
+        _reject_if_far(problem, out)
+    return out
+
+
+def _reject_if_far(problem: FitnessProblem, level: LevelResult) -> None:
+    """Raise ``SolverError`` when an inaccurate Problem 1 solve is certified worse than FAIL_GAP."""
+    from . import certificate, privacy
+
+    try:
+        sigma, r = normalise_sigma(problem, level.sigma)
+        alpha = privacy.privacy_cost(sigma, problem.B)
+        lb = certificate.lower_bound(problem, level.lam, level.mu)
+        gap = (alpha - lb) / lb
+    except (ValueError, SolverError):
+        gap = math.inf
+    if not gap <= FAIL_GAP:
+        raise SolverError(
+            f"SDP solver {level.solver} stopped with status {level.raw_status!r} and its result is certified "
+            f"only to a relative gap of {gap:.2e} > {FAIL_GAP:g}; raise the iteration limit in "
+            "`solver_options`, loosen `tol`, or try the other solver",
+            status=level.raw_status, nit=level.nit, residual=float(gap))
+
+
+def _raw_status(stats, fallback: str) -> str:
+    """The solver's own status string (SCS: ``info["status"]``), else CVXPY's."""
+    extra = getattr(stats, "extra_stats", None)
+    if isinstance(extra, dict) and isinstance(extra.get("info"), dict) and "status" in extra["info"]:
+        return str(extra["info"]["status"])
+    return str(fallback)
+
+
+def normalise_sigma(problem: FitnessProblem, sigma: np.ndarray) -> tuple[np.ndarray, float]:
+    """Rescale ``sigma`` (k, k) so its largest variance ratio ``max_j var_j / c_j`` is 1.
+
+    Returns ``(sigma / r, r)``. Scaling is exact for Problem 1: the privacy cost is
+    multiplied by ``r``, so a solver's small infeasibility or slack is absorbed here.
+    """
+    var = np.einsum("ij,jk,ik->i", problem.L, sigma, problem.L)
+    r = float(np.max(var / problem.c))
+    if not (math.isfinite(r) and r > 0):
+        raise SolverError(f"solver returned a Sigma with non-positive variances (max ratio {r!r})",
+                          status="solver_error")
+    return sigma / r, r
+
+
+def solve_sdp(
+    problem: FitnessProblem,
+    *,
+    callback=None,
+    solver: str = "auto",
+    refine: bool = True,
+    formulation: str = "pair",
+    verbose: bool = False,
+    solver_options: dict | None = None,
+    tol: float | None = None,
+    gap_tol: float = 1e-6,
+) -> Solution:
+    """Solve Problem 1 exactly as a semidefinite program (the reference solver).
+
+    Parameters
+    ----------
+    problem : FitnessProblem
+        ``W`` (m, d), ``c`` (m,), basis ``B`` (k, d), ``L`` (m, k).
+    callback : callable, optional
+        ``callback(state)`` after every level (see :func:`ffu_cvx.refine.refine`);
+        raising ``StopIteration`` returns the current Sigma with status ``"user_stopped"``.
+    solver : {"auto", "CLARABEL", "SCS"}
+        "auto" picks Clarabel (interior point) for LMIs of order <= 80 and SCS (ADMM,
+        an eigendecomposition per iteration) above, where Clarabel's dense
+        factorisations become the bottleneck.
+    refine : bool
+        Return the unique ≺R-minimal optimum (Theorem 5) via :func:`ffu_cvx.refine.refine`.
+    formulation : {"pair", "schur", "inverse", "dual"}
+        See the module docstring; all are exact.
+    tol : float, optional
+        Solver tolerance (gap and feasibility); default 1e-9.
+    gap_tol : float
+        A certified relative gap above this marks the result ``"optimal_inaccurate"``
+        (with a warning).
+
+    Returns
+    -------
+    Solution
+        ``sigma`` (k, k) with ``max_ratio == 1``, certified by the SDP multipliers
+        ``lam`` (d,) and ``mu`` (m,); ``info`` holds the solver, formulation, timings
+        and, with ``refine=True``, ``refine_levels``.
+    """
+    if not isinstance(problem, FitnessProblem):
+        raise ValueError(f"`problem` must be a FitnessProblem, got {type(problem).__name__}")
+    if formulation not in FORMULATIONS:
+        raise ValueError(f"`formulation` must be one of {FORMULATIONS}, got {formulation!r}")
+    if not (math.isfinite(gap_tol) and gap_tol > 0):
+        raise ValueError(f"`gap_tol` must be a positive number, got {gap_tol!r}")
+    t0 = time.perf_counter()
+    opts = dict(solver=solver, tol=tol, solver_options=solver_options, verbose=verbose)
+    first = solve_level(problem, formulation=formulation, **opts)
+    info = {"solver": first.solver, "formulation": formulation, "compile_time": first.compile_time,
+            "solve_time": first.solve_time, "sdp_value": first.value}
+    sigma, nit, status = first.sigma, first.nit, first.status
+    if refine:
+        from .refine import refine_levels
+
+        ref = refine_levels(problem, first, callback=callback,
+                            formulation="pair" if formulation == "dual" else formulation, **opts)
+        sigma = ref.sigma
+        nit = (nit or 0) + ref.nit
+        info["refine_levels"] = ref.levels
+        info["refine_inaccurate"] = ref.inaccurate
+        info["compile_time"] += ref.compile_time
+        info["solve_time"] += ref.solve_time
+        if ref.stopped:
+            status = USER_STOPPED
+    elif callback is not None:
+        try:
+            callback({"level": 0, "value": first.value, "sigma": first.sigma})
+        except StopIteration:
+            status = USER_STOPPED
+    info["solver_status"] = first.raw_status
+    return finish(problem, sigma, first.lam, first.mu, status=status, nit=nit, t0=t0,
+                  gap_tol=gap_tol, **info)
+
+
+def finish(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: np.ndarray, *, status: str,
+           nit: int | None, t0: float, gap_tol: float, **info) -> Solution:
+    """Post-check a solver's ``sigma`` (k, k) and build the ``Solution``.
+
+    Rescales ``sigma`` to meet every target exactly, certifies it with the multipliers
+    ``lam`` (d,), ``mu`` (m,) and downgrades the status (with a warning) when the
+    solver was inaccurate or the certified gap exceeds ``gap_tol``.
+    """
+    sigma, ratio = normalise_sigma(problem, sigma)
+    info["rescaled_by"] = ratio
+    lam_arg = lam if lam is not None and lam.sum() > 0 and mu is not None and mu.sum() > 0 else None
+    sol = Solution.from_sigma(problem, sigma, method="sdp", status=status, lam=lam_arg,
+                              mu=mu if lam_arg is not None else None,
+                              time=time.perf_counter() - t0, nit=nit, **info)
+    if sol.status == OPTIMAL_INACCURATE and not sol.gap <= FAIL_GAP:
+        raise SolverError(
+            f"SDP solver {info.get('solver')} stopped with status {info.get('solver_status', status)!r} "
+            f"and its Sigma is certified only to a relative gap of {sol.gap:.2e} > {FAIL_GAP:g}; "
+            "raise the iteration limit in `solver_options`, loosen `tol`, or try the other solver",
+            status=str(info.get("solver_status", status)), nit=nit, residual=float(sol.gap))
+    if sol.status == OPTIMAL and not sol.gap <= gap_tol:
+        sol["status"] = OPTIMAL_INACCURATE
+        sol["message"] = f"certified gap {sol.gap:.2e} exceeds gap_tol={gap_tol:g}"
+    if sol.status == OPTIMAL_INACCURATE:
+        msg = sol.message or f"solver {info.get('solver')} stopped short of its tolerance"
+        sol["message"] = msg
+        warnings.warn(f"solve_sdp: result is inaccurate ({msg}); certified gap {sol.gap:.2e}",
+                      RuntimeWarning, stacklevel=3)
+    elif not sol.message:
+        sol["message"] = f"solved by {info.get('solver')} ({info.get('formulation')}); certified gap {sol.gap:.1e}"
+    return sol
