@@ -514,7 +514,20 @@ class FourierMechanism:
         return dict(zip(self.components, self.spectra))
 
     @property
+    def component_costs(self) -> dict:
+        """``{S: privacy cost of component S}`` (``p_S / tau_S``, or ``sum 1/eta`` over its
+        released frequencies); the values sum to ``privacy_cost``."""
+        out = {}
+        for S, spec in zip(self.components, self.spectra):
+            if isinstance(spec, float):
+                out[S] = math.prod(1.0 - 1.0 / self.workload.domain[i] for i in S) / spec
+            else:
+                out[S] = float(np.sum(1.0 / spec[np.isfinite(spec)]))
+        return out
+
+    @property
     def targets(self) -> np.ndarray:
+        """(K,) variance targets ``1 / w_k``."""
         return np.array(self.workload.targets)
 
     @property
@@ -557,7 +570,7 @@ class FourierMechanism:
         from ._fourier_release import answer_covariance
         return answer_covariance(self, i, j)
 
-    def release(self, records=None, *, histogram=None, rng=None, chunk: int = 1 << 18):
+    def release(self, records=None, *, histogram=None, rng=None, chunk: int = 1 << 16):
         """Noisy, consistent, unbiased answers from ``records`` (n, d) ints or a ``histogram``.
 
         See :func:`ffu_cvx._fourier_release.release`; cost ``sum_S N_S log N_S`` plus one

@@ -140,6 +140,9 @@ def test_privacy_accounting_and_scaling():
     assert mp.epsilon(1e-6) == pytest.approx(1.0, rel=1e-9)
     np.testing.assert_allclose(mp.variances, m.variances * m.privacy_cost / P, rtol=1e-12)
     assert F.privacy_cost(wl, mp.taus) == pytest.approx(P, rel=1e-12)
+    assert sum(mp.component_costs.values()) == pytest.approx(P, rel=1e-12)
+    pm = F.max_optimal(_ex5())
+    assert sum(pm.component_costs.values()) == pytest.approx(pm.privacy_cost, rel=1e-12)
 
 
 def test_explicit_strategy_matrix_matches_formulas():
@@ -415,3 +418,38 @@ def test_bad_release_and_family_input():
         F.min_privacy_cost((2,) * 13, {(0,): 1.0}).to_solution()
     with pytest.raises(ValueError, match="product"):
         F.max_optimal(_ex5()).taus
+
+
+# ----------------------------------------------------------------------------- experiments
+def test_experiment_fourier_thresholds_quick():
+    from experiments import fourier_thresholds
+    rows = fourier_thresholds.main(["--quick", "--no-cache", "--quiet"])
+    assert [r["m"] for r in rows] == [4, 8]
+    for r in rows:
+        assert _near(r["embedding"], r["spec_embedding"], 4) and _near(r["closed_form"], r["spec_embedding"], 4)
+        if r["prefix_optimum"] is not None:  # the SDP module is installed
+            assert _near(r["prefix_optimum"], r["spec_optimum"], 4)
+            assert r["ratio"] > 1
+
+
+def test_experiment_fourier_scale_quick():
+    from experiments import fourier_scale
+    rows = fourier_scale.main(["--quick", "--no-cache", "--quiet"])
+    by = {(r["workload"], r["n_attrs"]): r for r in rows}
+    a10 = by[("A (1-way, target i)", 10)]
+    assert a10["alpha"] == pytest.approx(F.marginal_workload_optimum(10, "A").privacy_cost, rel=1e-9)
+    b20 = by[("binary, all 1+2-way", 20)]
+    assert b20["components"] == 211 and b20["gap"] < 1e-6 and b20["log2_cells"] == 20
+
+
+def test_experiment_fourier_check_quick():
+    from experiments import fourier_check
+    rows = fourier_check.main(["--quick", "--no-cache", "--quiet"])
+    assert len(rows) == 2
+    for r in rows:
+        if r["spec"] is not None:
+            assert _near(r["fourier"], r["spec"], 6)
+        if r["sdp_status"] != "not available":
+            assert r["sdp_rel"] < 1e-6
+        if r["smii_status"] != "not available":
+            assert r["smii_rel"] < 1e-3
