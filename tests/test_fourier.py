@@ -122,6 +122,12 @@ def test_dual_form_certifies_and_bounds():
     rng = np.random.default_rng(0)
     for _ in range(20):
         assert F.dual_bound(wl, rng.dirichlet(np.ones(3))) <= m.privacy_cost * (1 + 1e-9)
+    # the max-optimal mechanism is the sum-optimal one for the worst-case weights lam_A w_A / N_A
+    sizes = np.array([math.prod(wl.domain[i] for i in A) for A in wl.sets])
+    worst = F.MarginalWorkload(wl.domain, wl.sets, tuple(m.lam * np.array(wl.weights) / sizes))
+    s = F.sum_optimal(worst, privacy_cost=m.privacy_cost)
+    # (lam comes from the solver's duals, accurate to ~1e-5; tau moves to first order in lam)
+    np.testing.assert_allclose(list(s.taus.values()), list(m.taus.values()), rtol=5e-4)
     pw = _ex5()
     mp = F.max_optimal(pw)
     assert F.dual_bound(pw, mp.lam) == pytest.approx(mp.privacy_cost, rel=1e-7)
