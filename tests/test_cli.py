@@ -4,6 +4,8 @@ import csv
 import json
 import math
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,7 @@ import ffu_cvx as ffu
 from ffu_cvx import cli, privacy
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-METHOD = "smii"
+METHOD = "sdp"
 
 
 def _run(capsys, *argv):
@@ -215,3 +217,12 @@ def test_load_spec_builds_the_problem():
     problem, spec = cli.load_spec(EXAMPLES / "prefix16.json")
     assert (problem.m, problem.d, problem.k, problem.basis) == (16, 16, 16, "identity")
     assert spec["workload"] == "prefix"
+
+
+def test_module_entry_point_exit_status(tmp_path):
+    # The console script calls main(); running the module shows the exit status reaches the shell.
+    proc = subprocess.run([sys.executable, "-m", "ffu_cvx.cli", "solve", str(tmp_path / "none.json"),
+                           "--out", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("ffu-cvx: error: cannot read spec")
+    assert not (tmp_path / "r.json").exists()

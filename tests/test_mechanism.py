@@ -42,7 +42,7 @@ def _random_spd(k, seed):
 # ---------------------------------------------------------------------------- release statistics
 def test_release_mean_and_covariance_match_exactly_when_m_equals_k():
     problem = ffu.FitnessProblem.from_workload(ffu.workloads.prefix(8), basis="upper")
-    sol = ffu.solve(problem, method="smii")
+    sol = ffu.solve(problem, method="sdp")
     mech = ffu.GaussianMechanism(sol)
     x = np.array([5, 0, 12, 3, 7, 1, 0, 9])
     Y = _releases(mech, x, seed=20240601)
@@ -184,9 +184,10 @@ def test_problem2_meets_the_target_exactly(epsilon, delta):
 
 def test_problem2_from_a_problem_solves_it_first():
     problem = ffu.FitnessProblem.from_workload(ffu.workloads.prefix(8))
-    res = mech_mod.problem2(problem, 1.0, 1e-6, method="smii")
-    alpha1 = ffu.solve(problem, method="smii").privacy_cost
-    assert res.k == pytest.approx(alpha1 / res.privacy_cost, rel=1e-6)
+    res = mech_mod.problem2(problem, 1.0, 1e-6, method="sdp")
+    alpha1 = ffu.solve(problem, method="sdp").privacy_cost
+    assert res.k == pytest.approx(alpha1 / res.privacy_cost, rel=1e-7)
+    assert res.k_lower_bound == pytest.approx(res.k, rel=1e-6)
     assert res.privacy_cost == pytest.approx(privacy.gaussian_max_delta_m(1.0, 1e-6) ** 2, rel=1e-12)
     with pytest.raises(ValueError, match="`delta`"):
         mech_mod.problem2(problem, 1.0, 1.5)
@@ -229,6 +230,17 @@ def test_free_query_variance_is_exact(seed):
     assert _augmented_cost(sol, q, fq.variance * 1.5) == pytest.approx(alpha, rel=1e-12)  # more noise: free too
 
 
+def test_refined_optimum_leaves_slack_for_free_queries():
+    # Targets (1, 100, 4) on B = I: alpha* = 1, and the ≺R-minimal optimum is diag(1, 100, 4)
+    # with profile (1, .01, .25), so queries avoiding cell 0 are free.
+    sol = ffu.solve(ffu.FitnessProblem(np.eye(3), [1.0, 100.0, 4.0]), method="sdp")
+    np.testing.assert_allclose(sol.profile, [1.0, 0.01, 0.25], rtol=1e-6)
+    fq = mech_mod.free_query(sol, [0.0, 1.0, 1.0])
+    assert fq.variance == pytest.approx(max(1 / 0.99, 1 / 0.75), rel=1e-6) and fq.binding == 2
+    assert _augmented_cost(sol, [0.0, 1.0, 1.0], fq.variance) == pytest.approx(sol.privacy_cost, rel=1e-9)
+    assert not mech_mod.free_query(sol, [1.0, 1.0, 0.0]).finite
+
+
 def test_free_query_release():
     sol = _paper_m1()
     fq = mech_mod.free_query(sol, [2.0, 0.0, 1.0])
@@ -252,13 +264,13 @@ def _slack_mechanism():
 def test_free_queries_correlated_beats_independent_by_the_closed_form():
     sol = _slack_mechanism()
     Q = np.array([[0.0, 1.0, 1.0], [0.0, 1.0, 0.0]])  # the §5.1 workload on the two loose cells
-    plan = mech_mod.free_queries(sol, Q, method="smii")
+    plan = mech_mod.free_queries(sol, Q, method="sdp")
     # Independent: 1/s1 + 1/s2 <= .5 and 1/s1 <= .5 -> s = 4. Correlated: Problem 1 of §5.1
     # with slack .5: alpha = (4/3) / .5 = 8/3 at Sigma = (8/3)[[1, .5], [.5, 1]]. Ratio 1.5.
     np.testing.assert_allclose(plan.independent_variances, [4.0, 4.0], rtol=1e-12)
-    assert plan.correlated_ratio == pytest.approx(8 / 3, rel=1e-4)
-    np.testing.assert_allclose(plan.covariance, 8 / 3 * np.array([[1, 0.5], [0.5, 1]]), rtol=1e-3)
-    assert plan.improvement == pytest.approx(1.5, rel=1e-4)
+    assert plan.correlated_ratio == pytest.approx(8 / 3, rel=1e-6)
+    np.testing.assert_allclose(plan.covariance, 8 / 3 * np.array([[1, 0.5], [0.5, 1]]), rtol=1e-5)
+    assert plan.improvement == pytest.approx(1.5, rel=1e-6)
     # Both plans keep the privacy cost at alpha = 1.
     assert _augmented_cost(sol, Q, plan.covariance) <= 1 + 1e-9
     assert _augmented_cost(sol, Q, np.diag(plan.independent_variances)) == pytest.approx(1.0, rel=1e-12)
