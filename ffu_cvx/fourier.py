@@ -74,7 +74,7 @@ def _check_domain(domain) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _check_attrs(attrs, n_attrs: int, name: str) -> tuple[int, ...]:
+def _check_attrs(attrs, n_attrs: int | None, name: str) -> tuple[int, ...]:
     if isinstance(attrs, (int, np.integer)) and not isinstance(attrs, (bool, np.bool_)):
         attrs = (attrs,)
     try:
@@ -84,7 +84,9 @@ def _check_attrs(attrs, n_attrs: int, name: str) -> tuple[int, ...]:
     for a in attrs:
         if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
             raise ValueError(f"{name} = {attrs!r} holds {a!r}, which is not an attribute index (an int)")
-        if not 0 <= a < n_attrs:
+        if n_attrs is None and a < 0:
+            raise ValueError(f"{name} = {attrs!r}: attribute indices are 0-based and >= 0, got {a}")
+        if n_attrs is not None and not 0 <= a < n_attrs:
             raise ValueError(f"{name} = {attrs!r}: attribute index {a} is out of range; "
                              f"the domain has {n_attrs} attributes, indices 0..{n_attrs - 1}")
     if len(set(attrs)) != len(attrs):
@@ -217,7 +219,7 @@ class ProductFamily:
     weight: float = 1.0
 
     def __post_init__(self):
-        attrs = tuple(self.attrs) if not isinstance(self.attrs, (int, np.integer)) else (self.attrs,)
+        attrs = _check_attrs(self.attrs, None, "`attrs`")  # the range is checked by ProductWorkload
         vecs = tuple(self.vectors)
         if len(vecs) != len(attrs):
             raise ValueError(f"`vectors` needs one vector per attribute of {attrs}, got {len(vecs)}")
