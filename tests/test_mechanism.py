@@ -231,12 +231,12 @@ def test_free_query_variance_is_exact(seed):
 
 
 def test_refined_optimum_leaves_slack_for_free_queries():
-    # Targets (1, 100, 4) on B = I: alpha* = 1, and the ≺R-minimal optimum is diag(1, 100, 4)
-    # with profile (1, .01, .25), so queries avoiding cell 0 are free.
-    sol = ffu.solve(ffu.FitnessProblem(np.eye(3), [1.0, 100.0, 4.0]), method="sdp")
-    np.testing.assert_allclose(sol.profile, [1.0, 0.01, 0.25], rtol=1e-6)
+    # Targets (1, 10, 4) on B = I: alpha* = 1, and the ≺R-minimal optimum is diag(1, 10, 4)
+    # with profile (1, .1, .25), so queries avoiding cell 0 are free.
+    sol = ffu.solve(ffu.FitnessProblem(np.eye(3), [1.0, 10.0, 4.0]), method="sdp")
+    np.testing.assert_allclose(sol.profile, [1.0, 0.1, 0.25], rtol=1e-6)
     fq = mech_mod.free_query(sol, [0.0, 1.0, 1.0])
-    assert fq.variance == pytest.approx(max(1 / 0.99, 1 / 0.75), rel=1e-6) and fq.binding == 2
+    assert fq.variance == pytest.approx(max(1 / 0.9, 1 / 0.75), rel=1e-6) and fq.binding == 2
     assert _augmented_cost(sol, [0.0, 1.0, 1.0], fq.variance) == pytest.approx(sol.privacy_cost, rel=1e-9)
     assert not mech_mod.free_query(sol, [1.0, 1.0, 0.0]).finite
 
