@@ -37,7 +37,7 @@ def _kernel(domain, S, spectrum) -> np.ndarray:
             v = -np.full(n, 1.0 / n)
             v[0] += 1.0
             k = k * v.reshape([-1 if q == ax else 1 for q in range(len(shape))])
-        return np.broadcast_to(k, shape) if shape else k
+        return k
     eta = np.where(np.isfinite(spectrum), spectrum, 0.0)
     return np.fft.ifftn(eta).real / eta.size
 
@@ -195,10 +195,12 @@ def _count(records, domain, sets, chunk) -> dict:
 
     Each chunk is transposed once to contiguous int64 columns; each set then costs one
     index computation and one ``bincount`` (about three passes over the chunk).
-    Temporary memory is ``O(chunk x d)``, independent of ``prod(n_i)``.
+    Temporary memory is ``O(chunk x d)`` (the chunk shrinks so the int64 columns stay
+    near 16 MiB), independent of ``prod(n_i)``.
     """
     out = {A: np.zeros(_size(domain, A), dtype=np.int64) for A in sets}
     used = sorted({i for A in sets for i in A})
+    chunk = min(chunk, max(4096, (1 << 21) // max(len(used), 1)))
     for start in range(0, records.shape[0], chunk):
         block = records[start:start + chunk]
         cols = dict(zip(used, block[:, used].T.astype(np.int64)))  # C-contiguous rows of the transpose
