@@ -57,6 +57,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -372,10 +373,14 @@ def _cmd_solve(args) -> int:
     progress.say(f"solving with method={args.method} ...")
     t1 = time.perf_counter()
     try:
-        sol = solve(problem, method=args.method, callback=progress.callback(), **options)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sol = solve(problem, method=args.method, callback=progress.callback(), **options)
     except TypeError as exc:
         raise InputError(f"bad solver `options` {sorted(options)} for method {args.method!r}: {exc}") from None
     t_solve = time.perf_counter() - t1
+    for msg in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
+        progress.say(f"solver warning: {msg}")
     progress.say(f"solved: status {sol['status']}, alpha = {sol['privacy_cost']:.10g}, "
                  f"max variance/target = {sol['max_ratio']:.6g}, certified gap = {sol['gap']:.2e}")
     target_info = None
@@ -415,7 +420,7 @@ def _cmd_release(args) -> int:
     return 0
 
 
-def _plot(sol: Solution, path: Path) -> None:
+def _plot(sol: Solution, path: Path, k: float = 1.0) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -424,13 +429,13 @@ def _plot(sol: Solution, path: Path) -> None:
     FigureCanvasAgg(fig)
     ax1, ax2 = fig.subplots(1, 2)
     q = np.arange(problem.m)
-    ax1.bar(q, problem.c, width=1.0, color="0.85", label="target $c_j$")
+    ax1.bar(q, k * problem.c, width=1.0, color="0.85", label="target $c_j$" if k == 1 else f"$k c_j$, k = {k:.4g}")
     ax1.plot(q, sol["variances"], "o", ms=3, color="C0", label="achieved variance")
     ax1.set(xlabel="query $j$", ylabel="variance", title=f"{problem.name}: accuracy ({sol['method']})")
     if problem.c.max() > 20 * problem.c.min():
         ax1.set_yscale("log")
     else:
-        ax1.set_ylim(0, 1.15 * max(problem.c.max(), sol["variances"].max()))
+        ax1.set_ylim(0, 1.15 * max(k * problem.c.max(), sol["variances"].max()))
     ax1.legend(loc="lower right")
     cells = np.arange(problem.d)
     ax2.bar(cells, sol["profile"], width=1.0, color="C1", label="profile $b_i^T\\Sigma^{-1}b_i$")
@@ -453,15 +458,17 @@ def _cmd_report(args) -> int:
         raise InputError(f"--delta must be in (0, 1), got {delta!r}")
     problem = sol["problem"]
     mech = GaussianMechanism(sol)
-    ratio = sol["variances"] / problem.c
+    # Under a Problem 2 target the promise is variance <= k c, not <= c.
+    k = _nan(res["target"]["k"]) if res.get("target") else 1.0
+    ratio = sol["variances"] / (k * problem.c)
     cert = res.get("certificate") or {}
     lines = [
         f"workload      {problem.name}: m={problem.m}, d={problem.d}, k={problem.k}, basis {res['problem']['basis']}",
         f"method        {sol['method']} (status {sol['status']})",
         f"privacy cost  alpha = {mech.privacy_cost:.10g}, Delta_M = {mech.delta_m:.10g}",
         f"privacy       ({mech.epsilon(delta):.6g}, {delta:g})-DP, {mech.rho:.6g}-zCDP",
-        f"accuracy      max variance/target = {ratio.max():.6g}; {int(np.sum(ratio <= 1 + 1e-6))}/{problem.m} "
-        f"queries within target",
+        f"accuracy      max variance/{'(k target)' if res.get('target') else 'target'} = {ratio.max():.6g}; "
+        f"{int(np.sum(ratio <= 1 + 1e-6))}/{problem.m} queries within it",
         f"certificate   lower bound {_nan(cert.get('lower_bound')):.10g}, gap {_nan(cert.get('gap')):.2e}",
     ]
     if res.get("target"):
@@ -470,7 +477,7 @@ def _cmd_report(args) -> int:
                      f"(certified k >= {_nan(t['k_lower_bound']):.6g})")
     print("\n".join(lines))
     if plot is not None:
-        _plot(sol, plot)
+        _plot(sol, plot, k)
         print(f"plot          {plot}")
     return 0
 

@@ -80,7 +80,7 @@ def test_round_trip_on_the_example(tmp_path, capsys):
     fig = tmp_path / "fig.png"
     code, out, err = _run(capsys, "report", result, "--plot", fig)
     assert code == 0, err
-    assert f"alpha = {alpha:.10g}" in out and "16/16 queries within target" in out
+    assert f"alpha = {alpha:.10g}" in out and "16/16 queries within it" in out
     assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and fig.stat().st_size > 10_000
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["prefix16.result.json", "answers.csv", "again.csv", "fresh.csv", "fig.png"])  # no temp files left
@@ -217,6 +217,27 @@ def test_load_spec_builds_the_problem():
     problem, spec = cli.load_spec(EXAMPLES / "prefix16.json")
     assert (problem.m, problem.d, problem.k, problem.basis) == (16, 16, 16, "identity")
     assert spec["workload"] == "prefix"
+    problem, spec = cli.load_spec(EXAMPLES / "hierarchy6.json")
+    assert (problem.m, problem.d, problem.k) == (9, 6, 6)
+    np.testing.assert_array_equal(problem.W[0], np.ones(6))
+    np.testing.assert_array_equal(problem.c, [1, 2, 2, 4, 4, 4, 4, 4, 4])
+    assert problem.labels[0] == "total" and spec["target"] == {"epsilon": 1.0, "delta": 1e-6}
+
+
+def test_problem2_example(tmp_path, capsys):
+    out = tmp_path / "h6.json"
+    code, _, err = _run(capsys, "solve", EXAMPLES / "hierarchy6.json", "--out", out)
+    assert code == 0, err
+    assert "Problem 2" in err
+    res = json.loads(out.read_text())
+    problem, _ = cli.load_spec(EXAMPLES / "hierarchy6.json")
+    alpha1 = ffu.solve(problem, method="sdp").privacy_cost
+    dm = privacy.gaussian_max_delta_m(1.0, 1e-6)
+    assert res["target"]["k"] == pytest.approx(alpha1 / dm ** 2, rel=1e-7)
+    assert res["target"]["k_lower_bound"] == pytest.approx(res["target"]["k"], rel=1e-6)
+    assert privacy.gaussian_delta(1.0, math.sqrt(res["privacy_cost"])) == pytest.approx(1e-6, rel=1e-9)
+    code, report, _ = _run(capsys, "report", out)
+    assert code == 0 and "9/9 queries within it" in report
 
 
 def test_module_entry_point_exit_status(tmp_path):
