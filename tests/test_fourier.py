@@ -256,6 +256,19 @@ def test_equals_toolkit_sdp_small(case):
     assert F.max_optimal(wl).privacy_cost == pytest.approx(_sdp_alpha(wl), rel=1e-6)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_equals_toolkit_sdp_random_instances(seed):
+    # seeded random weighted marginals on (2, 3, 2) and random real product families on Z3 x Z4
+    rng = np.random.default_rng(seed)
+    sets = [A for A in _all_k(3, [1, 2]) if rng.random() < 0.6] or [(0, 1)]
+    wl = F.MarginalWorkload.from_targets((2, 3, 2), {A: float(rng.uniform(0.5, 3.0)) for A in sets})
+    assert F.max_optimal(wl).privacy_cost == pytest.approx(_sdp_alpha(wl), rel=1e-6)
+    fams = [F.ProductFamily((0, 1), [rng.normal(size=3), rng.normal(size=4)], rng.uniform(0.5, 2)),
+            F.ProductFamily((1,), [rng.normal(size=4)], rng.uniform(0.5, 2))]
+    pw = F.ProductWorkload((3, 4), fams)
+    assert F.max_optimal(pw).privacy_cost == pytest.approx(_sdp_alpha(pw), rel=1e-6)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind, n", [("A", 5), ("A", 6), ("B", 5), ("B", 6)])
 def test_equals_toolkit_sdp_paper_workloads(kind, n):
