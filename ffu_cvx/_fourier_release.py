@@ -248,9 +248,10 @@ def release(mech: FourierMechanism, records=None, *, histogram=None, rng=None, c
         ``prod(n_i)`` and of ``n_records`` beyond the input itself).
     histogram : array of shape ``domain`` or (N,), optional
         Full-domain counts in C order (small domains).
-    rng : numpy.random.Generator or int seed
-        Source of the noise. ``None`` draws fresh OS entropy (what a real release wants;
-        pass a seed only for experiments).
+    rng : None, int or numpy.random.Generator
+        Source of the noise. ``None`` draws fresh OS entropy (what a real release wants);
+        a seed makes the noise reproducible, for testing only: whoever knows the seed
+        can remove the noise.
 
     Returns
     -------

@@ -240,6 +240,16 @@ def test_to_solution_is_certified_and_reproduces_covariance():
         assert ffu.max_variance_ratio(sol, 2 * sol.privacy_cost) == pytest.approx(0.5, rel=1e-9)
 
 
+def test_toolkit_gaussian_mechanism_on_the_dense_equivalent():
+    mech = F.max_optimal(_ex5())
+    gm = ffu.GaussianMechanism(mech.to_solution(certify=False))
+    assert gm.privacy_cost == pytest.approx(mech.privacy_cost, rel=1e-9)
+    np.testing.assert_allclose(gm.covariance()[5:25, 25:], mech.covariance(1, 2), atol=1e-9)
+    W, _, _ = dense_workload(mech.workload)
+    x = np.arange(20.0)
+    assert gm.release(x, rng=0).answers.shape == (W.shape[0],)
+
+
 def _sdp_alpha(wl):
     sdp = pytest.importorskip("ffu_cvx.sdp")
     W, c, labels = dense_workload(wl)
