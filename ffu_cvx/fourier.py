@@ -365,6 +365,11 @@ def cell_covariance(workload: MarginalWorkload, taus, i: int, j: int) -> np.ndar
 
 
 # ----------------------------------------------------------------------------- product formulas
+def _clean(power: np.ndarray, scale: float) -> np.ndarray:
+    """Set to exactly 0 the entries of a power spectrum that are FFT round-off (< 1e-12 scale)."""
+    return np.where(power > 1e-12 * scale, power, 0.0)
+
+
 def _product_groups(wl: ProductWorkload):
     """Frequency groups of a product workload.
 
@@ -375,8 +380,10 @@ def _product_groups(wl: ProductWorkload):
     """
     dom = wl.domain
     comps = _closure(wl.sets)
-    spectra = [[np.abs(np.fft.fft(g)) ** 2 for g in f.vectors] for f in wl.families]
-    totals = [[float(g.sum()) ** 2 for g in f.vectors] for f in wl.families]
+    spectra = [[_clean(np.abs(np.fft.fft(g)) ** 2, float(np.abs(g).sum()) ** 2) for g in f.vectors]
+               for f in wl.families]
+    totals = [[float(_clean(np.array(g.sum()) ** 2, float(np.abs(g).sum()) ** 2)) for g in f.vectors]
+              for f in wl.families]
     NA = [float(_size(dom, f.attrs)) for f in wl.families]
     labels, n_list, cols = [], [], []
     G = 0
@@ -400,11 +407,11 @@ def _product_groups(wl: ProductWorkload):
                     c = c * totals[k][pos]
             coef[k] = c
         flat = coef.reshape(len(wl.families), -1).T  # (N_S, K)
-        scale = flat.max() if flat.size else 0.0
         lab = np.full(flat.shape[0], -1, dtype=np.int64)
-        keep = pure.ravel() & (flat.max(axis=1) > 1e-12 * max(scale, 1e-300))
+        keep = pure.ravel() & (flat.max(axis=1) > 0)
         if np.any(keep):
-            key = np.round(flat[keep] / scale, 12)
+            with np.errstate(divide="ignore"):
+                key = np.round(np.log(flat[keep]), 9)  # equal to 1e-9 relative (zeros: -inf)
             uniq, inv = np.unique(key, axis=0, return_inverse=True)
             inv = inv.ravel()
             counts = np.bincount(inv, minlength=uniq.shape[0]).astype(float)
