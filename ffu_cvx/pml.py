@@ -43,8 +43,10 @@ Algorithms for ``"sign"`` (spec §3)
 ``structure="auto"`` recognises the workload (after dropping constant rows, which
 change no bound, and up to a common scale, row order and row signs):
 
+- ``"histogram"`` (auto only): rows ``+-a e_j``, one per class; all three bounds equal
+  Corollary 1 with ``Delta_1 = 2a``, O(1) after recognition.
 - ``"two_valued"``: every row takes two values; then ``"sign" == "safe"`` in closed
-  form, O(m k^2).
+  form, O(m k^2) time and O(k^2) memory.
 - ``"difference"``: consecutive differences ``x_l - x_{l+1}``; a Viterbi pass along the
   chain for all classes at once, O(k^2).
 - ``"haar"``: the Haar detail rows of :func:`haar`; a tree programme over
@@ -144,15 +146,28 @@ def _max_patterns(n) -> int:
 
 # --------------------------------------------------------------------------- the bound's value
 
-def _neg_log_f(sum_expm1, max_gap, b: float, alpha: float, k: int):
-    """``-log F`` from ``sum_j expm1(-g_j/b)`` and ``max_j g_j``.
+def _neg_log(f, f_minus_1):
+    """``-log F`` given F and ``F - 1`` (each computed without cancellation): ``log1p`` keeps
+    full relative accuracy when the leakage is small (large b), ``log`` when F is small."""
+    with np.errstate(invalid="ignore", divide="ignore"):  # inf entries mark infeasible DP states
+        return np.where(f_minus_1 > -0.5, -np.log1p(f_minus_1), -np.log(f))
 
-    ``F - 1 = alpha sum_j (e^{-g_j/b} - 1) + (1 - k alpha)(e^{-max g/b} - 1)`` because
-    ``k alpha + (1 - k alpha) = 1``; ``log1p`` keeps full relative accuracy when the
-    leakage is small (large b).
+
+def _neg_log_f(sum_expm1, max_gap, b: float, alpha: float, k: int):
+    """``-log F`` from ``E = sum_j expm1(-g_j/b)`` and ``max_j g_j``.
+
+    ``F - 1 = alpha E + (1 - k alpha) expm1(-max g/b)`` because ``k alpha + (1 - k alpha)
+    = 1``, and ``F = alpha (k + E) + (1 - k alpha) e^{-max g/b}``.
     """
     rest = max(1.0 - k * alpha, 0.0)
-    return -np.log1p(alpha * sum_expm1 + rest * np.expm1(-np.asarray(max_gap) / b))
+    max_gap = np.asarray(max_gap, dtype=float)
+    return _neg_log(alpha * (k + sum_expm1) + rest * np.exp(-max_gap / b),
+                    alpha * sum_expm1 + rest * np.expm1(-max_gap / b))
+
+
+def _corollary(delta: float, b: float, alpha: float) -> float:
+    """``-log(alpha + (1 - alpha) e^{-Delta_1/b})``."""
+    return float(_neg_log(alpha + (1 - alpha) * math.exp(-delta / b), (1 - alpha) * math.expm1(-delta / b)))
 
 
 def _from_distances(D: np.ndarray, b: float, alpha: float) -> float:
@@ -166,8 +181,9 @@ def _from_distances(D: np.ndarray, b: float, alpha: float) -> float:
 
 @dataclass(frozen=True)
 class _Analysis:
-    """A workload reduced for the bounds: non-constant rows ``Wr``, recognised ``kind``
-    and the common entry magnitude ``scale`` of the structured kinds."""
+    """A workload reduced for the bounds: non-constant rows ``Wr`` (None for the implicit
+    histogram of :func:`laplace_release`), recognised ``kind`` and the common entry
+    magnitude ``scale`` of the structured kinds."""
 
     Wr: np.ndarray
     k: int
@@ -176,6 +192,8 @@ class _Analysis:
 
     @property
     def delta(self) -> float:
+        if self.kind == "histogram":
+            return 2 * self.scale
         if self.Wr.shape[0] == 0:
             return 0.0
         if self.kind == "difference":
@@ -217,6 +235,17 @@ def _l1_distances(Wr: np.ndarray, k: int) -> np.ndarray:
 def _is_two_valued(Wr: np.ndarray) -> bool:
     lo, hi = Wr.min(axis=1, keepdims=True), Wr.max(axis=1, keepdims=True)
     return bool(np.all((Wr == lo) | (Wr == hi)))
+
+
+def _histogram_scale(Wr: np.ndarray) -> float | None:
+    """``a`` when the rows are ``+-a e_j``, one per class; else None."""
+    m, k = Wr.shape
+    nz = Wr != 0
+    if m != k or not np.all(nz.sum(axis=1) == 1):
+        return None
+    cols = nz.argmax(axis=1)
+    a = np.abs(Wr[np.arange(m), cols])
+    return float(a[0]) if np.all(a == a[0]) and np.array_equal(np.sort(cols), np.arange(k)) else None
 
 
 def _difference_scale(Wr: np.ndarray) -> float | None:
@@ -264,6 +293,10 @@ def _analyse(W, structure: str = "auto") -> _Analysis:
     Wr = W[W.max(axis=1) > W.min(axis=1)]  # constant rows shift every c_j alike
     if structure == "general":
         return _Analysis(Wr, k, "general", 1.0)
+    if structure == "auto":
+        a = _histogram_scale(Wr)
+        if a is not None:
+            return _Analysis(Wr, k, "histogram", a)
     if structure in ("auto", "two_valued") and _is_two_valued(Wr):
         return _Analysis(Wr, k, "two_valued", 1.0)
     for kind, detect in (("difference", _difference_scale), ("haar", _haar_scale)):
@@ -418,10 +451,11 @@ class SignBound:
     value : float
         ``max_s -log F(g(s))`` in nats.
     structure : str
-        ``"two_valued"``, ``"difference"``, ``"haar"`` or ``"general"``.
+        ``"histogram"``, ``"two_valued"``, ``"difference"``, ``"haar"`` or ``"general"``.
     n_patterns : int
         Sign patterns evaluated one by one: ``sum_p 2^{r_p}`` for ``"general"``, ``k``
-        (one forced pattern per class) for ``"two_valued"``, 0 for the dynamic programmes.
+        (one forced pattern per class) for ``"two_valued"``, 0 for the closed form of
+        ``"histogram"`` and the dynamic programmes.
     """
 
     value: float
@@ -430,6 +464,8 @@ class SignBound:
 
 
 def _sign(an: _Analysis, b: float, alpha: float, max_patterns: int) -> SignBound:
+    if an.kind == "histogram":  # D_jp = 2a for all j != p: every bound is Corollary 1
+        return SignBound(_corollary(an.delta, b, alpha), an.kind, 0)
     if an.Wr.shape[0] == 0:
         return SignBound(0.0, an.kind, 0)
     if an.kind == "two_valued":
@@ -445,9 +481,9 @@ def _sign(an: _Analysis, b: float, alpha: float, max_patterns: int) -> SignBound
 def _bound(an: _Analysis, b: float, alpha: float, bound: str, max_patterns: int) -> float:
     if bound == "sign":
         return _sign(an, b, alpha, max_patterns).value
-    if bound == "safe":
+    if bound == "safe" and an.kind != "histogram":
         return _from_distances(an.distances(), b, alpha)
-    return float(-np.log1p((1 - alpha) * np.expm1(-an.delta / b)))
+    return _corollary(an.delta, b, alpha)
 
 
 # --------------------------------------------------------------------------- public API
@@ -566,43 +602,45 @@ def min_noise_scale(W, epsilon, alpha, bound: str = "safe", *, structure: str = 
         meet the target) or when ``Delta_1(W) = 0`` (the answers do not depend on the data).
     """
     an = _analyse(W, structure)
-    eps = _positive(epsilon, "epsilon")
-    alpha = _alpha(alpha, an.k)
-    bound = _choice(bound, "bound", BOUNDS)
-    max_patterns = _max_patterns(max_patterns)
-    rtol = _positive(rtol, "rtol")
+    return _min_scale(an, _positive(epsilon, "epsilon"), _alpha(alpha, an.k), _choice(bound, "bound", BOUNDS),
+                      _max_patterns(max_patterns), _positive(rtol, "rtol"))
+
+
+def _min_scale(an: _Analysis, eps: float, alpha: float, bound: str, max_patterns: int, rtol: float,
+               stacklevel: int = 3) -> float:
     delta = an.delta
     if delta == 0:
         warnings.warn("Delta_1(W) = 0: the answers do not depend on the data, so b = 0 (no noise) "
-                      "meets any target", NoNoiseNeededWarning, stacklevel=2)
+                      "meets any target", NoNoiseNeededWarning, stacklevel=stacklevel)
         return 0.0
     if eps >= -math.log(alpha):
         warnings.warn(f"epsilon = {eps:g} >= log(1/alpha) = {-math.log(alpha):g}: every bound is below "
                       "log(1/alpha) for all b, so b = 0 (no noise) meets the target under the alpha "
-                      "assumption", NoNoiseNeededWarning, stacklevel=2)
+                      "assumption", NoNoiseNeededWarning, stacklevel=stacklevel)
         return 0.0
     b_dp = delta / eps
-    if bound == "corollary":
-        return float(delta / math.log((1 - alpha) / (math.exp(-eps) - alpha)))
 
     def excess(log_b):
         return _bound(an, math.exp(log_b), alpha, bound, max_patterns) - eps
 
-    hi = math.log(b_dp)
-    if excess(hi) >= 0:  # alpha so small that the bound equals DP to rounding
-        return b_dp
-    lo = hi - math.log(2)
-    while excess(lo) <= 0:
-        lo -= math.log(2)
-        if lo < hi - 2000 * math.log(2):
-            raise SolverError("min_noise_scale: no b with leakage above epsilon found down to b_DP * 2^-2000",
-                              status="bracket_failed", nit=2000, residual=excess(lo))
-    log_b = brentq(excess, lo, hi, xtol=rtol / 4, rtol=4 * np.finfo(float).eps)
-    for _ in range(64):  # err upwards: the returned b must meet the target
+    if bound == "corollary":
+        log_b = math.log(delta / math.log((1 - alpha) / (math.exp(-eps) - alpha)))
+    else:
+        log_b = hi = math.log(b_dp)
+        if excess(hi) < 0:  # else alpha is so small that the bound equals DP to rounding
+            lo = hi - math.log(2)
+            while excess(lo) <= 0:  # terminates: the bound tends to log(1/alpha) > eps as b -> 0
+                lo -= math.log(2)
+                if lo < hi - 2000 * math.log(2):
+                    raise SolverError("min_noise_scale: no b with leakage above epsilon found down to "
+                                      "b_DP * 2^-2000", status="bracket_failed", nit=2000, residual=excess(lo))
+            log_b = brentq(excess, lo, hi, xtol=rtol / 4, rtol=4 * np.finfo(float).eps)
+    step = max(rtol / 4, 4 * np.finfo(float).eps)
+    for _ in range(64):  # err upwards: the returned b must meet the target despite rounding
         if excess(log_b) <= 0:
             return float(math.exp(log_b))
-        log_b += rtol / 4
-    raise SolverError("min_noise_scale: the bracketed root does not meet the target",
+        log_b += step
+    raise SolverError("min_noise_scale: the computed scale does not meet the target",
                       status="not_converged", nit=64, residual=excess(log_b))
 
 
@@ -669,25 +707,25 @@ def laplace_release(x, epsilon, alpha, *, rng, W=None, bound: str = "safe", stru
         raise ValueError(f"`x` must be a 1-D histogram with k >= 2 cells, got shape {counts.shape}")
     if not np.all(np.isfinite(counts)) or np.any(counts < 0) or np.any(counts != np.round(counts)):
         raise ValueError("`x` must hold finite non-negative integer counts (a histogram)")
-    W = np.eye(counts.size) if W is None else _matrix(W)
-    if W.shape[1] != counts.size:
-        raise ValueError(f"`x` has {counts.size} cells but `W` has {W.shape[1]} columns")
+    if W is None:  # the histogram itself, without materialising I_k
+        an = _Analysis(None, counts.size, "histogram", 1.0)
+        exact = counts
+    else:
+        an = _analyse(W, structure)
+        if an.k != counts.size:
+            raise ValueError(f"`x` has {counts.size} cells but `W` has {an.k} columns")
+        exact = _matrix(W) @ counts
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
         rng = np.random.default_rng(int(rng))
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"`rng` must be a numpy.random.Generator or an int seed, got {rng!r}")
-    an = _analyse(W, structure)
-    alpha_ = _alpha(alpha, an.k)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NoNoiseNeededWarning)
-        b = min_noise_scale(W, epsilon, alpha, bound, structure=structure, max_patterns=max_patterns)
-    eps, bound = float(epsilon), bound.lower()
-    if b == 0.0:
-        warnings.warn("no noise is needed for this target (see min_noise_scale): releasing the exact "
-                      "answers", NoNoiseNeededWarning, stacklevel=2)
-        return LaplaceRelease(W @ counts, 0.0, eps, alpha_, bound, -math.log(alpha_), math.inf)
-    answers = W @ counts + rng.laplace(0.0, b, size=W.shape[0])
-    return LaplaceRelease(answers, b, eps, alpha_, bound, _bound(an, b, alpha_, bound, max_patterns), an.delta / b)
+    eps, alpha = _positive(epsilon, "epsilon"), _alpha(alpha, an.k)
+    bound, max_patterns = _choice(bound, "bound", BOUNDS), _max_patterns(max_patterns)
+    b = _min_scale(an, eps, alpha, bound, max_patterns, 1e-12)
+    if b == 0.0:  # _min_scale has warned why
+        return LaplaceRelease(exact, 0.0, eps, alpha, bound, -math.log(alpha), math.inf)
+    answers = exact + rng.laplace(0.0, b, size=exact.size)
+    return LaplaceRelease(answers, b, eps, alpha, bound, _bound(an, b, alpha, bound, max_patterns), an.delta / b)
 
 
 # --------------------------------------------------------------------------- workloads
