@@ -21,7 +21,7 @@ from ffu_cvx import fourier as F
 from . import common
 
 NAME = "fourier_thresholds"
-CELL_VERSION = 1
+CELL_VERSION = 2
 #: spec § 5 table: m -> (embedding, optimum)
 SPEC = {4: (2.0274, 1.7586), 8: (2.7011, 2.2816), 16: (3.4741, 2.9053), 32: (4.3450, 3.6307), 64: (5.3134, 4.4579)}
 GRID = (4, 8, 16, 32, 64, 128, 1024, 65536)
@@ -39,7 +39,7 @@ def run_cell(m: int) -> dict:
         t0 = time.perf_counter()
         mech = F.max_optimal(wl)
         out.update({"embedding": mech.privacy_cost, "embedding_s": time.perf_counter() - t0,
-                    "frequency_groups": int(sum((s < float("inf")).sum() for s in mech.spectra))})
+                    "released_frequencies": int(sum((s < float("inf")).sum() for s in mech.spectra))})
     out["prefix_optimum"], out["sdp_s"], out["sdp_status"] = None, None, "not run (m > SDP_MAX_M)"
     if m <= SDP_MAX_M:
         problem = ffu.FitnessProblem.from_workload(ffu.workloads.prefix(m))
@@ -75,7 +75,7 @@ def main(argv=None):
                      "offset": math.sqrt(value["closed_form"]) - math.log(m) / math.pi})
     total = time.perf_counter() - t_start
     columns = ["m", "embedding", "closed_form", "spec_embedding", "prefix_optimum", "spec_optimum", "ratio",
-               "asymptotic", "offset", "frequency_groups", "embedding_s", "sdp_s", "sdp_status"]
+               "asymptotic", "offset", "released_frequencies", "embedding_s", "sdp_s", "sdp_status"]
     if not args.quiet:
         print(common.format_table(rows, columns[:9] + ["sdp_status"], floatfmt=".5g"))
         print(f"\n({total:.1f} s)")
