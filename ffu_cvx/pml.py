@@ -787,5 +787,5 @@ _BUILDERS = {"histogram": histogram, "prefix": prefix, "range": all_ranges, "haa
 
 
 def pml_workload(name: str, k: int) -> np.ndarray:
-    """Workload matrix by name: one of :data:`WORKLOADS` (``"range"`` is :func:`all_ranges`)."""
+    """Workload matrix (m, k) by name: one of :data:`WORKLOADS` (``"range"`` is :func:`all_ranges`)."""
     return _BUILDERS[_choice(name, "name", WORKLOADS)](k)

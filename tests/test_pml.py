@@ -216,6 +216,27 @@ def test_far_orthant_and_grid_oracle_m2_k3():
     assert strict > 0  # real-valued rows with three values separate the two bounds
 
 
+def test_grid_oracle_m3_and_safe_bound_holds_for_mixtures():
+    """m = 3: the grid sup (breakpoints included) is the safe bound; and with one other
+    record of any class distribution q (Lemma B) no output exceeds it."""
+    rng = np.random.default_rng(7)
+    for trial in range(15):
+        k = int(rng.integers(2, 5))
+        W = rng.integers(-2, 3, size=(3, k)) + rng.normal(scale=0.3, size=(3, k))
+        b, alpha = rng.uniform(0.3, 2.0), rng.uniform(1e-3, 1 / k)
+        axes = [np.union1d(np.linspace(W[l].min() - 2, W[l].max() + 2, 13), W[l]) for l in range(3)]
+        y = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
+        safe = pml.leakage(W, b, alpha, "safe")
+        assert grid_leakage(W, b, alpha, y).max() == pytest.approx(safe, abs=1e-9)
+        q = rng.dirichlet(np.ones(k))
+        yy = (W[:, :, None] + W[:, None, :]).reshape(3, -1).T  # noise-free answers with two records
+        yy = np.vstack([yy, rng.normal(scale=3, size=(500, 3))])
+        logf = -np.abs(yy[:, :, None, None] - W[None, :, :, None] - W[None, :, None, :]).sum(axis=1) / b
+        f = (np.exp(logf) * q[None, :, None]).sum(axis=1)  # (n, k): f_j(y) averaged over the other record
+        exact = np.log(f.max(axis=1) / (alpha * f.sum(axis=1) + (1 - k * alpha) * f.min(axis=1)))
+        assert exact.max() <= safe + 1e-12
+
+
 def test_sign_bound_is_optimistic_for_two_records():
     """Spec §2 caveat: differences(4), b = 1, alpha = 0.05, one other record that is itself
     alpha-bounded (1 - 3 alpha on class 1). The exact PML at y = w_1 + w_1 is 2.64714:
