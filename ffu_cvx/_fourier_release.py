@@ -162,7 +162,9 @@ class FourierRelease:
     """Noisy answers of a Fourier mechanism.
 
     marginals : dict {A: ndarray of shape (n_i)_{i in A}}, the reconstructed marginals
-        (consistent: summing ``marginals[A]`` over ``A \\ B`` gives ``marginals[B]``).
+        (consistent: summing ``marginals[A]`` over ``A \\ B`` gives ``marginals[B]``). For
+        product workloads only the frequencies some family uses are released, so these
+        are unbiased on those frequencies only; the family answers are unbiased.
     answers : tuple, per set / family k, an array of shape (n_i)_{i in A_k}: the marginal
         itself, or for a product family the answer at every shift ``t``.
     variances : (K,) per-answer noise variance; privacy_cost : float.
