@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,7 +34,7 @@ import numpy as np
 from .problem import FitnessProblem
 from .result import OPTIMAL_INACCURATE, USER_STOPPED, Solution
 
-__all__ = ["RefineResult", "refine_levels", "refine"]
+__all__ = ["REFINE_CLARABEL_MAX_ORDER", "RefineResult", "refine_levels", "refine_from", "refine"]
 
 
 @dataclass
@@ -136,6 +137,59 @@ def _tol(level) -> float:
     return DEFAULT_TOL.get(level.solver, 1e-8)
 
 
+#: With ``solver="auto"`` the levels after the first use Clarabel up to this LMI order:
+#: their feasible sets are thin (the fixed columns sit within ``slack`` of their caps),
+#: which interior-point methods handle and first-order SCS does not (it stalls at its
+#: iteration limit or reports infeasibility).
+REFINE_CLARABEL_MAX_ORDER = 160
+
+
+def refine_from(
+    problem: FitnessProblem,
+    first,
+    *,
+    t0: float,
+    info: dict,
+    callback=None,
+    formulation: str = "pair",
+    solver: str = "auto",
+    tol: float | None = None,
+    solver_options: dict | None = None,
+    verbose: bool = False,
+    slack: float = 1e-8,
+    threshold: float = 1e-3,
+    gap_tol: float = 1e-6,
+) -> Solution:
+    """Refine a solved Problem 1 ``first`` (:class:`ffu_cvx.sdp.LevelResult`) and build the Solution.
+
+    Safety net: if the refined ``Sigma`` costs more than ``first``'s by a relative
+    ``gap_tol`` (an inaccurate level), the unrefined optimum is returned with a warning
+    and ``info["refine_failed"]`` says why.
+    """
+    from .sdp import finish, lmi_order, normalise_sigma
+    from .privacy import privacy_cost
+
+    if str(solver).lower() == "auto":
+        solver = "CLARABEL" if lmi_order(problem, formulation) <= REFINE_CLARABEL_MAX_ORDER else "SCS"
+    ref = refine_levels(problem, first, callback=callback, formulation=formulation, solver=solver, tol=tol,
+                        solver_options=solver_options, verbose=verbose, slack=slack, threshold=threshold)
+    info = dict(info, refine_levels=ref.levels, refine_inaccurate=ref.inaccurate, refine_solver=solver,
+                compile_time=info.get("compile_time", 0.0) + ref.compile_time,
+                solve_time=info.get("solve_time", 0.0) + ref.solve_time)
+    sigma = ref.sigma
+    cost_first = privacy_cost(normalise_sigma(problem, first.sigma)[0], problem.B)
+    cost_ref = privacy_cost(normalise_sigma(problem, sigma)[0], problem.B)
+    if not cost_ref <= cost_first * (1 + gap_tol):
+        info["refine_failed"] = (f"refined Sigma costs {cost_ref:.10g} > {cost_first:.10g} of the first level "
+                                 f"({ref.inaccurate} inaccurate level solves by {solver})")
+        warnings.warn(f"refine: {info['refine_failed']}; returning the unrefined optimum. "
+                      "Try solver='CLARABEL' for the refinement", RuntimeWarning, stacklevel=3)
+        sigma = first.sigma
+    status = USER_STOPPED if ref.stopped else first.status
+    return finish(problem, sigma, first.lam, first.mu, status=status, nit=(first.nit or 0) + ref.nit, t0=t0,
+                  gap_tol=gap_tol, **info)
+
+
 def refine(
     problem: FitnessProblem,
     solution: Solution | None = None,
@@ -148,6 +202,7 @@ def refine(
     verbose: bool = False,
     slack: float = 1e-8,
     threshold: float = 1e-3,
+    gap_tol: float = 1e-6,
 ) -> Solution:
     """The unique ≺R-minimal optimum of Problem 1 (Theorem 5), as a ``Solution``.
 
@@ -156,40 +211,43 @@ def refine(
     problem : FitnessProblem
         ``W`` (m, d), ``c`` (m,), ``B`` (k, d), ``L`` (m, k).
     solution : Solution, optional
-        Ignored unless it is an unrefined exact SDP solution (``method == "sdp"``
-        without ``refine_levels``) whose multipliers then seed the first level; in
-        every other case Problem 1 is solved first, because the levels rely on exact
-        multipliers.
+        Used only if it is an unrefined exact SDP solution of ``problem``
+        (``solve_sdp(problem, refine=False)``): its ``sigma`` and multipliers seed the
+        first level. Otherwise Problem 1 is solved first, because the levels rely on
+        exact multipliers.
     formulation, solver, tol, solver_options, verbose
         As in :func:`ffu_cvx.sdp.solve_sdp` (``formulation`` must be a primal one).
+        ``solver="auto"`` solves the levels after the first with Clarabel up to LMI
+        order :data:`REFINE_CLARABEL_MAX_ORDER`.
     slack : float
         Relative relaxation of fixed levels (default 1e-8).
     threshold : float
         Relative multiplier size that marks a column tight (default 1e-3).
+    gap_tol : float
+        As in :func:`ffu_cvx.sdp.solve_sdp`.
 
     Returns
     -------
     Solution
-        With ``info["refine_levels"]``: a list of ``{"value", "columns"}``.
+        With ``info["refine_levels"]``: a list of ``{"value", "columns"}``, decreasing.
     """
-    from .sdp import LevelResult, finish, solve_level
+    from .sdp import FORMULATIONS, LevelResult, solve_level
 
-    if formulation == "dual":
-        raise ValueError("`formulation` must be a primal one ('pair', 'schur' or 'inverse') for the refinement")
+    if formulation not in FORMULATIONS or formulation == "dual":
+        raise ValueError(f"`formulation` must be 'pair', 'schur' or 'inverse' for the refinement, got {formulation!r}")
     t0 = time.perf_counter()
-    opts = dict(formulation=formulation, solver=solver, tol=tol, solver_options=solver_options, verbose=verbose)
+    opts = dict(solver=solver, tol=tol, solver_options=solver_options, verbose=verbose)
     seeded = (isinstance(solution, Solution) and solution.get("method") == "sdp"
-              and "refine_levels" not in solution.get("info", {}) and solution.get("lam") is not None
-              and solution.get("problem") is problem)
+              and solution.get("problem") is problem and solution.get("lam") is not None
+              and "refine_levels" not in solution.get("info", {}))
     if seeded:
         first = LevelResult(value=float(solution.privacy_cost), sigma=solution.sigma, lam=solution.lam,
                             mu=solution.mu, status=solution.status, solver=solution.info.get("solver", "CLARABEL"),
-                            nit=0, compile_time=0.0, solve_time=0.0)
+                            nit=solution.nit or 0, compile_time=0.0, solve_time=0.0,
+                            raw_status=solution.info.get("solver_status", ""))
     else:
-        first = solve_level(problem, **opts)
-    ref = refine_levels(problem, first, callback=callback, slack=slack, threshold=threshold, **opts)
-    status = USER_STOPPED if ref.stopped else first.status
-    return finish(problem, ref.sigma, first.lam, first.mu, status=status, nit=(first.nit or 0) + ref.nit, t0=t0,
-                  gap_tol=1e-6, solver=first.solver, solver_status=first.raw_status, formulation=formulation,
-                  refine_levels=ref.levels, refine_inaccurate=ref.inaccurate,
-                  compile_time=first.compile_time + ref.compile_time, solve_time=first.solve_time + ref.solve_time)
+        first = solve_level(problem, formulation=formulation, **opts)
+    info = {"solver": first.solver, "formulation": formulation, "compile_time": first.compile_time,
+            "solve_time": first.solve_time, "sdp_value": first.value, "solver_status": first.raw_status}
+    return refine_from(problem, first, t0=t0, info=info, callback=callback, formulation=formulation, slack=slack,
+                       threshold=threshold, gap_tol=gap_tol, **opts)

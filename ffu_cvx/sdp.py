@@ -47,7 +47,7 @@ from scipy import linalg
 from .problem import FitnessProblem
 from .result import OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, Solution, SolverError
 
-__all__ = ["FORMULATIONS", "SOLVERS", "STATUS_MAP", "LevelResult", "solve_level", "solve_sdp"]
+__all__ = ["FORMULATIONS", "SOLVERS", "STATUS_MAP", "LevelResult", "lmi_order", "pick_solver", "solve_level", "solve_sdp"]
 
 FORMULATIONS = ("pair", "schur", "inverse", "dual")
 SOLVERS = ("auto", "CLARABEL", "SCS")
@@ -89,17 +89,19 @@ class LevelResult:
     raw_status: str = ""
 
 
-def _lmi_order(problem: FitnessProblem, formulation: str) -> int:
+def lmi_order(problem: FitnessProblem, formulation: str) -> int:
+    """Order of the one LMI of ``formulation`` for ``problem`` (what interior-point solvers pay for)."""
     k, d, m = problem.k, problem.d, problem.m
     return {"pair": 2 * k, "schur": k + d, "inverse": k + m, "dual": 2 * k}[formulation]
 
 
-def _pick_solver(problem: FitnessProblem, solver: str, formulation: str) -> str:
+def pick_solver(problem: FitnessProblem, solver: str, formulation: str) -> str:
+    """The solver "auto" resolves to (or ``solver`` upper-cased, validated)."""
     name = str(solver).upper()
     if name not in SOLVERS and name.lower() not in SOLVERS:
         raise ValueError(f"`solver` must be one of {SOLVERS}, got {solver!r}")
     if name == "AUTO":
-        return "CLARABEL" if _lmi_order(problem, formulation) <= AUTO_CLARABEL_MAX_ORDER else "SCS"
+        return "CLARABEL" if lmi_order(problem, formulation) <= AUTO_CLARABEL_MAX_ORDER else "SCS"
     return name
 
 
@@ -205,7 +207,7 @@ def solve_level(
         raise ValueError("`free` selects no column: nothing to minimise")
     if formulation == "dual" and not free.all():
         raise ValueError("formulation='dual' solves Problem 1 only; use 'pair' for refinement levels")
-    name = _pick_solver(problem, solver, formulation)
+    name = pick_solver(problem, solver, formulation)
     tol = DEFAULT_TOL[name] if tol is None else float(tol)
     if not (math.isfinite(tol) and 0 < tol < 1):
         raise ValueError(f"`tol` must be in (0, 1), got {tol!r}")
@@ -333,8 +335,10 @@ def solve_sdp(
     tol : float, optional
         Solver tolerance (gap and feasibility); default 1e-9.
     gap_tol : float
-        A certified relative gap above this marks the result ``"optimal_inaccurate"``
-        (with a warning).
+        The certificate decides the status: a relative gap above ``gap_tol`` makes the
+        result ``"optimal_inaccurate"`` (with a warning), one below it ``"optimal"`` even
+        when the solver stopped at its reduced tolerance. An inaccurate solve certified
+        worse than :data:`FAIL_GAP` raises ``SolverError``.
 
     Returns
     -------
@@ -354,27 +358,19 @@ def solve_sdp(
     first = solve_level(problem, formulation=formulation, **opts)
     info = {"solver": first.solver, "formulation": formulation, "compile_time": first.compile_time,
             "solve_time": first.solve_time, "sdp_value": first.value}
-    sigma, nit, status = first.sigma, first.nit, first.status
+    info["solver_status"] = first.raw_status
     if refine:
-        from .refine import refine_levels
+        from .refine import refine_from
 
-        ref = refine_levels(problem, first, callback=callback,
-                            formulation="pair" if formulation == "dual" else formulation, **opts)
-        sigma = ref.sigma
-        nit = (nit or 0) + ref.nit
-        info["refine_levels"] = ref.levels
-        info["refine_inaccurate"] = ref.inaccurate
-        info["compile_time"] += ref.compile_time
-        info["solve_time"] += ref.solve_time
-        if ref.stopped:
-            status = USER_STOPPED
-    elif callback is not None:
+        return refine_from(problem, first, t0=t0, callback=callback, gap_tol=gap_tol, info=info,
+                           formulation="pair" if formulation == "dual" else formulation, **opts)
+    status = first.status
+    if callback is not None:
         try:
-            callback({"level": 0, "value": first.value, "sigma": first.sigma})
+            callback({"level": 1, "value": first.value, "columns": [], "sigma": first.sigma})
         except StopIteration:
             status = USER_STOPPED
-    info["solver_status"] = first.raw_status
-    return finish(problem, sigma, first.lam, first.mu, status=status, nit=nit, t0=t0,
+    return finish(problem, first.sigma, first.lam, first.mu, status=status, nit=first.nit, t0=t0,
                   gap_tol=gap_tol, **info)
 
 
@@ -398,6 +394,12 @@ def finish(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: np.n
             f"and its Sigma is certified only to a relative gap of {sol.gap:.2e} > {FAIL_GAP:g}; "
             "raise the iteration limit in `solver_options`, loosen `tol`, or try the other solver",
             status=str(info.get("solver_status", status)), nit=nit, residual=float(sol.gap))
+    if sol.status == OPTIMAL_INACCURATE and sol.gap <= gap_tol:
+        # The certificate, not the solver's stopping test, decides: a solver that stops at
+        # its reduced tolerance with a Sigma certified to gap_tol has solved Problem 1.
+        sol["status"] = OPTIMAL
+        sol["message"] = (f"solver {info.get('solver')} reported {info.get('solver_status', 'inaccurate')!r}, "
+                          f"but the certified gap {sol.gap:.1e} <= gap_tol={gap_tol:g}")
     if sol.status == OPTIMAL and not sol.gap <= gap_tol:
         sol["status"] = OPTIMAL_INACCURATE
         sol["message"] = f"certified gap {sol.gap:.2e} exceeds gap_tol={gap_tol:g}"

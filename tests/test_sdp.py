@@ -1,0 +1,188 @@
+"""The exact SDP reference: paper values, closed forms, formulations, solvers, failures."""
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import ffu_cvx as ffu
+from ffu_cvx import privacy, workloads
+from ffu_cvx.result import OPTIMAL, USER_STOPPED, SolverError
+from ffu_cvx.sdp import FORMULATIONS, STATUS_MAP, lmi_order, solve_level, solve_sdp
+
+# Table 2 of the paper (IP row, two decimals) and our six-decimal values.
+TABLE2 = {2: (1.33, 1.333333), 4: (1.76, 1.758601), 8: (2.28, 2.281561), 16: (2.91, 2.905253)}
+
+
+def prefix_problem(d, basis="auto"):
+    return ffu.FitnessProblem.from_workload(workloads.prefix(d), basis=basis)
+
+
+@pytest.mark.parametrize("d", sorted(TABLE2))
+def test_table2_ip_row(d):
+    sol = ffu.solve(prefix_problem(d), method="sdp")
+    paper, pinned = TABLE2[d]
+    assert round(sol.privacy_cost, 2) == paper
+    assert sol.privacy_cost == pytest.approx(pinned, abs=1e-6)
+    assert sol.status == OPTIMAL and sol.success
+    assert sol.max_ratio == pytest.approx(1.0, rel=1e-12)
+    assert 0 <= sol.gap < 1e-6
+    assert sol.lower_bound == pytest.approx(pinned, abs=1e-6)
+
+
+def test_prefix32_certified():
+    sol = solve_sdp(prefix_problem(32))
+    assert sol.privacy_cost == pytest.approx(3.630723, abs=1e-6)
+    assert 0 <= sol.gap < 1e-6
+
+
+@pytest.mark.slow
+def test_table2_d64():
+    sol = solve_sdp(prefix_problem(64))
+    assert round(sol.privacy_cost, 2) == 4.46
+    assert sol.privacy_cost == pytest.approx(4.457869, abs=1e-6)
+    assert 0 <= sol.gap < 1e-6
+
+
+@pytest.mark.parametrize("gamma", [0.5, 1.0, 3.0])
+def test_section51_closed_form(gamma):
+    # Theorem 2: W = [[1, 1], [1, 0]] released as W x + N(0, Sigma).
+    W = np.array([[1.0, 1.0], [1.0, 0.0]])
+    sol = solve_sdp(ffu.FitnessProblem(W, [gamma, gamma], basis=W))
+    np.testing.assert_allclose(sol.sigma, gamma * np.array([[1, 0.5], [0.5, 1]]), rtol=1e-6, atol=1e-7 * gamma)
+    assert sol.privacy_cost == pytest.approx(4 / (3 * gamma), rel=1e-7)
+
+
+def test_theorem6_identity_and_upper_bases_agree():
+    sols = {b: solve_sdp(prefix_problem(8, basis=b)) for b in ("identity", "upper")}
+    a, b = sols["identity"], sols["upper"]
+    assert a.problem.basis == "identity" and b.problem.basis == "upper"
+    assert a.privacy_cost == pytest.approx(b.privacy_cost, rel=1e-7)
+    np.testing.assert_allclose(a.profile, b.profile, rtol=1e-6)
+    cov = [s.problem.L @ s.sigma @ s.problem.L.T for s in (a, b)]
+    # alpha is flat to first order along some directions of Sigma at the optimum, so
+    # Sigma itself is only accurate to about the square root of the solver tolerance.
+    np.testing.assert_allclose(cov[0], cov[1], rtol=1e-4, atol=1e-5)
+
+
+def test_formulations_and_solvers_agree():
+    # This workload's optimum is not unique (one column blocks alpha), so the refined
+    # Sigma is compared across formulations; SCS is compared on the unrefined optimum.
+    problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(8, targets="random", seed=3))
+    ref = solve_sdp(problem, solver="CLARABEL", formulation="pair")
+    assert [len(lev["columns"]) for lev in ref.info["refine_levels"]] == [1, 7]
+    cov_ref = problem.L @ ref.sigma @ problem.L.T
+    for form in FORMULATIONS:
+        sol = solve_sdp(problem, solver="CLARABEL", formulation=form)
+        assert sol.info["solver"] == "CLARABEL" and sol.info["formulation"] == form
+        assert sol.privacy_cost == pytest.approx(ref.privacy_cost, rel=1e-7), form
+        assert sol.gap < 1e-6
+        np.testing.assert_allclose(problem.L @ sol.sigma @ problem.L.T, cov_ref, rtol=1e-4, atol=1e-5 * cov_ref.max())
+        fast = solve_sdp(problem, solver="SCS", formulation=form, refine=False)
+        assert fast.privacy_cost == pytest.approx(ref.privacy_cost, rel=1e-6), form
+        assert fast.gap < 1e-6
+
+
+def test_lmi_orders_and_auto_solver():
+    problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(10, seed=1))
+    k, d, m = problem.k, problem.d, problem.m
+    assert [lmi_order(problem, f) for f in ("pair", "schur", "inverse", "dual")] == [2 * k, k + d, k + m, 2 * k]
+    assert solve_sdp(prefix_problem(4), refine=False).info["solver"] == "CLARABEL"
+    assert ffu.sdp.pick_solver(prefix_problem(64), "auto", "pair") == "SCS"
+
+
+def test_multipliers_are_normalised_duals():
+    problem = prefix_problem(8)
+    lev = solve_level(problem, solver="CLARABEL")
+    assert lev.lam.sum() == pytest.approx(1.0, rel=1e-6)
+    assert lev.mu.min() >= 0 and lev.mu.sum() > 0
+    assert ffu.certificate.lower_bound(problem, lev.lam, lev.mu) == pytest.approx(lev.value, rel=1e-7)
+
+
+def test_rank_deficient_marginals_use_row_basis():
+    # 1-way marginals on 3 binary attributes, built by hand: spec fourier.md § 6 ex. 1.
+    cells = list(itertools.product((0, 1), repeat=3))
+    W = np.array([[1.0 if x[a] == v else 0.0 for x in cells] for a in range(3) for v in (0, 1)])
+    problem = ffu.FitnessProblem(W, np.ones(6))
+    assert problem.basis == "rows" and problem.k == 4 and np.linalg.matrix_rank(W) == 4
+    sol = solve_sdp(problem)
+    assert sol.privacy_cost == pytest.approx((1 + math.sqrt(3)) ** 2 / 4, rel=1e-7)  # 1.866025
+    assert sol.gap < 1e-6
+    with pytest.raises(ValueError, match="rank"):
+        ffu.FitnessProblem(W, np.ones(6), basis="identity")
+
+
+def test_two_way_marginals_match_spec():
+    # fourier.md § 6 ex. 2: binary, 3 attributes, all 2-way marginals: 1.678023.
+    cells = list(itertools.product((0, 1), repeat=3))
+    rows = [[1.0 if (x[a], x[b]) == v else 0.0 for x in cells]
+            for a, b in itertools.combinations(range(3), 2) for v in itertools.product((0, 1), repeat=2)]
+    sol = solve_sdp(ffu.FitnessProblem(np.array(rows), 1.0))
+    assert sol.privacy_cost == pytest.approx(1.678023, abs=1e-6)
+
+
+def test_problem2_is_rescaled_problem1():
+    # Theorem 8: the rescaled Problem 1 optimum solves Problem 2, and no mechanism at that
+    # privacy cost can do better than the certified bound.
+    problem = prefix_problem(8)
+    sol = solve_sdp(problem)
+    target = 0.5
+    s2 = sol.scaled(target)
+    assert privacy.privacy_cost(s2.sigma, problem.B) == pytest.approx(target, rel=1e-12)
+    k = s2.max_ratio
+    assert k == pytest.approx(sol.privacy_cost / target, rel=1e-12)
+    assert k >= sol.lower_bound / target * (1 - 1e-12)
+    assert k <= sol.lower_bound / target * (1 + 1e-6)
+    # Solving Problem 1 with the targets k c lands exactly on the target privacy cost.
+    again = solve_sdp(problem.with_targets(k * problem.c))
+    assert again.privacy_cost == pytest.approx(target, rel=1e-6)
+    np.testing.assert_allclose(again.sigma, s2.sigma, rtol=1e-4, atol=1e-4 * np.abs(s2.sigma).max())
+
+
+def test_status_map_and_solver_failure():
+    assert STATUS_MAP == {"optimal": "optimal", "optimal_inaccurate": "optimal_inaccurate"}
+    with pytest.raises(SolverError) as err:
+        solve_sdp(prefix_problem(8), solver="SCS", solver_options={"max_iters": 1})
+    assert "max_iters" in err.value.status
+    with pytest.raises(SolverError) as err:
+        solve_sdp(prefix_problem(8), solver="CLARABEL", solver_options={"max_iter": 1})
+    assert err.value.status == "user_limit"
+
+
+def test_inaccurate_solve_warns():
+    # SCS meets its loose tolerance, but the certificate exposes the gap.
+    with pytest.warns(RuntimeWarning, match="inaccurate"):
+        sol = solve_sdp(prefix_problem(8), solver="SCS", tol=1e-5, refine=False)
+    assert sol.status == "optimal_inaccurate" and sol.success
+    assert 1e-6 < sol.gap < 1e-3 and "gap" in sol.message
+
+
+def test_bad_options_raise_value_error():
+    problem = prefix_problem(4)
+    with pytest.raises(ValueError, match="formulation"):
+        solve_sdp(problem, formulation="naive")
+    with pytest.raises(ValueError, match="solver"):
+        solve_sdp(problem, solver="MOSEK")
+    with pytest.raises(ValueError, match="tol"):
+        solve_sdp(problem, tol=0.0)
+    with pytest.raises(ValueError, match="problem"):
+        solve_sdp(np.eye(3))
+    with pytest.raises(ValueError, match="method"):
+        ffu.solve(problem, method="interior")
+
+
+def test_callback_stop():
+    seen = []
+
+    def cb(state):
+        seen.append(state["value"])
+        raise StopIteration
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sol = solve_sdp(prefix_problem(4), callback=cb)
+    assert sol.status == USER_STOPPED and not sol.success
+    assert seen == [pytest.approx(1.758601, abs=1e-6)]
+    assert sol.privacy_cost == pytest.approx(1.758601, abs=1e-6)
