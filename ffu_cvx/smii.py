@@ -1,0 +1,546 @@
+"""SM-II: the paper's Newton-CG soft-max solver (§6), matrix-free and certified.
+
+Notation (fitness-for-use paper, §6):
+
+- ``g_i(Sigma) = b_i^T Sigma^{-1} b_i`` (d,): the privacy profile over the columns of ``B``.
+- ``h_j(Sigma) = v_j Sigma v_j^T / c_j`` (m,): variance ratios, ``v_j`` the j-th row of ``L``.
+- ``smax_t(x) = (1/t) log sum_i exp(t x_i)``: the soft max, computed shifted.
+- Problem 4: minimise ``F(Sigma) = smax_{t1}(g) + smax_{t2}(h)`` over symmetric positive
+  definite ``Sigma`` (k, k). (The paper's eq. 8 drops the ``exp`` of the second term.)
+  As ``t1, t2`` grow ``F`` tends to Problem 3's ``max g + max h``, whose minimiser divided
+  by ``max h`` solves Problem 1 (Theorem 1).
+- The soft-max weights ``w`` (d,) and ``u`` (m,) of the two terms are the multipliers of
+  the dual certificate: at a stationary point ``Sigma Q Sigma = P`` holds with
+  ``P = B diag(w) B^T`` and ``Q = L^T diag(u / c) L``, so ``lam = w``, ``mu = u / c``.
+
+Algorithm 1 of the paper: sub-problems at increasing ``t1, t2`` (multiplied by ``mu``),
+each solved by Newton steps whose direction comes from at most ``maxcg`` conjugate
+gradient iterations (Algorithm 2) on matrix-free Hessian-vector products (§6.2.1),
+with a backtracking line search that tests positive definiteness by Cholesky
+(Algorithm 3), from ``Sigma_0 = s^2 Q^+ Q^{+T}`` (§6.3). Beyond the paper:
+
+- CG runs in whitened coordinates ``E = R^{-1} D R^{-T}`` (``Sigma = R R^T``), i.e. it is
+  preconditioned by ``Sigma (x) Sigma``, the Hessian of ``-log det`` inverted. The exact
+  Newton direction is unchanged; the truncated one is far better, and the
+  Hessian-vector product needs no triangular solve: with ``Y = R^{-1} B`` (k, d) and
+  ``V = L R`` (m, k) it is five matrix products.
+- Every sub-problem starts from the normalised problem (``Sigma`` and ``c`` rescaled so
+  that ``max g = max h = 1``), so ``t`` has the same meaning on every workload.
+- Stopping is certified: at the end of a sub-problem the dual bound of
+  :mod:`ffu_cvx.certificate` at ``(w, u / c)`` is computed and the solver stops when the
+  relative gap of the normalised cost ``alpha * max_ratio`` is at most ``tol``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+
+import numpy as np
+from scipy import linalg
+
+from . import certificate
+from .problem import FitnessProblem
+from .result import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, Solution, SolverError
+
+__all__ = ["SMIIState", "objective", "hessp", "solve_smii", "solve_gd"]
+
+#: Soft-max weights below this fraction of the largest are dropped from the Hessian and
+#: gradient products: their contribution is below double-precision rounding.
+_PRUNE = 1e-17
+#: Largest k at which the returned Solution runs the full certificate search
+#: (``certificate.certify``: dual ascent with eigendecompositions); above it the bound
+#: at the solver's own multipliers is reported.
+_CERTIFY_MAX_K = 200
+#: Backtracking halvings before the line search gives up (step ``beta**60``).
+_MAX_BACKTRACK = 60
+
+
+@dataclasses.dataclass(frozen=True)
+class SMIIState:
+    """What ``callback`` receives after every iteration.
+
+    nit : iterations so far. t1, t2 : soft-max sharpness (on the normalised problem).
+    objective : ``F`` of Problem 4 on the normalised problem. alpha : privacy cost of the
+    current iterate rescaled to meet every target (the normalised cost). ratio : worst
+    variance ratio ``max_j var_j / c_j`` of the iterate before that rescaling.
+    sigma : (k, k) the iterate rescaled to meet every target. step : line-search step.
+    n_cg : CG iterations of this step. gap : certified relative gap (NaN if not computed
+    this iteration).
+    """
+
+    nit: int
+    t1: float
+    t2: float
+    objective: float
+    alpha: float
+    ratio: float
+    sigma: np.ndarray
+    step: float
+    n_cg: int
+    gap: float
+
+
+def _softmax(x: np.ndarray, t: float) -> tuple[float, np.ndarray]:
+    """Shifted log-sum-exp: ``(smax_t(x), weights)`` with weights summing to 1."""
+    top = float(x.max())
+    z = np.exp(t * (x - top))
+    s = float(z.sum())
+    return top + math.log(s) / t, z / s
+
+
+class _Point:
+    """An iterate with everything one Newton step needs, computed once.
+
+    sigma (k, k), R its lower Cholesky factor, Y = R^{-1} B (k, d), g (d,), h (m,) on the
+    internal targets, F and the soft-max weights w (d,), u (m,).
+    """
+
+    __slots__ = ("sigma", "R", "Y", "g", "h", "F", "w", "u", "t1", "t2")
+
+    def __init__(self, sigma, R, Y, g, h, t1, t2):
+        self.sigma, self.R, self.Y, self.g, self.h, self.t1, self.t2 = sigma, R, Y, g, h, t1, t2
+        f1, self.w = _softmax(g, t1)
+        f2, self.u = _softmax(h, t2)
+        self.F = f1 + f2
+
+
+def _variance_ratios(L: np.ndarray, sigma: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``diag(L Sigma L^T) / c`` (m,), O(m k^2)."""
+    return np.einsum("ij,ij->i", L @ sigma, L) / c
+
+
+def _evaluate(B, L, c, sigma, t1, t2, h=None) -> _Point | None:
+    """The point at ``sigma``, or ``None`` when ``sigma`` is not positive definite.
+
+    ``h`` may be passed when already known (it is linear in ``sigma``).
+    """
+    try:
+        R = linalg.cholesky(sigma, lower=True, check_finite=False)
+    except linalg.LinAlgError:
+        return None
+    if not np.all(np.isfinite(np.diag(R))):
+        return None
+    Y = linalg.solve_triangular(R, B, lower=True, check_finite=False)  # O(k^2 d)
+    g = np.einsum("ij,ij->j", Y, Y)
+    if h is None:
+        h = _variance_ratios(L, sigma, c)
+    return _Point(sigma, R, Y, g, h, t1, t2)
+
+
+class _Whitened:
+    """Gradient and Hessian of ``F`` at a point, in whitened coordinates ``E = R^{-1} D R^{-T}``.
+
+    With ``y_i`` the columns of ``Y = R^{-1} B`` and ``v'_j`` the rows of ``V = L R``:
+    the gradient is ``-Y diag(w) Y^T + V^T diag(u/c) V`` and, for a symmetric direction E,
+    with ``a_i = -y_i^T E y_i`` and ``e_j = v'_j E v'_j^T / c_j`` (the directional
+    derivatives of ``g_i`` and ``h_j``),
+
+        H[E] = E M + M E - t1 Y diag(w (a - w.a)) Y^T + t2 V^T diag(u (e - u.e) / c) V,
+
+    ``M = Y diag(w) Y^T``: eqs. (9)-(14) of the paper under the congruence ``R``. Columns
+    and rows whose weight is negligible are dropped.
+    """
+
+    def __init__(self, p: _Point, L: np.ndarray, c: np.ndarray):
+        self.t1, self.t2 = p.t1, p.t2
+        act = p.w > _PRUNE * p.w.max()
+        self.Ya, self.wa = p.Y[:, act], p.w[act]
+        self.V = L @ p.R  # O(m k^2)
+        actu = p.u > _PRUNE * p.u.max()
+        self.Va, self.ua, self.ca = self.V[actu], p.u[actu], c[actu]
+        self.c = c
+        self.M = (self.Ya * self.wa) @ self.Ya.T
+        self.grad = (self.Va.T * (self.ua / self.ca)) @ self.Va - self.M
+        self.n_hvp = 0
+
+    def dh(self, E: np.ndarray) -> np.ndarray:
+        """Directional derivatives ``e_j`` (m,) of every ``h_j`` along whitened ``E``."""
+        return np.einsum("ij,ij->i", self.V @ E, self.V) / self.c
+
+    def hvp(self, E: np.ndarray) -> np.ndarray:
+        """``H[E]`` (k, k): five O(k^3 + k^2 (d_act + m_act)) matrix products."""
+        self.n_hvp += 1
+        Ya, wa, Va, ua = self.Ya, self.wa, self.Va, self.ua
+        a = -np.einsum("ij,ij->j", Ya, E @ Ya)
+        e = np.einsum("ij,ij->i", Va @ E, Va) / self.ca
+        X = E @ self.M
+        out = X + X.T
+        out -= self.t1 * ((Ya * (wa * (a - wa @ a))) @ Ya.T)
+        out += self.t2 * ((Va.T * (ua * (e - ua @ e) / self.ca)) @ Va)
+        return out
+
+
+def _inner(X: np.ndarray, Y: np.ndarray) -> float:
+    return float(np.vdot(X, Y))
+
+
+def _to_boundary(s: np.ndarray, p: np.ndarray, radius: float) -> np.ndarray:
+    """``s + tau p`` with ``tau >= 0`` on the sphere ``||.||_F = radius`` (``||s|| <= radius``)."""
+    sp, pp, ss = _inner(s, p), _inner(p, p), _inner(s, s)
+    tau = (-sp + math.sqrt(max(sp * sp + pp * (radius * radius - ss), 0.0))) / pp
+    return s + tau * p
+
+
+def _conjugate_gradient(op: _Whitened, maxcg: int, tol2: float, radius: float) -> tuple[np.ndarray, int]:
+    """Algorithm 2 on ``H[E] = -grad`` in whitened coordinates; returns ``(E, iterations)``.
+
+    Stops after ``maxcg`` iterations or when ``<r, r> <= tol2``. As in Steihaug's
+    truncated CG, an iterate that would leave the ball ``||E||_F <= radius``, or a
+    direction of non-positive curvature, ends the loop on the ball's boundary: at large
+    ``t`` the Hessian is nearly singular along directions no tight constraint sees,
+    and an unguarded CG step there is huge and useless.
+    """
+    s = np.zeros_like(op.grad)
+    r = -op.grad
+    p = r.copy()
+    rsold = _inner(r, r)
+    it = 0
+    for it in range(1, maxcg + 1):
+        Hp = op.hvp(p)
+        curv = _inner(p, Hp)
+        if not curv > 0:
+            return _to_boundary(s, p, radius), it
+        a = rsold / curv
+        s_next = s + a * p
+        if _inner(s_next, s_next) >= radius * radius:
+            return _to_boundary(s, p, radius), it
+        s = s_next
+        r -= a * Hp
+        rsnew = _inner(r, r)
+        if rsnew <= tol2:
+            break
+        p = r + (rsnew / rsold) * p
+        rsold = rsnew
+    return s, it
+
+
+def _symmetrise(X: np.ndarray) -> np.ndarray:
+    return 0.5 * (X + X.T)
+
+
+def _newton_direction(p: _Point, L, c, maxcg, tol2, radius):
+    """SM-II's step solver: truncated Newton-CG. Returns ``(D, <D, grad F>, e, n_cg, n_hvp)``."""
+    op = _Whitened(p, L, c)
+    E, n_cg = _conjugate_gradient(op, maxcg, tol2, radius * math.sqrt(op.grad.shape[0]))
+    E = _symmetrise(E)
+    delta = _inner(E, op.grad)
+    if not delta < 0:  # a truncated CG direction is a descent one unless rounding bites
+        E = -op.grad
+        delta = -_inner(E, E)
+    D = _symmetrise(p.R @ E @ p.R.T)
+    return D, delta, op.dh(E), n_cg, op.n_hvp
+
+
+def _gradient_direction(p: _Point, L, c, maxcg, tol2, radius):
+    """Plain gradient descent (Table 3): ``D = -grad F`` in the coordinates of ``Sigma``."""
+    op = _Whitened(p, L, c)
+    # grad F = R^{-T} G R^{-1} for the whitened gradient G (congruence back).
+    A = linalg.solve_triangular(p.R, op.grad, lower=True, trans="T", check_finite=False)
+    G = _symmetrise(linalg.solve_triangular(p.R, A.T, lower=True, trans="T", check_finite=False))
+    D = -G
+    e = np.einsum("ij,ij->i", L @ D, L) / c
+    return D, -_inner(G, G), e, 0, 0
+
+
+def _line_search(p: _Point, D, delta, e, B, L, c, sigma_ls, beta):
+    """Algorithm 3: backtracking from step 1 with a Cholesky test; ``(step, point)`` or ``(step, None)``."""
+    step = 1.0
+    for _ in range(_MAX_BACKTRACK):
+        q = _evaluate(B, L, c, p.sigma + step * D, p.t1, p.t2, h=p.h + step * e)
+        if q is not None and np.isfinite(q.F) and q.F <= p.F + step * sigma_ls * delta:
+            return step, q
+        step *= beta
+    return step, None
+
+
+def _initial_sigma(problem: FitnessProblem, Q) -> np.ndarray:
+    """§6.3: ``Sigma_0 = s^2 Q^+ Q^{+T}`` with ``s^2 = 0.99 min_j c_j / (L Q^+ Q^{+T} L^T)_jj``."""
+    k = problem.k
+    if Q is None:
+        S0 = np.eye(k)
+    else:
+        Q = np.asarray(Q, dtype=float)
+        if Q.ndim != 2 or Q.shape[1] != k:
+            raise ValueError(f"`Q` must be a (q, {k}) matrix acting on the basis coordinates B x, got shape {Q.shape}")
+        if not np.all(np.isfinite(Q)):
+            raise ValueError("`Q` contains NaN or inf")
+        try:
+            C = linalg.cholesky(Q.T @ Q, lower=True, check_finite=False)
+        except linalg.LinAlgError:
+            raise ValueError(f"`Q` must have full column rank {k} so that Q^+ Q^+T is positive definite; "
+                             "add rows (for example the identity) to Q") from None
+        # Q^+ Q^{+T} = (Q^T Q)^{-1}, once at start-up.
+        S0 = linalg.cho_solve((C, True), np.eye(k), check_finite=False)
+        S0 = _symmetrise(S0)
+    s2 = 0.99 * float(np.min(problem.c / np.einsum("ij,ij->i", problem.L @ S0, problem.L)))
+    return s2 * S0
+
+
+def _normalise(sigma, B, L, c_int):
+    """Rescale ``sigma`` and the internal targets so that ``max g = max h = 1``.
+
+    Returns ``(sigma', c_int', a)``; the normalised cost ``max g * max h`` is unchanged.
+    """
+    Y = linalg.solve_triangular(linalg.cholesky(sigma, lower=True, check_finite=False), B,
+                                lower=True, check_finite=False)
+    gmax = float(np.einsum("ij,ij->j", Y, Y).max())
+    hmax = float(_variance_ratios(L, sigma, c_int).max())
+    a = gmax * hmax
+    return sigma * gmax, c_int * a, a
+
+
+def objective(problem: FitnessProblem, sigma: np.ndarray, t1: float = 1.0, t2: float = 1.0):
+    """Problem 4's ``F(Sigma)`` and its gradient (k, k) at ``sigma`` (k, k), on ``problem``'s targets."""
+    sigma = np.asarray(sigma, dtype=float)
+    p = _evaluate(problem.B, problem.L, problem.c, sigma, float(t1), float(t2))
+    if p is None:
+        raise ValueError("`sigma` is not positive definite")
+    op = _Whitened(p, problem.L, problem.c)
+    A = linalg.solve_triangular(p.R, op.grad, lower=True, trans="T", check_finite=False)
+    G = linalg.solve_triangular(p.R, A.T, lower=True, trans="T", check_finite=False)
+    return p.F, _symmetrise(G)
+
+
+def hessp(problem: FitnessProblem, sigma: np.ndarray, direction: np.ndarray, t1: float = 1.0, t2: float = 1.0):
+    """Hessian of Problem 4's ``F`` at ``sigma`` (k, k) times a symmetric ``direction`` (k, k).
+
+    Matrix-free (the Kronecker identity of §6.2.1, evaluated in whitened coordinates).
+    """
+    sigma = np.asarray(sigma, dtype=float)
+    p = _evaluate(problem.B, problem.L, problem.c, sigma, float(t1), float(t2))
+    if p is None:
+        raise ValueError("`sigma` is not positive definite")
+    op = _Whitened(p, problem.L, problem.c)
+    Dw = linalg.solve_triangular(p.R, np.asarray(direction, dtype=float), lower=True, check_finite=False)
+    E = _symmetrise(linalg.solve_triangular(p.R, Dw.T, lower=True, check_finite=False))
+    HE = op.hvp(E)
+    A = linalg.solve_triangular(p.R, HE, lower=True, trans="T", check_finite=False)
+    return _symmetrise(linalg.solve_triangular(p.R, A.T, lower=True, trans="T", check_finite=False))
+
+
+def _check_positive(name, value, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"`{name}` must be a finite positive number, got {value!r}")
+    return value
+
+
+class _Log:
+    """CVXPY-style iteration log on stdout."""
+
+    COLS = ("iter", "t1", "t2", "objective", "alpha", "max ratio", "cg", "step", "gap")
+
+    def __init__(self, enabled: bool, name: str, problem: FitnessProblem, opts: dict):
+        self.enabled = enabled
+        if not enabled:
+            return
+        bar = "-" * 96
+        print(bar)
+        print(f"{name:^96}")
+        print(f"  problem {problem.name}: m = {problem.m}, d = {problem.d}, k = {problem.k}, basis = {problem.basis}")
+        print("  " + ", ".join(f"{k} = {v}" for k, v in opts.items()))
+        print(bar)
+        print(f"{'iter':>6} {'t1':>9} {'t2':>9} {'objective':>13} {'alpha':>13} {'max ratio':>10} "
+              f"{'cg':>3} {'step':>9} {'gap':>9}")
+        sys.stdout.flush()
+
+    def row(self, nit, t1, t2, F, alpha, ratio, ncg, step, gap):
+        if self.enabled:
+            print(f"{nit:6d} {t1:9.2e} {t2:9.2e} {F:13.6e} {alpha:13.6e} {ratio:10.4g} {ncg:3d} "
+                  f"{step:9.2e} {gap:9.2e}", flush=True)
+
+    def note(self, text):
+        if self.enabled:
+            print(f"  {text}", flush=True)
+
+
+def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nttol, sigma_ls, beta,
+         maxiter, tol, t_max, max_time, verbose, radius, ntrel):
+    if not isinstance(problem, FitnessProblem):
+        raise ValueError(f"`problem` must be a FitnessProblem, got {type(problem).__name__}")
+    for name, val in (("t1", t1), ("t2", t2), ("tol2", tol2), ("nttol", nttol), ("tol", tol), ("t_max", t_max)):
+        _check_positive(name, val)
+    _check_positive("max_time", max_time, allow_none=True)
+    if not mu > 1:
+        raise ValueError(f"`mu` (the factor that grows t1, t2) must be > 1, got {mu!r}")
+    if not 0 < sigma_ls < 1 or not 0 < beta < 1:
+        raise ValueError(f"`sigma_ls` and `beta` must lie in (0, 1), got {sigma_ls!r} and {beta!r}")
+    for name, val in (("maxcg", maxcg), ("maxiter", maxiter)):
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
+            raise ValueError(f"`{name}` must be a positive integer, got {val!r}")
+
+    start = time.perf_counter()
+    B, L, c = problem.B, problem.L, problem.c
+    log = _Log(verbose, f"{method.upper()} (ffu-cvx)", problem,
+               dict(t1=t1, t2=t2, mu=mu, maxcg=maxcg, tol2=tol2, nttol=nttol, tol=tol))
+    sigma, c_int, kappa = _normalise(_initial_sigma(problem, Q), B, L, c)
+    t1, t2 = float(t1), float(t2)
+    p = _evaluate(B, L, c_int, sigma, t1, t2)
+    nit = n_hvp = n_cg_total = 0
+    history = []
+    status, message = None, ""
+    best = None  # (gap, point, kappa): the iterate with the smallest certified gap
+
+    def alpha_of(pt):
+        return float(pt.g.max() * pt.h.max() * kappa)
+
+    lb_best = [0.0, None, None]  # every (w, u / c) gives a valid bound: keep the best
+
+    def certify(pt):
+        lb = certificate.lower_bound(problem, pt.w, pt.u / c)
+        if lb > lb_best[0]:
+            lb_best[:] = [lb, pt.w, pt.u / c]
+        return lb_best[0], alpha_of(pt) / lb_best[0] - 1.0
+
+    while status is None:
+        if nit >= maxiter:
+            status, message = MAX_ITER, f"reached maxiter = {maxiter}"
+            break
+        if max_time is not None and time.perf_counter() - start > max_time:
+            status, message = MAX_ITER, f"reached max_time = {max_time} s"
+            break
+        D, delta, e, n_cg, nh = direction(p, L, c_int, maxcg, tol2, radius)
+        n_hvp += nh
+        n_cg_total += n_cg
+        step, q = (None, None)
+        if abs(delta) >= max(nttol, ntrel / t1):
+            step, q = _line_search(p, D, delta, e, B, L, c_int, sigma_ls, beta)
+            if q is None and abs(delta) > 1e-12 * abs(p.F):
+                raise SolverError(
+                    f"{method}: line search made no progress at iteration {nit} (t1 = {t1:.3g}, t2 = {t2:.3g}, "
+                    f"objective = {p.F:.12g}, directional derivative = {delta:.3e}, last step = {step:.3e}); "
+                    "try a smaller `mu` or a looser `tol`", status="solver_error", nit=nit, residual=abs(delta))
+        if q is None:
+            # Sub-problem solved (the Newton decrement is below nttol, or rounding stops progress).
+            lb, gap = certify(p)
+            if best is None or gap < best[0]:
+                best = (gap, p, kappa)
+            log.note(f"sub-problem t1 = {t1:.3g} done: alpha = {alpha_of(p):.8g}, lower bound = {lb:.8g}, "
+                     f"gap = {gap:.2e}")
+            if gap <= tol:
+                status, message = OPTIMAL, f"certified relative gap {gap:.2e} <= tol = {tol:g}"
+                break
+            if t1 >= t_max:
+                status, message = OPTIMAL_INACCURATE, (f"t1 reached t_max = {t_max:g} with certified gap "
+                                                       f"{gap:.2e} > tol = {tol:g}")
+                break
+            # The soft-max error, hence the gap, falls like 1/t: near the goal a smaller
+            # factor than mu reaches it with an easier sub-problem.
+            grow = min(mu, max(2.0, 2.0 * gap / tol))
+            t1, t2 = t1 * grow, t2 * grow
+            sigma, c_int, a = _normalise(p.sigma, B, L, c_int)
+            kappa *= a
+            p = _evaluate(B, L, c_int, sigma, t1, t2)
+            continue
+        p = q
+        nit += 1
+        alpha = alpha_of(p)
+        ratio = float(p.h.max() * kappa)
+        history.append({"nit": nit, "t1": t1, "t2": t2, "objective": p.F, "alpha": alpha, "ratio": ratio,
+                        "n_cg": n_cg, "step": step, "time": time.perf_counter() - start})
+        log.row(nit, t1, t2, p.F, alpha, ratio, n_cg, step, math.nan)
+        if callback is not None:
+            state = SMIIState(nit=nit, t1=t1, t2=t2, objective=p.F, alpha=alpha, ratio=ratio,
+                              sigma=p.sigma / (p.h.max() * kappa), step=step, n_cg=n_cg, gap=math.nan)
+            try:
+                callback(state)
+            except StopIteration:
+                status, message = USER_STOPPED, f"callback raised StopIteration at iteration {nit}"
+
+    # The best certified iterate wins unless the run went on past it (user stop, limits).
+    if status == OPTIMAL or (best is not None and status == OPTIMAL_INACCURATE):
+        _, p, kappa = best
+    elif problem.k > _CERTIFY_MAX_K:
+        certify(p)
+    lb, lam, mu_q = lb_best if lb_best[1] is not None else (math.nan, p.w, p.u / c)
+    elapsed = time.perf_counter() - start
+    full = problem.k <= _CERTIFY_MAX_K
+    sol = Solution.from_sigma(problem, p.sigma / float(p.h.max() * kappa), method=method, status=status,
+                              message=message, lam=lam, mu=mu_q, certify=full, nit=nit, n_hvp=n_hvp,
+                              time=elapsed, history=history, n_cg=n_cg_total, t1=t1, t2=t2)
+    if not full:
+        sol["lower_bound"] = lb
+        sol["gap"] = sol.privacy_cost * sol.max_ratio / lb - 1.0
+    log.note(f"status {status}: {message}; alpha = {sol.privacy_cost:.10g}, lower bound = "
+             f"{sol.lower_bound:.10g}, gap = {sol.gap:.2e}, {nit} iterations, {n_hvp} Hessian products, "
+             f"{elapsed:.2f} s")
+    return sol
+
+
+def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.0, t2: float = 1.0,
+               mu: float = 10.0, maxcg: int = 5, tol2: float = 1e-10, nttol: float = 1e-10,
+               sigma_ls: float = 0.01, beta: float = 0.5, maxiter: int = 2000, tol: float = 1e-4,
+               t_max: float = 1e9, radius: float = 1.0, ntrel: float = 1e-4, max_time: float | None = None,
+               verbose: bool = False) -> Solution:
+    """Solve Problem 1 by SM-II (Algorithm 1 of the paper) with a certified stop.
+
+    Parameters
+    ----------
+    problem : FitnessProblem
+        ``B`` (k, d), ``L`` (m, k), targets ``c`` (m,).
+    callback : callable, optional
+        ``callback(SMIIState)`` after every iteration; ``StopIteration`` stops with
+        status ``"user_stopped"``.
+    Q : (q, k) array, optional
+        Initial strategy on the basis coordinates (§6.3); full column rank. Default ``I``.
+    t1, t2 : float
+        Initial soft-max sharpness of the profile and variance terms (paper: 1).
+    mu : float
+        Factor by which ``t1, t2`` grow between sub-problems (paper: 2, 5 or 10).
+    maxcg, tol2 : int, float
+        CG iterations per Newton step and CG residual tolerance (paper: 5, 1e-10).
+    nttol, ntrel : float
+        A sub-problem ends when ``|<s, grad F>| < max(nttol, ntrel / t1)`` (NTTOL; the
+        relative part stops early sub-problems once they are solved well past the
+        accuracy the soft max itself has at that ``t1``).
+    sigma_ls, beta : float
+        Armijo fraction and backtracking factor of the line search (paper: 0.01, 0.5).
+    maxiter : int
+        Newton iterations in all (MAXITER). ``max_time`` (s) caps the wall-clock time.
+    tol : float
+        Certified relative gap at which to stop (replaces the paper's ``(d+m)/t1 < TOL``).
+    t_max : float
+        Largest ``t1``: past it the best certified iterate is returned as
+        ``"optimal_inaccurate"``.
+    radius : float
+        Truncated CG stops on the ball ``||E||_F <= radius sqrt(k)`` in whitened
+        coordinates (a relative change of ``Sigma`` of about ``radius`` per direction).
+    verbose : bool
+        Print an iteration log.
+
+    Returns
+    -------
+    Solution
+        ``sigma`` (k, k) meeting every target (max ratio 1), ``privacy_cost``,
+        ``lower_bound``, ``gap``, ``lam`` (d,) and ``mu`` (m,) (soft-max weights, ``mu``
+        divided by ``c``), ``nit``, ``n_hvp``, ``time``, ``history``; ``info`` holds
+        ``n_cg``, the final ``t1`` and ``t2``.
+
+    Raises
+    ------
+    SolverError
+        When the line search cannot decrease ``F`` along a descent direction.
+    """
+    return _run(problem, method="smii", direction=_newton_direction, callback=callback, Q=Q, t1=t1, t2=t2,
+                mu=mu, maxcg=maxcg, tol2=tol2, nttol=nttol, sigma_ls=sigma_ls, beta=beta, maxiter=maxiter,
+                tol=tol, t_max=t_max, max_time=max_time, verbose=verbose, radius=radius, ntrel=ntrel)
+
+
+def solve_gd(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.0, t2: float = 1.0,
+             mu: float = 10.0, nttol: float = 1e-10, ntrel: float = 1e-4, sigma_ls: float = 0.01, beta: float = 0.5,
+             maxiter: int = 100_000, tol: float = 1e-4, t_max: float = 1e9, max_time: float | None = 60.0,
+             verbose: bool = False) -> Solution:
+    """Plain gradient descent on Problem 4 (Table 3's baseline): SM-II with ``s = -grad F``.
+
+    Same objective, schedule of ``t1, t2``, line search, certificate and outputs as
+    :func:`solve_smii` (see there); ``max_time`` (s, default 60) and ``maxiter`` cap
+    the run, which then ends with status ``"max_iter"``.
+    """
+    return _run(problem, method="gd", direction=_gradient_direction, callback=callback, Q=Q, t1=t1, t2=t2,
+                mu=mu, maxcg=1, tol2=1e-10, nttol=nttol, sigma_ls=sigma_ls, beta=beta, maxiter=maxiter,
+                tol=tol, t_max=t_max, max_time=max_time, verbose=verbose, radius=1.0, ntrel=ntrel)
