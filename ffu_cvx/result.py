@@ -124,7 +124,7 @@ class Solution(dict):
             raise SolverError(f"{method}: returned covariance is not positive definite: {exc}",
                               status="solver_error") from None
         p = privacy.profile(sigma, problem.B, chol=chol)
-        var = np.einsum("ij,jk,ik->i", problem.L, sigma, problem.L)
+        var = np.einsum("ij,ij->i", problem.L @ sigma, problem.L)  # BLAS product: fast at k = 1024
         sol = cls()
         sol["method"] = method
         sol["status"] = status
