@@ -295,7 +295,7 @@ def normalise_sigma(problem: FitnessProblem, sigma: np.ndarray) -> tuple[np.ndar
     Returns ``(sigma / r, r)``. Scaling is exact for Problem 1: the privacy cost is
     multiplied by ``r``, so a solver's small infeasibility or slack is absorbed here.
     """
-    var = np.einsum("ij,jk,ik->i", problem.L, sigma, problem.L)
+    var = np.einsum("ij,ij->i", problem.L @ sigma, problem.L)
     r = float(np.max(var / problem.c))
     if not (math.isfinite(r) and r > 0):
         raise SolverError(f"solver returned a Sigma with non-positive variances (max ratio {r!r})",

@@ -1,0 +1,98 @@
+"""The dual certificate: an independent formula, weak duality, tightness at SDP optima."""
+
+import numpy as np
+import pytest
+
+import ffu_cvx as ffu
+from ffu_cvx import certificate, privacy, workloads
+from ffu_cvx.sdp import solve_sdp
+
+
+def nuclear_bound(problem, lam, mu):
+    """The bound from its nuclear-norm form: ||diag(sqrt mu) W diag(sqrt lam)||_*^2 / (mu . c)."""
+    lam = lam / lam.sum()
+    M = np.sqrt(mu)[:, None] * problem.W * np.sqrt(lam)[None, :]
+    return np.linalg.svd(M, compute_uv=False).sum() ** 2 / (mu @ problem.c)
+
+
+@pytest.fixture(scope="module")
+def ranges():
+    return ffu.FitnessProblem.from_workload(workloads.random_ranges(12, targets="random", seed=5))
+
+
+def test_lower_bound_matches_nuclear_norm_on_every_branch(ranges):
+    rng = np.random.default_rng(0)
+    d, m = ranges.d, ranges.m
+    for n_lam, n_mu in ((d, m), (3, m), (d, 4), (5, 5), (1, 1)):
+        lam = np.zeros(d)
+        lam[rng.choice(d, n_lam, replace=False)] = rng.random(n_lam)
+        mu = np.zeros(m)
+        mu[rng.choice(m, n_mu, replace=False)] = rng.random(n_mu)
+        assert certificate.lower_bound(ranges, lam, mu) == pytest.approx(nuclear_bound(ranges, lam, mu), rel=1e-10)
+
+
+def test_bound_is_basis_free():
+    rng = np.random.default_rng(1)
+    lam, mu = rng.random(10), rng.random(10)
+    vals = [certificate.lower_bound(ffu.FitnessProblem.from_workload(workloads.prefix(10), basis=b), lam, mu)
+            for b in ("identity", "upper")]
+    assert vals[0] == pytest.approx(vals[1], rel=1e-10)
+
+
+def test_weak_duality(ranges):
+    opt = solve_sdp(ranges).privacy_cost
+    rng = np.random.default_rng(2)
+    for _ in range(50):
+        lam, mu = rng.exponential(size=ranges.d), rng.exponential(size=ranges.m) ** 3
+        assert certificate.lower_bound(ranges, lam, mu) <= opt * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("d", [8, 16, 32])
+def test_sdp_solutions_are_certified_below_1e6(d):
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(d))
+    sol = solve_sdp(problem)
+    assert 0 <= sol.gap < 1e-6
+    assert sol.lower_bound <= sol.privacy_cost
+
+
+def test_sdp_solution_certified_on_random_ranges(ranges):
+    sol = solve_sdp(ranges)
+    assert 0 <= sol.gap < 1e-6
+    # Without the solver's multipliers the search still gets close.
+    blind = certificate.certify(ranges, sol.sigma)
+    assert 0 <= blind.gap < 1e-2
+    assert blind.lower_bound <= sol.lower_bound * (1 + 1e-9)
+
+
+def test_suboptimal_sigma_gets_positive_gap():
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(16))
+    sol = solve_sdp(problem)
+    for sigma in (np.eye(16), sol.sigma + 0.05 * np.eye(16), sol.sigma @ np.diag(np.linspace(1, 1.2, 16)) @ sol.sigma):
+        sigma = 0.5 * (sigma + sigma.T)
+        for lam, mu in ((None, None), (sol.lam, sol.mu)):
+            cert = certificate.certify(problem, sigma, lam, mu)
+            assert cert.gap > 1e-4
+            assert cert.lower_bound <= sol.privacy_cost * (1 + 1e-9)
+            alpha_norm = privacy.privacy_cost(sigma, problem.B) * max(
+                np.einsum("ij,ij->i", problem.L @ sigma, problem.L) / problem.c)
+            assert cert.gap == pytest.approx(alpha_norm / cert.lower_bound - 1, rel=1e-12)
+
+
+def test_blind_certificate_of_identity_noise_is_reasonable():
+    # Identity noise on prefix(16) costs alpha = 1 with variance 16: normalised cost 16,
+    # the optimum 2.905; the search from the uniform weights must find a bound near it.
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(16))
+    cert = certificate.certify(problem, np.eye(16))
+    assert cert.lower_bound == pytest.approx(2.905253, rel=1e-4)
+    assert cert.gap == pytest.approx(16 / cert.lower_bound - 1, rel=1e-12)
+
+
+def test_multipliers_are_validated(ranges):
+    with pytest.raises(ValueError, match="shape"):
+        certificate.lower_bound(ranges, np.ones(3), np.ones(ranges.m))
+    with pytest.raises(ValueError, match="non-negative"):
+        certificate.lower_bound(ranges, -np.ones(ranges.d), np.ones(ranges.m))
+    with pytest.raises(ValueError, match="finite"):
+        certificate.lower_bound(ranges, np.full(ranges.d, np.nan), np.ones(ranges.m))
+    with pytest.raises(ValueError, match="iters"):
+        certificate.certify(ranges, np.eye(ranges.k), iters=-1)
