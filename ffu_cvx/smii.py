@@ -360,7 +360,7 @@ class _Log:
 
 
 def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nttol, sigma_ls, beta,
-         maxiter, tol, t_max, max_time, verbose, radius, ntrel):
+         maxiter, tol, t_max, max_time, verbose, radius, ntrel, maxcg_cap):
     if not isinstance(problem, FitnessProblem):
         raise ValueError(f"`problem` must be a FitnessProblem, got {type(problem).__name__}")
     for name, val in (("t1", t1), ("t2", t2), ("tol2", tol2), ("nttol", nttol), ("tol", tol), ("t_max", t_max)):
@@ -382,6 +382,7 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
     t1, t2 = float(t1), float(t2)
     p = _evaluate(B, L, c_int, sigma, t1, t2)
     nit = n_hvp = n_cg_total = 0
+    cg_budget, last_decrease = maxcg, math.inf
     history = []
     status, message = None, ""
     best = None  # (gap, point, kappa): the iterate with the smallest certified gap
@@ -404,7 +405,7 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
         if max_time is not None and time.perf_counter() - start > max_time:
             status, message = MAX_ITER, f"reached max_time = {max_time} s"
             break
-        D, delta, e, n_cg, nh = direction(p, L, c_int, maxcg, tol2, radius)
+        D, delta, e, n_cg, nh = direction(p, L, c_int, cg_budget, tol2, radius)
         n_hvp += nh
         n_cg_total += n_cg
         step, q = (None, None)
@@ -436,7 +437,14 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
             sigma, c_int, a = _normalise(p.sigma, B, L, c_int)
             kappa *= a
             p = _evaluate(B, L, c_int, sigma, t1, t2)
+            last_decrease = math.inf
             continue
+        decrease = p.F - q.F
+        if maxcg_cap > cg_budget and step == 1.0 and decrease > 0.5 * last_decrease:
+            # Full steps that gain less and less: the truncated direction, not the
+            # line search, limits progress, so give CG more iterations.
+            cg_budget = min(2 * cg_budget, maxcg_cap)
+        last_decrease = decrease
         p = q
         nit += 1
         alpha = alpha_of(p)
@@ -473,7 +481,7 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
 
 
 def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.0, t2: float = 1.0,
-               mu: float = 10.0, maxcg: int = 5, tol2: float = 1e-10, nttol: float = 1e-10,
+               mu: float = 10.0, maxcg: int = 5, maxcg_cap: int = 20, tol2: float = 1e-10, nttol: float = 1e-10,
                sigma_ls: float = 0.01, beta: float = 0.5, maxiter: int = 2000, tol: float = 1e-4,
                t_max: float = 1e9, radius: float = 1.0, ntrel: float = 1e-4, max_time: float | None = None,
                verbose: bool = False) -> Solution:
@@ -494,6 +502,10 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.
         Factor by which ``t1, t2`` grow between sub-problems (paper: 2, 5 or 10).
     maxcg, tol2 : int, float
         CG iterations per Newton step and CG residual tolerance (paper: 5, 1e-10).
+    maxcg_cap : int
+        When full Newton steps gain less than half of what the previous one gained (the
+        truncated direction limits progress), the CG budget doubles, up to
+        ``maxcg_cap``; ``maxcg_cap = maxcg`` keeps the paper's fixed budget.
     nttol, ntrel : float
         A sub-problem ends when ``|<s, grad F>| < max(nttol, ntrel / t1)`` (NTTOL; the
         relative part stops early sub-problems once they are solved well past the
@@ -528,7 +540,8 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.
     """
     return _run(problem, method="smii", direction=_newton_direction, callback=callback, Q=Q, t1=t1, t2=t2,
                 mu=mu, maxcg=maxcg, tol2=tol2, nttol=nttol, sigma_ls=sigma_ls, beta=beta, maxiter=maxiter,
-                tol=tol, t_max=t_max, max_time=max_time, verbose=verbose, radius=radius, ntrel=ntrel)
+                tol=tol, t_max=t_max, max_time=max_time, verbose=verbose, radius=radius, ntrel=ntrel,
+                maxcg_cap=maxcg_cap)
 
 
 def solve_gd(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.0, t2: float = 1.0,
@@ -543,4 +556,5 @@ def solve_gd(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.0,
     """
     return _run(problem, method="gd", direction=_gradient_direction, callback=callback, Q=Q, t1=t1, t2=t2,
                 mu=mu, maxcg=1, tol2=1e-10, nttol=nttol, sigma_ls=sigma_ls, beta=beta, maxiter=maxiter,
-                tol=tol, t_max=t_max, max_time=max_time, verbose=verbose, radius=1.0, ntrel=ntrel)
+                tol=tol, t_max=t_max, max_time=max_time, verbose=verbose, radius=1.0, ntrel=ntrel,
+                maxcg_cap=1)

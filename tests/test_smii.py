@@ -1,0 +1,254 @@
+"""SM-II (and its gradient-descent twin) against closed forms, the paper and the exact SDP."""
+
+import time
+
+import numpy as np
+import pytest
+from scipy import linalg
+
+import ffu_cvx as ffu
+from ffu_cvx import smii, workloads
+from ffu_cvx.result import MAX_ITER, OPTIMAL, USER_STOPPED, SolverError
+
+# Exact optima of prefix(d) (the SDP's six-decimal values, see tests/test_sdp.py) and
+# the SM-II row of the paper's Table 2 (two decimals).
+PREFIX_OPT = {2: 4 / 3, 4: 1.758601, 8: 2.281561, 16: 2.905253, 32: 3.630723}
+TABLE2_SMII = {2: 1.33, 4: 1.76, 8: 2.28, 16: 2.91, 64: 4.46}
+
+
+def prefix_problem(d, basis="auto"):
+    return ffu.FitnessProblem.from_workload(workloads.prefix(d), basis=basis)
+
+
+def block_problem():
+    """Two copies of §5.1's workload (targets 1 and 2, B = W): Problem 1 has many optima."""
+    W1 = np.array([[1.0, 1.0], [1.0, 0.0]])
+    W = linalg.block_diag(W1, W1)
+    return ffu.FitnessProblem(W, [1.0, 1.0, 2.0, 2.0], basis=W)
+
+
+def rel_frobenius(problem, s1, s2):
+    c1, c2 = problem.L @ s1 @ problem.L.T, problem.L @ s2 @ problem.L.T
+    return np.linalg.norm(c1 - c2) / np.linalg.norm(c1)
+
+
+def check_solution(sol, tol=1e-4):
+    assert sol.status == OPTIMAL and sol.success
+    assert sol.max_ratio == pytest.approx(1.0, rel=1e-12)  # Problem 3 -> Problem 1 rescaling
+    assert 0 <= sol.gap <= tol
+    assert sol.lower_bound <= sol.privacy_cost
+
+
+@pytest.mark.parametrize("gamma", [1.0, 0.25, 7.0])
+def test_section51_closed_form(gamma):
+    W = np.array([[1.0, 1.0], [1.0, 0.0]])
+    sol = ffu.solve(ffu.FitnessProblem(W, gamma, basis=W), method="smii")
+    check_solution(sol)
+    assert sol.privacy_cost == pytest.approx(4 / (3 * gamma), rel=1e-4)
+    np.testing.assert_allclose(sol.sigma, gamma * np.array([[1.0, 0.5], [0.5, 1.0]]), rtol=2e-3, atol=2e-3 * gamma)
+
+
+@pytest.mark.parametrize("d", sorted(PREFIX_OPT))
+@pytest.mark.parametrize("basis", ["identity", "upper"])
+def test_prefix_matches_exact_optimum(d, basis):
+    sol = ffu.solve(prefix_problem(d, basis), method="smii")
+    check_solution(sol)
+    assert sol.privacy_cost == pytest.approx(PREFIX_OPT[d], rel=1e-4)
+    if d in TABLE2_SMII:
+        assert round(sol.privacy_cost, 2) == TABLE2_SMII[d]
+
+
+@pytest.mark.slow
+def test_table2_d64():
+    sol = ffu.solve(prefix_problem(64), method="smii")
+    check_solution(sol)
+    assert round(sol.privacy_cost, 2) == TABLE2_SMII[64]
+    assert sol.privacy_cost == pytest.approx(4.457869, rel=1e-4)
+
+
+RANDOM_CASES = [
+    ("ranges", 16, "uniform", 0), ("ranges", 16, "random", 1), ("pm1", 16, "random", 2),
+    pytest.param("ranges", 32, "random", 1, marks=pytest.mark.slow),
+    pytest.param("pm1", 32, "random", 1, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("kind, d, targets, seed", RANDOM_CASES)
+def test_random_workloads_match_sdp(kind, d, targets, seed):
+    build = workloads.random_ranges if kind == "ranges" else workloads.random_pm1
+    problem = ffu.FitnessProblem.from_workload(build(d, targets=targets, seed=seed))
+    ref = ffu.solve(problem, method="sdp")
+    sol = ffu.solve(problem, method="smii")
+    check_solution(sol)
+    assert sol.privacy_cost == pytest.approx(ref.privacy_cost, rel=1e-4)
+    assert sol.lower_bound <= ref.privacy_cost * (1 + 1e-6)
+
+
+def test_tighter_tol_is_honoured():
+    sol = ffu.solve(prefix_problem(16), method="smii", tol=1e-6)
+    check_solution(sol, tol=1e-6)
+    assert sol.privacy_cost == pytest.approx(PREFIX_OPT[16], rel=2e-6)
+
+
+def test_unique_optimum_covariance_matches_sdp():
+    problem = ffu.FitnessProblem.from_workload(workloads.random_pm1(16, targets="random", seed=2))
+    ref = ffu.solve(problem, method="sdp")
+    sol = ffu.solve(problem, method="smii", tol=1e-5)
+    assert rel_frobenius(problem, ref.sigma, sol.sigma) < 1e-3
+
+
+@pytest.mark.xfail(strict=True, reason="known limitation: at the t needed for a 1e-4 gap the soft-max weights of "
+                   "non-tight columns underflow, so SM-II does not single out the ≺R-minimal optimum "
+                   "when Problem 1's optimum is not unique (relative distance about 0.25 here)")
+@pytest.mark.parametrize("make", [block_problem, lambda: ffu.FitnessProblem.from_workload(
+    workloads.random_ranges(8, targets="random", seed=3))], ids=["block", "ranges8"])
+def test_refinement_agreement(make):
+    problem = make()
+    ref = ffu.solve(problem, method="sdp")
+    sol = ffu.solve(problem, method="smii", tol=1e-5)
+    assert sol.privacy_cost == pytest.approx(ref.privacy_cost, rel=1e-4)
+    assert rel_frobenius(problem, ref.sigma, sol.sigma) < 1e-3
+
+
+def test_user_q_initialisation():
+    problem = prefix_problem(8)
+    Q = np.random.default_rng(0).normal(size=(12, 8))
+    sol = ffu.solve(problem, method="smii", Q=Q)
+    check_solution(sol)
+    assert sol.privacy_cost == pytest.approx(PREFIX_OPT[8], rel=1e-4)
+    with pytest.raises(ValueError, match="`Q`"):
+        ffu.solve(problem, method="smii", Q=np.ones((8, 8)))
+    with pytest.raises(ValueError, match="`Q`"):
+        ffu.solve(problem, method="smii", Q=np.eye(5))
+
+
+def random_spd(k, rng):
+    A = rng.normal(size=(k, k))
+    return A @ A.T / k + np.eye(k)
+
+
+def random_symmetric(k, rng):
+    A = rng.normal(size=(k, k))
+    return A + A.T
+
+
+@pytest.mark.parametrize("t1, t2", [(1.0, 1.0), (4.0, 2.5)])
+def test_gradient_and_hessp_match_finite_differences(t1, t2):
+    rng = np.random.default_rng(5)
+    problem = ffu.FitnessProblem.from_workload(workloads.random_pm1(6, targets="random", seed=4))
+    sigma = random_spd(problem.k, rng)
+    D = random_symmetric(problem.k, rng)
+    F, G = smii.objective(problem, sigma, t1, t2)
+    assert np.allclose(G, G.T)
+    h = 1e-6
+    fd = (smii.objective(problem, sigma + h * D, t1, t2)[0] - smii.objective(problem, sigma - h * D, t1, t2)[0]) / (2 * h)
+    assert np.vdot(G, D) == pytest.approx(fd, rel=1e-6)
+    HD = smii.hessp(problem, sigma, D, t1, t2)
+    fd_h = (smii.objective(problem, sigma + h * D, t1, t2)[1] - smii.objective(problem, sigma - h * D, t1, t2)[1]) / (2 * h)
+    np.testing.assert_allclose(HD, fd_h, rtol=1e-5, atol=1e-6 * np.abs(fd_h).max())
+    assert np.vdot(D, HD) > 0  # Problem 4 is convex (Theorem 2)
+
+
+def test_objective_value_is_the_soft_max_sum():
+    problem = prefix_problem(4)
+    sigma = random_spd(4, np.random.default_rng(1))
+    g = ffu.privacy.profile(sigma, problem.B)
+    h = np.diag(problem.L @ sigma @ problem.L.T) / problem.c
+    t1, t2 = 3.0, 0.5
+    expected = np.log(np.exp(t1 * g).sum()) / t1 + np.log(np.exp(t2 * h).sum()) / t2
+    assert smii.objective(problem, sigma, t1, t2)[0] == pytest.approx(expected, rel=1e-13)
+    # Shifted log-sum-exp: no overflow at a huge t.
+    F, G = smii.objective(problem, sigma, 1e6, 1e6)
+    assert np.isfinite(F) and np.all(np.isfinite(G))
+    assert F == pytest.approx(g.max() + h.max(), rel=1e-5)
+
+
+def test_callback_history_and_user_stop():
+    seen = []
+
+    def cb(state):
+        seen.append(state)
+        if state.nit == 3:
+            raise StopIteration
+
+    problem = prefix_problem(8)
+    sol = ffu.solve(problem, method="smii", callback=cb)
+    assert sol.status == USER_STOPPED and not sol.success
+    assert [s.nit for s in seen] == [1, 2, 3] and sol.nit == 3
+    assert len(sol.history) == 3 and sol.history[-1]["alpha"] == pytest.approx(seen[-1].alpha)
+    last = seen[-1]
+    assert last.sigma.shape == (8, 8) and last.t1 == 1.0 and last.n_cg >= 1
+    # state.sigma is the iterate rescaled to meet the targets, and alpha its privacy cost.
+    assert ffu.privacy.privacy_cost(last.sigma, problem.B) == pytest.approx(last.alpha, rel=1e-10)
+    assert sol.privacy_cost == pytest.approx(last.alpha, rel=1e-10)
+    assert [h["objective"] for h in sol.history] == sorted((h["objective"] for h in sol.history), reverse=True)
+
+
+def test_verbose_log(capsys):
+    ffu.solve(prefix_problem(4), method="smii", verbose=True)
+    out = capsys.readouterr().out
+    for word in ("t1", "t2", "objective", "alpha", "max ratio", "cg", "step", "gap", "status optimal"):
+        assert word in out
+    assert "sub-problem t1 = 1 done" in out
+
+
+def test_maxiter_status():
+    sol = ffu.solve(prefix_problem(16), method="smii", maxiter=3)
+    assert sol.status == MAX_ITER and not sol.success and sol.nit == 3
+    assert sol.gap > 1e-4  # still certified, just not to tolerance
+
+
+def test_line_search_failure_raises(monkeypatch):
+    monkeypatch.setattr(smii, "_line_search", lambda *a, **k: (1e-18, None))
+    with pytest.raises(SolverError, match="line search made no progress at iteration 0") as info:
+        ffu.solve(prefix_problem(4), method="smii")
+    assert info.value.nit == 0 and info.value.residual > 0
+
+
+@pytest.mark.parametrize("method", ["smii", "gd"])
+def test_bad_input(method):
+    with pytest.raises(ValueError, match="`W` contains NaN"):
+        ffu.FitnessProblem([[1.0, np.nan]], [1.0])
+    with pytest.raises(ValueError, match="`c` contains NaN"):
+        ffu.FitnessProblem([[1.0, 1.0]], [np.inf])
+    problem = prefix_problem(3)
+    for opts, name in (({"mu": 1.0}, "`mu`"), ({"tol": 0}, "`tol`"), ({"beta": 1.5}, "`beta`"),
+                       ({"maxiter": 0}, "`maxiter`"), ({"t1": np.nan}, "`t1`")):
+        with pytest.raises(ValueError, match=name):
+            ffu.solve(problem, method=method, **opts)
+    with pytest.raises(TypeError):
+        ffu.solve(problem, method=method, not_an_option=1)
+
+
+@pytest.mark.parametrize("d, factor", [(2, 30), (4, 100), pytest.param(8, 100, marks=pytest.mark.slow),
+                                       pytest.param(16, 100, marks=pytest.mark.slow)])
+def test_table3_gradient_descent_is_much_slower(d, factor):
+    # Table 3: GD needs at least 100x SM-II's time to reach SM-II's alpha (to 1e-4), or
+    # gives up. At d = 2 (three unknowns) we measure about 100x, so the test asks 30x
+    # there to stay robust to timing noise on a loaded machine.
+    problem = prefix_problem(d)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        sm = ffu.solve(problem, method="smii")
+        times.append(time.perf_counter() - t0)
+    check_solution(sm)
+    reached = []
+
+    def cb(state):
+        if state.alpha <= sm.privacy_cost * (1 + 1e-4):
+            reached.append(time.perf_counter() - t0)
+            raise StopIteration
+
+    budget = factor * min(times)
+    t0 = time.perf_counter()
+    gd = ffu.solve(problem, method="gd", callback=cb, max_time=budget)
+    assert (gd.status == MAX_ITER and not reached) or reached[0] >= budget
+    assert gd.privacy_cost >= sm.lower_bound
+
+
+def test_gd_reaches_the_optimum_on_a_tiny_problem():
+    W = np.array([[1.0, 1.0], [1.0, 0.0]])
+    sol = ffu.solve(ffu.FitnessProblem(W, 1.0, basis=W), method="gd", tol=1e-3, max_time=60)
+    assert sol.status == OPTIMAL and sol.gap <= 1e-3
+    assert sol.privacy_cost == pytest.approx(4 / 3, rel=1e-3)
