@@ -1,0 +1,103 @@
+"""Benchmark of SM-II at scale (README "Performance: SM-II").
+
+``python -m experiments.bench_smii [--large] [--quick] [--sizes ...] [--tol 1e-3]
+[--max-time 600] [--profile D]``
+
+Prefix and random ranges (random targets, seed 0) for d = 64, 128, 256, 512, 1024
+(and 2048 with ``--large``): wall time, Newton iterations, CG iterations, Hessian
+products, alpha, certified gap and peak memory (``tracemalloc`` peak of the solve and
+the process's maximum resident set size). ``--profile D`` runs prefix(D) under
+cProfile and prints where the time goes. ``--quick`` runs d = 64 only. Cells are
+cached under ``results/cache/bench_smii`` (timings included: ``--force`` re-measures).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import resource
+import sys
+import time
+import tracemalloc
+
+import ffu_cvx as ffu
+from ffu_cvx import workloads
+
+from . import common
+
+NAME = "bench_smii"
+CELL_VERSION = 1
+SEED = 0
+
+
+def _problem(workload: str, d: int) -> ffu.FitnessProblem:
+    if workload == "prefix":
+        return ffu.FitnessProblem.from_workload(workloads.prefix(d))
+    return ffu.FitnessProblem.from_workload(workloads.random_ranges(d, targets="random", seed=SEED))
+
+
+def run_cell(problem: ffu.FitnessProblem, tol: float, max_time: float) -> dict:
+    """One SM-II solve with its time, counters and peak memory."""
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    sol = ffu.solve(problem, method="smii", tol=tol, max_time=max_time)
+    wall = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"time_s": wall, "nit": sol.nit, "n_cg": sol.info["n_cg"], "n_hvp": sol.n_hvp,
+            "alpha": sol.privacy_cost, "lower_bound": sol.lower_bound, "gap": sol.gap, "status": sol.status,
+            "peak_mb": peak / 2**20, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def profile(d: int, tol: float, max_time: float, top: int = 15) -> str:
+    """cProfile of prefix(d): the ``top`` functions by own time."""
+    problem = _problem("prefix", d)
+    prof = cProfile.Profile()
+    prof.enable()
+    ffu.solve(problem, method="smii", tol=tol, max_time=max_time)
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def main(argv=None):
+    p = common.parser("Benchmark SM-II on prefix and random ranges")
+    p.add_argument("--large", action="store_true", help="add d = 2048")
+    p.add_argument("--sizes", nargs="+", type=int, default=None)
+    p.add_argument("--workloads", nargs="+", default=["prefix", "ranges"], choices=["prefix", "ranges"])
+    p.add_argument("--tol", type=float, default=1e-3, help="certified relative gap to stop at")
+    p.add_argument("--max-time", type=float, default=600.0, help="per-solve time cap in seconds")
+    p.add_argument("--profile", type=int, default=None, metavar="D", help="profile prefix(D) and exit")
+    args = p.parse_args(argv)
+    if args.profile:
+        print(profile(args.profile, args.tol, args.max_time))
+        return []
+    sizes = args.sizes or ([64] if args.quick else [64, 128, 256, 512, 1024] + ([2048] if args.large else []))
+    cache = common.Cache(NAME, force=args.force, collect=args.collect, enabled=not args.no_cache)
+    rows = []
+    t_start = time.perf_counter()
+    for wl, d in common.progress([(w, d) for w in args.workloads for d in sizes], NAME, args.quiet):
+        problem = _problem(wl, d)
+        row = {"workload": wl, "d": d, "k": problem.k, "m": problem.m}
+        key = {**row, "seed": SEED, "tol": args.tol, "max_time": args.max_time, "version": CELL_VERSION}
+        value = cache.run(key, lambda: run_cell(problem, args.tol, args.max_time))
+        if value is not None:
+            rows.append({**row, **value})
+            if not args.quiet:
+                print(f"  {wl} d={d}: {value['time_s']:.1f} s, gap {value['gap']:.1e}", file=sys.stderr)
+    total = time.perf_counter() - t_start
+    columns = ["workload", "d", "k", "m", "time_s", "nit", "n_cg", "n_hvp", "alpha", "lower_bound", "gap",
+               "peak_mb", "maxrss_mb", "status"]
+    if not args.quiet:
+        print(common.format_table(rows, columns, floatfmt=".5g"))
+        print(f"\n({total:.1f} s; wall-clock on this machine, shared with other jobs)", file=sys.stderr)
+    common.write_results(NAME, rows, meta={"tol": args.tol, "max_time": args.max_time, "seed": SEED,
+                                           "total_time_s": total},
+                         columns=columns, title="SM-II at scale", floatfmt=".5g")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
