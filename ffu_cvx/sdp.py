@@ -98,7 +98,7 @@ def lmi_order(problem: FitnessProblem, formulation: str) -> int:
 def pick_solver(problem: FitnessProblem, solver: str, formulation: str) -> str:
     """The solver "auto" resolves to (or ``solver`` upper-cased, validated)."""
     name = str(solver).upper()
-    if name not in SOLVERS and name.lower() not in SOLVERS:
+    if name not in {n.upper() for n in SOLVERS}:
         raise ValueError(f"`solver` must be one of {SOLVERS}, got {solver!r}")
     if name == "AUTO":
         return "CLARABEL" if lmi_order(problem, formulation) <= AUTO_CLARABEL_MAX_ORDER else "SCS"
@@ -148,10 +148,10 @@ def _build_primal(cp, problem: FitnessProblem, formulation: str, free: np.ndarra
     else:  # inverse
         X = cp.Variable((k, k), symmetric=True, name="X")
         Y = cp.Variable((m, m), symmetric=True, name="Y")
-        cons = [cp.bmat([[X, L.T], [L, Y]]) >> 0, cp.diag(Y) <= c, _privacy_expr(cp, B, X) <= bound]
-        cons = [cons[0], cons[2], cons[1]]  # privacy second, variances third, as in the others
+        cons = [cp.bmat([[X, L.T], [L, Y]]) >> 0, _privacy_expr(cp, B, X) <= bound, cp.diag(Y) <= c]
 
         def sigma():
+            # The covariance itself is the output here, so X is inverted (via Cholesky).
             Xv = 0.5 * (X.value + X.value.T)
             return linalg.cho_solve(linalg.cho_factor(Xv, lower=True), np.eye(k), check_finite=False)
     return cp.Problem(cp.Minimize(beta), cons), sigma, cons[1], cons[2]
@@ -163,7 +163,7 @@ def _build_dual(cp, problem: FitnessProblem):
     lam = cp.Variable(problem.d, nonneg=True, name="lam")
     mu = cp.Variable(problem.m, nonneg=True, name="mu")
     Z = cp.Variable((k, k), name="Z")
-    P = (B * 1.0) @ cp.diag(lam) @ B.T
+    P = B @ cp.diag(lam) @ B.T
     Q = L.T @ cp.diag(mu) @ L
     lmi = cp.bmat([[P, Z], [Z.T, Q]]) >> 0
     prob = cp.Problem(cp.Maximize(cp.trace(Z)), [lmi, cp.sum(lam) == 1, c @ mu == 1])
@@ -267,7 +267,7 @@ def _reject_if_far(problem: FitnessProblem, level: LevelResult) -> None:
     from . import certificate, privacy
 
     try:
-        sigma, r = normalise_sigma(problem, level.sigma)
+        sigma, _ = normalise_sigma(problem, level.sigma)
         alpha = privacy.privacy_cost(sigma, problem.B)
         lb = certificate.lower_bound(problem, level.lam, level.mu)
         gap = (alpha - lb) / lb

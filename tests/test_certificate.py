@@ -47,7 +47,7 @@ def test_weak_duality(ranges):
         assert certificate.lower_bound(ranges, lam, mu) <= opt * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("d", [8, 16, 32])
+@pytest.mark.parametrize("d", [8, 16])  # d = 32: tests/test_sdp.py::test_prefix32_certified
 def test_sdp_solutions_are_certified_below_1e6(d):
     problem = ffu.FitnessProblem.from_workload(workloads.prefix(d))
     sol = solve_sdp(problem)

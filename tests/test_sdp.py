@@ -171,6 +171,10 @@ def test_bad_options_raise_value_error():
         solve_sdp(np.eye(3))
     with pytest.raises(ValueError, match="method"):
         ffu.solve(problem, method="interior")
+    with pytest.raises(TypeError, match="foo"):
+        solve_sdp(problem, solver="CLARABEL", solver_options={"foo": 1})
+    with pytest.raises(TypeError, match="bogus"):
+        ffu.solve(problem, method="sdp", bogus=1)
 
 
 def test_callback_stop():
