@@ -213,6 +213,14 @@ def test_bad_release_and_report_input_exits_2(tmp_path, capsys, solved, case):
     assert not [p for p in tmp_path.rglob("*.tmp")]
 
 
+def test_solve_with_smii_agrees_with_sdp(tmp_path, capsys, solved):
+    out = tmp_path / "smii.json"
+    assert _run(capsys, "solve", EXAMPLES / "prefix16.json", "--method", "smii", "--out", out, "--quiet")[0] == 0
+    a_smii = json.loads(out.read_text())["privacy_cost"]
+    a_sdp = json.loads(solved.read_text())["privacy_cost"]
+    assert a_smii == pytest.approx(a_sdp, rel=1e-4)
+
+
 def test_load_spec_builds_the_problem():
     problem, spec = cli.load_spec(EXAMPLES / "prefix16.json")
     assert (problem.m, problem.d, problem.k, problem.basis) == (16, 16, 16, "identity")
