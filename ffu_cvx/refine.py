@@ -107,11 +107,9 @@ def refine_levels(
         cols = np.flatnonzero(new)
         if out.levels and level.value >= out.levels[-1]["value"] * (1.0 - 100.0 * slack - 10.0 * _tol(level)):
             out.levels[-1]["columns"] = sorted(out.levels[-1]["columns"] + cols.tolist())
-            cap = caps[out.levels[-1]["columns"][0]]
         else:
             out.levels.append({"value": float(level.value), "columns": cols.tolist()})
-            cap = level.value * (1.0 + slack)
-        caps[cols] = cap
+        caps[cols] = out.levels[-1]["value"] * (1.0 + slack)
         free &= ~new
         out.sigma = level.sigma
         if callback is not None:

@@ -93,6 +93,16 @@ def test_prefix_optimum_is_one_level():
     np.testing.assert_allclose(sol.profile, sol.privacy_cost, rtol=1e-6)
 
 
+def test_missed_tight_columns_are_merged_into_their_level():
+    # A threshold near 1 fixes only the largest multiplier per solve; the later solves
+    # then return the same value and their columns join the first level.
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(6))
+    strict = refine(problem, threshold=0.999)
+    assert strict.info["refine_levels"] == [{"value": pytest.approx(2.052404, abs=1e-6), "columns": list(range(6))}]
+    assert strict.nit > solve_sdp(problem).nit  # it did take extra solves
+    np.testing.assert_allclose(strict.sigma, solve_sdp(problem).sigma, rtol=1e-4, atol=1e-4)
+
+
 def test_callback_sees_levels_and_can_stop():
     problem = block_problem()
     seen = []
