@@ -331,7 +331,10 @@ def solve_sdp(
         an eigendecomposition per iteration) above, where Clarabel's dense
         factorisations become the bottleneck.
     refine : bool
-        Return the unique ≺R-minimal optimum (Theorem 5) via :func:`ffu_cvx.refine.refine`.
+        Return the unique ≺R-minimal optimum (Theorem 5) via :mod:`ffu_cvx.refine`;
+        with ``solver="auto"`` its extra levels run on Clarabel up to LMI order
+        :data:`ffu_cvx.refine.REFINE_CLARABEL_MAX_ORDER` (their feasible sets are too
+        thin for SCS).
     formulation : {"pair", "schur", "inverse", "dual"}
         See the module docstring; all are exact.
     tol : float, optional

@@ -190,3 +190,16 @@ def test_callback_stop():
     assert sol.status == USER_STOPPED and not sol.success
     assert seen == [pytest.approx(1.758601, abs=1e-6)]
     assert sol.privacy_cost == pytest.approx(1.758601, abs=1e-6)
+
+
+def test_bench_quick(tmp_path, monkeypatch):
+    from experiments import bench_sdp, common
+
+    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(common, "CACHE_DIR", tmp_path / "results" / "cache")
+    rows = bench_sdp.main(["--quick", "--no-cache", "--quiet"])
+    assert {(r["d"], r["formulation"]) for r in rows} == {(d, f) for d in (8, 16) for f in FORMULATIONS}
+    for r in rows:
+        assert r["alpha"] == pytest.approx(TABLE2[r["d"]][1], abs=1e-6)
+        assert r["gap"] < 1e-6 and r["solve_s"] > 0 and r["order"] == 2 * r["d"]
+    assert (tmp_path / "results" / "bench_sdp.csv").exists()
