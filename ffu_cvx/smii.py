@@ -26,9 +26,18 @@ with a backtracking line search that tests positive definiteness by Cholesky
   ``V = L R`` (m, k) it is five matrix products.
 - Every sub-problem starts from the normalised problem (``Sigma`` and ``c`` rescaled so
   that ``max g = max h = 1``), so ``t`` has the same meaning on every workload.
-- Stopping is certified: at the end of a sub-problem the dual bound of
-  :mod:`ffu_cvx.certificate` at ``(w, u / c)`` is computed and the solver stops when the
-  relative gap of the normalised cost ``alpha * max_ratio`` is at most ``tol``.
+- Steihaug's guard: CG stops on the ball ``||E||_F <= radius sqrt(k)`` or at
+  non-positive curvature (at large ``t`` the Hessian is nearly singular along
+  directions no tight constraint sees).
+- The CG budget starts at the paper's MAXCG and doubles (to ``maxcg_cap``) while full
+  Newton steps gain less and less; a sub-problem also ends when the Newton decrement is
+  below ``ntrel / t1`` (well under the soft max's own error at that ``t1``) or progress
+  stalls.
+- Stopping is certified: at the end of a sub-problem :func:`ffu_cvx.certificate.certify`
+  starts from ``(w, u / c)``, the best bound so far is kept, and the solver stops when
+  the relative gap of the normalised cost ``alpha * max_ratio`` is at most ``tol``. The
+  soft-max error, hence the gap, falls like ``1 / t``, so near the goal ``t`` grows by
+  less than ``mu``.
 """
 
 from __future__ import annotations
@@ -50,10 +59,6 @@ __all__ = ["SMIIState", "objective", "hessp", "solve_smii", "solve_gd"]
 #: Soft-max weights below this fraction of the largest are dropped from the Hessian and
 #: gradient products: their contribution is below double-precision rounding.
 _PRUNE = 1e-17
-#: Largest k at which the returned Solution runs the full certificate search
-#: (``certificate.certify``: dual ascent with eigendecompositions); above it the bound
-#: at the solver's own multipliers is reported.
-_CERTIFY_MAX_K = 200
 #: Backtracking halvings before the line search gives up (step ``beta**60``).
 _MAX_BACKTRACK = 60
 
@@ -366,6 +371,9 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
     for name, val in (("t1", t1), ("t2", t2), ("tol2", tol2), ("nttol", nttol), ("tol", tol), ("t_max", t_max)):
         _check_positive(name, val)
     _check_positive("max_time", max_time, allow_none=True)
+    if isinstance(ntrel, bool) or not isinstance(ntrel, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(ntrel) or ntrel < 0:
+        raise ValueError(f"`ntrel` must be a finite number >= 0 (0 keeps only the paper's NTTOL), got {ntrel!r}")
     if not mu > 1:
         raise ValueError(f"`mu` (the factor that grows t1, t2) must be > 1, got {mu!r}")
     if not 0 < sigma_ls < 1 or not 0 < beta < 1:
@@ -390,12 +398,12 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
     def alpha_of(pt):
         return float(pt.g.max() * pt.h.max() * kappa)
 
-    lb_best = [0.0, None, None]  # every (w, u / c) gives a valid bound: keep the best
+    lb_best = [0.0, None, None]  # every certificate's bound is valid: keep the best
 
     def certify(pt):
-        lb = certificate.lower_bound(problem, pt.w, pt.u / c)
-        if lb > lb_best[0]:
-            lb_best[:] = [lb, pt.w, pt.u / c]
+        cert = certificate.certify(problem, pt.sigma / float(pt.h.max() * kappa), lam=pt.w, mu=pt.u / c)
+        if cert.lower_bound > lb_best[0]:
+            lb_best[:] = [cert.lower_bound, cert.lam, cert.mu]
         return lb_best[0], alpha_of(pt) / lb_best[0] - 1.0
 
     while status is None:
@@ -405,11 +413,15 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
         if max_time is not None and time.perf_counter() - start > max_time:
             status, message = MAX_ITER, f"reached max_time = {max_time} s"
             break
-        D, delta, e, n_cg, nh = direction(p, L, c_int, cg_budget, tol2, radius)
-        n_hvp += nh
-        n_cg_total += n_cg
+        threshold = max(nttol, ntrel / t1)
         step, q = (None, None)
-        if abs(delta) >= max(nttol, ntrel / t1):
+        if last_decrease >= 0.1 * threshold:
+            D, delta, e, n_cg, nh = direction(p, L, c_int, cg_budget, tol2, radius)
+            n_hvp += nh
+            n_cg_total += n_cg
+        else:  # the last step gained a tenth of the threshold: stalled, end the sub-problem
+            delta = 0.0
+        if abs(delta) >= threshold:
             step, q = _line_search(p, D, delta, e, B, L, c_int, sigma_ls, beta)
             if q is None and abs(delta) > 1e-12 * abs(p.F):
                 raise SolverError(
@@ -417,7 +429,7 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
                     f"objective = {p.F:.12g}, directional derivative = {delta:.3e}, last step = {step:.3e}); "
                     "try a smaller `mu` or a looser `tol`", status="solver_error", nit=nit, residual=abs(delta))
         if q is None:
-            # Sub-problem solved (the Newton decrement is below nttol, or rounding stops progress).
+            # Sub-problem solved: Newton decrement below threshold, progress stalled or at rounding level.
             lb, gap = certify(p)
             if best is None or gap < best[0]:
                 best = (gap, p, kappa)
@@ -463,17 +475,15 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
     # The best certified iterate wins unless the run went on past it (user stop, limits).
     if status == OPTIMAL or (best is not None and status == OPTIMAL_INACCURATE):
         _, p, kappa = best
-    elif problem.k > _CERTIFY_MAX_K:
+    else:
         certify(p)
-    lb, lam, mu_q = lb_best if lb_best[1] is not None else (math.nan, p.w, p.u / c)
+    lb, lam, mu_q = lb_best
     elapsed = time.perf_counter() - start
-    full = problem.k <= _CERTIFY_MAX_K
     sol = Solution.from_sigma(problem, p.sigma / float(p.h.max() * kappa), method=method, status=status,
-                              message=message, lam=lam, mu=mu_q, certify=full, nit=nit, n_hvp=n_hvp,
+                              message=message, lam=lam, mu=mu_q, certify=False, nit=nit, n_hvp=n_hvp,
                               time=elapsed, history=history, n_cg=n_cg_total, t1=t1, t2=t2)
-    if not full:
-        sol["lower_bound"] = lb
-        sol["gap"] = sol.privacy_cost * sol.max_ratio / lb - 1.0
+    sol["lower_bound"] = lb
+    sol["gap"] = sol.privacy_cost * sol.max_ratio / lb - 1.0
     log.note(f"status {status}: {message}; alpha = {sol.privacy_cost:.10g}, lower bound = "
              f"{sol.lower_bound:.10g}, gap = {sol.gap:.2e}, {nit} iterations, {n_hvp} Hessian products, "
              f"{elapsed:.2f} s")
@@ -481,9 +491,9 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
 
 
 def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.0, t2: float = 1.0,
-               mu: float = 10.0, maxcg: int = 5, maxcg_cap: int = 20, tol2: float = 1e-10, nttol: float = 1e-10,
+               mu: float = 10.0, maxcg: int = 5, maxcg_cap: int = 40, tol2: float = 1e-10, nttol: float = 1e-10,
                sigma_ls: float = 0.01, beta: float = 0.5, maxiter: int = 2000, tol: float = 1e-4,
-               t_max: float = 1e9, radius: float = 1.0, ntrel: float = 1e-4, max_time: float | None = None,
+               t_max: float = 1e9, radius: float = 1.0, ntrel: float = 1e-3, max_time: float | None = None,
                verbose: bool = False) -> Solution:
     """Solve Problem 1 by SM-II (Algorithm 1 of the paper) with a certified stop.
 
@@ -545,7 +555,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.
 
 
 def solve_gd(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.0, t2: float = 1.0,
-             mu: float = 10.0, nttol: float = 1e-10, ntrel: float = 1e-4, sigma_ls: float = 0.01, beta: float = 0.5,
+             mu: float = 10.0, nttol: float = 1e-10, ntrel: float = 1e-3, sigma_ls: float = 0.01, beta: float = 0.5,
              maxiter: int = 100_000, tol: float = 1e-4, t_max: float = 1e9, max_time: float | None = 60.0,
              verbose: bool = False) -> Solution:
     """Plain gradient descent on Problem 4 (Table 3's baseline): SM-II with ``s = -grad F``.
