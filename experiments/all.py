@@ -1,13 +1,15 @@
 """Regenerate every table and figure of §7: ``python -m experiments.all [--quick] [...]``.
 
 Flags are passed to every experiment; the total and per-experiment times are printed
-and written to ``results/all.json``.
+and written to ``results/all.json``; a failing experiment
+does not stop the others, but the run exits non-zero naming it.
 """
 
 from __future__ import annotations
 
 import importlib
 import time
+import traceback
 
 from . import common
 
@@ -18,19 +20,27 @@ EXPERIMENTS = ("table2", "table3", "table4", "table5", "table6", "table7", "tabl
 def main(argv=None):
     args = common.parser("Run every table and figure of the paper's §7").parse_args(argv)
     flags = [f"--{k.replace('_', '-')}" for k, v in vars(args).items() if v]
-    times = {}
+    rows = []
     t0 = time.perf_counter()
     for name in EXPERIMENTS:
         t = time.perf_counter()
-        importlib.import_module(f"experiments.{name}").main(flags)
-        times[name] = time.perf_counter() - t
+        error = ""
+        try:
+            importlib.import_module(f"experiments.{name}").main(flags)
+        except Exception as exc:  # keep going, report every failure, exit non-zero at the end
+            traceback.print_exc()
+            error = f"{type(exc).__name__}: {exc}"
+        rows.append({"experiment": name, "time_s": time.perf_counter() - t, "error": error})
         if not args.quiet:
-            print(f"== {name}: {times[name]:.1f} s\n", flush=True)
+            print(f"== {name}: {rows[-1]['time_s']:.1f} s {error}\n", flush=True)
     total = time.perf_counter() - t0
-    rows = [{"experiment": k, "time_s": v} for k, v in times.items()] + [{"experiment": "total", "time_s": total}]
+    rows.append({"experiment": "total", "time_s": total, "error": ""})
     common.write_results("all", rows, meta={"flags": flags, "total_time_s": total},
                          title="Run time of every experiment")
     print(f"All experiments: {total:.1f} s ({total / 60:.1f} min)")
+    failed = [r["experiment"] for r in rows if r["error"]]
+    if failed:
+        raise SystemExit(f"failed: {', '.join(failed)} (see the tracebacks above)")
     return rows
 
 

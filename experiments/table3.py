@@ -4,7 +4,8 @@
 gives ``alpha_ref``; each method then runs on Problem 4 from the same start and is
 stopped (by its callback) at the first iterate whose normalised cost is within
 ``RTOL`` of ``alpha_ref``. GD is capped at ``GD_MAX_TIME`` seconds; a GD that does not
-get there is reported with the cost it reached.
+get there (time cap, iteration cap, or its own stopping rule) is reported with its
+status and the cost it reached.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ def time_to_alpha(problem, method: str, target: float, max_time: float) -> dict:
             raise StopIteration
 
     t0 = time.perf_counter()
-    ffu.solve(problem, method=method, callback=stop, max_time=max_time, tol=1e-8)
+    sol = ffu.solve(problem, method=method, callback=stop, max_time=max_time, tol=1e-8)
     elapsed = time.perf_counter() - t0
-    return {"time": elapsed, "alpha": best["alpha"], "nit": best["nit"], "reached": best["alpha"] <= target}
+    return {"time": elapsed, "alpha": best["alpha"], "nit": best["nit"], "reached": best["alpha"] <= target,
+            "status": sol.status, "message": sol.message}
 
 
 def cell(d: int, gd_max_time: float) -> dict:
@@ -58,18 +60,19 @@ def main(argv=None):
     t_start = time.perf_counter()
     rows = []
     for d in common.progress(QUICK_SIZES if args.quick else SIZES, "table3", args.quiet):
-        key = {"d": d, "rtol": RTOL, "gd_max_time": max_time, "version": 1}
+        key = {"d": d, "rtol": RTOL, "gd_max_time": max_time, "version": 2}
         value = cache.run(key, lambda: cell(d, max_time))
         if value is None:
             continue
         rows.append({**value, "GD_paper": PAPER[d][0], "SM-II_paper": PAPER[d][1]})
     total = time.perf_counter() - t_start
     columns = ["d", "GD_time", "GD_paper", "SM-II_time", "SM-II_paper", "speedup", "alpha_ref", "GD_alpha",
-               "GD_reached", "GD_nit", "SM-II_alpha", "SM-II_reached", "SM-II_nit"]
+               "GD_reached", "GD_nit", "GD_status", "GD_message", "SM-II_alpha", "SM-II_reached", "SM-II_nit",
+               "SM-II_status"]
     if not args.quiet:
         disp = [{"d": r["d"],
                  "GD (s)": (f"{r['GD_time']:.2f}" if r["GD_reached"] else
-                            f">{r['GD_time']:.0f} (alpha {r['GD_alpha']:.4g})"),
+                            f"not reached: {r['GD_status']} after {r['GD_time']:.0f} s at alpha {r['GD_alpha']:.4g}"),
                  "GD paper": r["GD_paper"], "SM-II (s)": f"{r['SM-II_time']:.3f}",
                  "SM-II paper": r["SM-II_paper"], "alpha_ref": f"{r['alpha_ref']:.4f}"} for r in rows]
         print(f"\nTable 3. Seconds to reach alpha_ref (1 + {RTOL:g}), prefix queries\n")

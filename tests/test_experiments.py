@@ -111,6 +111,7 @@ def test_all_quick_reports_total_time(tmp_outputs, monkeypatch):
     monkeypatch.setattr(run_all, "EXPERIMENTS", ("table5", "figure2"))
     rows = run_all.main(["--quick", "--no-cache", "--quiet"])
     assert [r["experiment"] for r in rows] == ["table5", "figure2", "total"]
+    assert not any(r["error"] for r in rows)
     assert rows[-1]["time_s"] >= rows[0]["time_s"] > 0
 
 
