@@ -9,12 +9,15 @@ products, alpha, certified gap and peak memory (``tracemalloc`` peak of the solv
 the process's maximum resident set size). ``--profile D`` runs prefix(D) under
 cProfile and prints where the time goes. ``--quick`` runs d = 64 only. Cells are
 cached under ``results/cache/bench_smii`` (timings included: ``--force`` re-measures).
+On a shared machine run it as ``OPENBLAS_NUM_THREADS=1 python -m experiments.bench_smii``:
+oversubscribed BLAS threads slow small products down many times over.
 """
 
 from __future__ import annotations
 
 import cProfile
 import io
+import os
 import pstats
 import resource
 import sys
@@ -93,8 +96,9 @@ def main(argv=None):
     if not args.quiet:
         print(common.format_table(rows, columns, floatfmt=".5g"))
         print(f"\n({total:.1f} s; wall-clock on this machine, shared with other jobs)", file=sys.stderr)
+    threads = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
     common.write_results(NAME, rows, meta={"tol": args.tol, "max_time": args.max_time, "seed": SEED,
-                                           "total_time_s": total},
+                                           "total_time_s": total, "blas_threads": threads},
                          columns=columns, title="SM-II at scale", floatfmt=".5g")
     return rows
 
