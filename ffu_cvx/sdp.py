@@ -129,10 +129,11 @@ def _variance_expr(cp, L: np.ndarray, S):
     return cp.sum(cp.multiply(L @ S, L), axis=1)
 
 
-def _build_primal(cp, problem: FitnessProblem, formulation: str, free: np.ndarray, caps: np.ndarray):
-    """Minimise beta s.t. profile_i <= beta on free columns, <= caps_i on the others."""
-    B, L, c = problem.B, problem.L, problem.c
-    k, d, m = problem.k, problem.d, problem.m
+def _build_primal(cp, B: np.ndarray, L: np.ndarray, formulation: str, free: np.ndarray, caps: np.ndarray):
+    """Minimise beta s.t. profile_i <= beta on free columns, <= caps_i on the others, and
+    ``diag(L Sigma L^T) <= 1`` (``L`` has its rows divided by the square roots of the targets)."""
+    (k, d), m = B.shape, L.shape[0]
+    c = np.ones(m)
     beta = cp.Variable(name="beta")
     bound = beta * free.astype(float) + np.where(free, 0.0, caps)
     if formulation == "pair":
@@ -159,16 +160,15 @@ def _build_primal(cp, problem: FitnessProblem, formulation: str, free: np.ndarra
     return cp.Problem(cp.Minimize(beta), cons), sigma, cons[1], cons[2]
 
 
-def _build_dual(cp, problem: FitnessProblem):
-    B, L, c = problem.B, problem.L, problem.c
-    k = problem.k
-    lam = cp.Variable(problem.d, nonneg=True, name="lam")
-    mu = cp.Variable(problem.m, nonneg=True, name="mu")
+def _build_dual(cp, B: np.ndarray, L: np.ndarray):
+    (k, d), m = B.shape, L.shape[0]
+    lam = cp.Variable(d, nonneg=True, name="lam")
+    mu = cp.Variable(m, nonneg=True, name="mu")
     Z = cp.Variable((k, k), name="Z")
     P = B @ cp.diag(lam) @ B.T
     Q = L.T @ cp.diag(mu) @ L
     lmi = cp.bmat([[P, Z], [Z.T, Q]]) >> 0
-    prob = cp.Problem(cp.Maximize(cp.trace(Z)), [lmi, cp.sum(lam) == 1, c @ mu == 1])
+    prob = cp.Problem(cp.Maximize(cp.trace(Z)), [lmi, cp.sum(lam) == 1, cp.sum(mu) == 1])
 
     def sigma():
         # The LMI multiplier is G = [[G11, G12], [G12^T, G22]] with G22 proportional to
@@ -215,11 +215,20 @@ def solve_level(
         raise ValueError(f"`tol` must be in (0, 1), got {tol!r}")
     kwargs = _solver_kwargs(name, tol, solver_options)
 
+    # Problem 1 is homogeneous: dividing the targets by f gives Sigma / f and profile * f.
+    # Each variance row is divided by sqrt(c_j f), and f is set so that the scaled alpha
+    # is about 3, from the dual bound at uniform multipliers (a close underestimate).
+    # SCS is sensitive to this: on prefix(32) a scaled alpha of 0.3 took 145550
+    # iterations where 3.6 took 2175; Clarabel is indifferent.
+    from .certificate import lower_bound
+
+    f = lower_bound(problem, np.ones(d), 1.0 / problem.c) / 3.0
+    L_scaled = problem.L / np.sqrt(problem.c * f)[:, None]
     t0 = time.perf_counter()
     if formulation == "dual":
-        prob, get_sigma, lam_var, mu_var, to_value = _build_dual(cp, problem)
+        prob, get_sigma, lam_var, mu_var, to_value = _build_dual(cp, problem.B, L_scaled)
     else:
-        prob, get_sigma, pcon, vcon = _build_primal(cp, problem, formulation, free, caps)
+        prob, get_sigma, pcon, vcon = _build_primal(cp, problem.B, L_scaled, formulation, free, caps / f)
         to_value = float
     t1 = time.perf_counter()
     try:
@@ -229,7 +238,7 @@ def solve_level(
             prob.solve(solver=name, verbose=verbose, **kwargs)
     except cp.error.SolverError as exc:
         raise SolverError(f"SDP solver {name} failed on {problem!r} ({formulation}): {exc}. "
-                          "Try solver='CLARABEL' or 'SCS', or a looser `tol`", status="solver_error") from None
+                          "Try the other solver (`solver='CLARABEL'` or `'SCS'`) or a looser `tol`", status="solver_error") from None
     t2 = time.perf_counter()
     stats = prob.solver_stats
     nit = int(stats.num_iters) if stats is not None and stats.num_iters is not None else None
@@ -256,7 +265,8 @@ def solve_level(
     if compile_time is None:
         compile_time = 0.0
     solve_time = float(stats.solve_time) if stats is not None and stats.solve_time is not None else (t2 - t1)
-    out = LevelResult(value=float(to_value(prob.value)), sigma=0.5 * (sigma + sigma.T), lam=lam, mu=mu,
+    sigma = 0.5 * (sigma + sigma.T) / f
+    out = LevelResult(value=float(to_value(prob.value)) * f, sigma=sigma, lam=lam, mu=mu / problem.c,
                       status=status, solver=name, nit=nit, compile_time=float(compile_time) + (t1 - t0),
                       solve_time=solve_time, raw_status=raw)
     if status == OPTIMAL_INACCURATE and free.all():

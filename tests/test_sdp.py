@@ -203,3 +203,16 @@ def test_bench_quick(tmp_path, monkeypatch):
         assert r["alpha"] == pytest.approx(TABLE2[r["d"]][1], abs=1e-6)
         assert r["gap"] < 1e-6 and r["solve_s"] > 0 and r["order"] == 2 * r["d"]
     assert (tmp_path / "results" / "bench_sdp.csv").exists()
+
+
+@pytest.mark.parametrize("solver", ["CLARABEL", "SCS"])
+def test_badly_scaled_problems_are_solved(solver):
+    # Problem 1 is homogeneous: scaling targets by s scales alpha by 1/s, and scaling W
+    # by w scales alpha by w^2; the solver sees a normalised problem either way.
+    W = workloads.prefix(8).W
+    c = np.linspace(1, 2, 8)
+    ref = solve_sdp(ffu.FitnessProblem(W, c), solver="CLARABEL").privacy_cost
+    for w, s in ((1.0, 1e-6), (1.0, 1e6), (1e3, 1.0), (1e-3, 1e2)):
+        sol = solve_sdp(ffu.FitnessProblem(w * W, s * c), solver=solver)
+        assert sol.privacy_cost * s / w**2 == pytest.approx(ref, rel=1e-6)
+        assert sol.gap < 1e-6 and sol.status == OPTIMAL
