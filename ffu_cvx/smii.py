@@ -50,7 +50,7 @@ import time
 import numpy as np
 from scipy import linalg
 
-from . import certificate
+from . import __version__, certificate
 from .problem import FitnessProblem
 from .result import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, Solution, SolverError
 
@@ -389,7 +389,8 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
 
     start = time.perf_counter()
     B, L, c = problem.B, problem.L, problem.c
-    log = _Log(verbose, f"{method.upper()} (ffu-cvx)", problem,
+    log = _Log(verbose, ("SM-II: Newton-CG on soft maxes" if method == "smii" else "Gradient descent on soft maxes")
+               + f" (ffu-cvx {__version__})", problem,
                dict(t1=t1, t2=t2, mu=mu, maxcg=maxcg, tol2=tol2, nttol=nttol, tol=tol))
     sigma, c_int, kappa = _normalise(_initial_sigma(problem, Q), B, L, c)
     t1, t2 = float(t1), float(t2)
