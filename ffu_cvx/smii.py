@@ -51,10 +51,11 @@ import numpy as np
 from scipy import linalg
 
 from . import __version__, certificate
+from .privacy import privacy_cost
 from .problem import FitnessProblem
 from .result import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, Solution, SolverError
 
-__all__ = ["SMIIState", "objective", "hessp", "solve_smii", "solve_gd"]
+__all__ = ["REFINE_AUTO_MAX_K", "SMIIState", "objective", "hessp", "refine_smii", "solve_smii", "solve_gd"]
 
 #: Soft-max weights below this fraction of the largest are dropped from the Hessian and
 #: gradient products: their contribution is below double-precision rounding.
@@ -370,7 +371,7 @@ class _Log:
 
 
 def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nttol, sigma_ls, beta,
-         maxiter, tol, t_max, max_time, verbose, radius, ntrel, maxcg_cap):
+         maxiter, tol, t_max, max_time, verbose, radius, ntrel, maxcg_cap, refine=False):
     if not isinstance(problem, FitnessProblem):
         raise ValueError(f"`problem` must be a FitnessProblem, got {type(problem).__name__}")
     for name, val in (("t1", t1), ("t2", t2), ("tol2", tol2), ("nttol", nttol), ("tol", tol), ("t_max", t_max)):
@@ -383,6 +384,8 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
         raise ValueError(f"`mu` (the factor that grows t1, t2) must be > 1, got {mu!r}")
     if not 0 < sigma_ls < 1 or not 0 < beta < 1:
         raise ValueError(f"`sigma_ls` and `beta` must lie in (0, 1), got {sigma_ls!r} and {beta!r}")
+    if refine not in (True, False, "auto"):
+        raise ValueError(f"`refine` must be True, False or 'auto', got {refine!r}")
     for name, val in (("maxcg", maxcg), ("maxiter", maxiter)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
             raise ValueError(f"`{name}` must be a positive integer, got {val!r}")
@@ -484,10 +487,17 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
     else:
         certify(p)
     lb, lam, mu_q = lb_best
+    sigma = p.sigma / float(p.h.max() * kappa)
+    extra = {}
+    if refine == "auto":
+        refine = problem.k <= REFINE_AUTO_MAX_K
+    if refine and status == OPTIMAL:
+        sigma, extra, nh = _polish(problem, sigma, log)
+        n_hvp += nh
     elapsed = time.perf_counter() - start
-    sol = Solution.from_sigma(problem, p.sigma / float(p.h.max() * kappa), method=method, status=status,
+    sol = Solution.from_sigma(problem, sigma, method=method, status=status,
                               message=message, lam=lam, mu=mu_q, certify=False, nit=nit, n_hvp=n_hvp,
-                              time=elapsed, history=history, n_cg=n_cg_total, t1=t1, t2=t2)
+                              time=elapsed, history=history, n_cg=n_cg_total, t1=t1, t2=t2, **extra)
     sol["lower_bound"] = lb
     sol["gap"] = sol.privacy_cost * sol.max_ratio / lb - 1.0
     log.note(f"status {status}: {message}; alpha = {sol.privacy_cost:.10g}, lower bound = "
@@ -496,11 +506,233 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
     return sol
 
 
+# ---------------------------------------------------------------------------------------
+# Refinement polish: the ≺R-minimal optimum (Theorem 5) by matrix-free barrier levels.
+# ---------------------------------------------------------------------------------------
+
+#: ``refine="auto"`` polishes up to this basis size ``k`` (measured cost in the README).
+REFINE_AUTO_MAX_K = 32
+#: A level's barrier path ends when its duality-gap bound ``n / t`` falls below this.
+_LEVEL_GAP = 1e-10
+#: A barrier sub-problem ends when the Newton decrement ``-<E, grad>`` is below this over ``t``.
+_LEVEL_DECREMENT = 1e-3
+#: A level's barrier path starts at ``t = _LEVEL_T0 (d + m)`` (duality-gap bound ``1 / _LEVEL_T0``).
+_LEVEL_T0 = 10.0
+#: CG stops when its residual is below this fraction of the gradient (inexact Newton).
+_LEVEL_CG_RTOL = 1e-4
+#: Newton steps per barrier sub-problem before moving on.
+_LEVEL_MAX_NEWTON = 60
+
+
+def _epigraph_max(x: np.ndarray, t: float):
+    """``phi_t(x) = min_s s - (1/t) sum_i log(s - x_i)`` (the barrier-smoothed max of ``x`` (n,)).
+
+    Returns ``(phi, lam, D)``: ``lam = dphi/dx`` (n,) (positive, summing to 1, the
+    barrier multipliers) and ``D = lam^2 t`` (n,), the Hessian being
+    ``diag(D) - D D^T / sum(D)``. The optimal ``s`` solves ``sum_i 1 / (s - x_i) = t``,
+    found by Newton from the left, which increases monotonically to the root.
+    """
+    top = float(x.max())
+    s = top + 1.0 / t
+    for _ in range(200):
+        r = 1.0 / (s - x)
+        f = float(r.sum()) - t
+        step = f / float((r * r).sum())
+        s += step
+        if step <= 1e-15 * max(1.0, abs(s - top)) + 4e-16 * abs(s):
+            break
+    r = 1.0 / (s - x)
+    lam = r / r.sum()
+    phi = s - float(np.log(s - x).sum()) / t
+    return phi, lam, lam * lam * t
+
+
+class _LevelPoint:
+    """One iterate of a refinement level: ``sigma`` (k, k), its Cholesky factor, ``Y``, ``g``, ``h``.
+
+    The level objective is
+    ``Phi = phi_t(g_F / scale) - (1/t) [sum_{i fixed} log(1 - g_i / cap_i) + sum_j log(1 - h_j)]``;
+    ``pg`` (d,), ``ph`` (m,) are its partial derivatives in ``g`` and ``h``, ``Dg``, ``Dh``
+    the diagonal of its second derivatives and ``lam`` the free columns' multipliers.
+    """
+
+    __slots__ = ("sigma", "R", "Y", "g", "h", "F", "pg", "ph", "Dg", "Dh", "lam", "free")
+
+    @classmethod
+    def at(cls, B, L, c, sigma, free, caps, scale, t):
+        """The point at ``sigma``, or ``None`` outside the level's open feasible set."""
+        try:
+            R = linalg.cholesky(sigma, lower=True, check_finite=False)
+        except linalg.LinAlgError:
+            return None
+        if not np.all(np.isfinite(np.diag(R))):
+            return None
+        Y = linalg.solve_triangular(R, B, lower=True, check_finite=False)
+        g = np.einsum("ij,ij->j", Y, Y)
+        h = _variance_ratios(L, sigma, c)
+        fixed = ~free
+        sg, sh = 1.0 - g[fixed] / caps[fixed], 1.0 - h
+        if not (np.all(sg > 0) and np.all(sh > 0)):
+            return None
+        self = cls()
+        self.sigma, self.R, self.Y, self.g, self.h, self.free = sigma, R, Y, g, h, free
+        phi, self.lam, D = _epigraph_max(g[free] / scale, t)
+        self.F = phi - float(np.log(sg).sum() + np.log(sh).sum()) / t
+        self.pg, self.Dg = np.empty_like(g), np.empty_like(g)
+        self.pg[free], self.Dg[free] = self.lam / scale, D / scale ** 2
+        self.pg[fixed] = 1.0 / (t * caps[fixed] * sg)
+        self.Dg[fixed] = self.pg[fixed] ** 2 * t
+        self.ph = 1.0 / (t * sh)
+        self.Dh = self.ph ** 2 * t
+        return self
+
+
+class _LevelWhitened:
+    """Gradient and Hessian of a level's ``Phi`` in whitened coordinates ``E = R^{-1} D R^{-T}``.
+
+    As in :class:`_Whitened`, with the soft-max weights replaced by ``pg``, ``ph`` and the
+    soft-max Hessians by ``diag(Dg) - Df Df^T / sum(Df)`` (free columns ``F``, ``Df``
+    their part of ``Dg``) and ``diag(Dh)``:
+
+        H[E] = E M + M E - Y diag(Hg a) Y^T + V^T diag(Dh e / c) V,  M = Y diag(pg) Y^T.
+    """
+
+    def __init__(self, p: _LevelPoint, L, c):
+        self.p, self.c = p, c
+        self.V = L @ p.R
+        self.M = (p.Y * p.pg) @ p.Y.T
+        self.grad = (self.V.T * (p.ph / c)) @ self.V - self.M
+        self.Df = np.where(p.free, p.Dg, 0.0)
+        self.n_hvp = 0
+
+    def hvp(self, E: np.ndarray) -> np.ndarray:
+        """``H[E]`` (k, k), four matrix products."""
+        self.n_hvp += 1
+        p = self.p
+        X = E @ p.Y
+        a = -np.einsum("ij,ij->j", p.Y, X)
+        Ha = p.Dg * a - self.Df * (self.Df @ a) / self.Df.sum()
+        out = (X * p.pg - p.Y * (0.5 * Ha)) @ p.Y.T
+        out += out.T
+        e = np.einsum("ij,ij->i", self.V @ E, self.V) / self.c
+        out += (self.V.T * (p.Dh * e / self.c)) @ self.V
+        return out
+
+
+def _solve_level(problem, sigma, free, caps, *, t0, mu, maxcg, sigma_ls, beta, radius):
+    """Barrier path for one level from the strictly feasible ``sigma`` (k, k).
+
+    Minimises the largest ``g_i`` over the free columns (boolean (d,)) subject to
+    ``g_i < caps_i`` on the fixed ones and ``h_j < 1``. Returns
+    ``(point, value, n_newton, n_hvp)`` at the end of the path, where ``value`` is the
+    level's largest free profile entry.
+    """
+    B, L, c = problem.B, problem.L, problem.c
+    n_con = problem.d + problem.m
+    scale = float(_LevelPoint.at(B, L, c, sigma, free, caps, 1.0, t0).g[free].max())
+    t = t0
+    p = _LevelPoint.at(B, L, c, sigma, free, caps, scale, t)
+    nit = n_hvp = 0
+    while True:
+        for _ in range(_LEVEL_MAX_NEWTON):
+            op = _LevelWhitened(p, L, c)
+            E, _ = _conjugate_gradient(op, maxcg, _LEVEL_CG_RTOL ** 2 * _inner(op.grad, op.grad),
+                                       radius * math.sqrt(problem.k))
+            E = _symmetrise(E)
+            n_hvp += op.n_hvp
+            delta = _inner(E, op.grad)
+            if not delta < 0:
+                break
+            if -delta < _LEVEL_DECREMENT / t:  # Newton decrement: well inside the barrier's own n/t error
+                break
+            D = _symmetrise(p.R @ E @ p.R.T)
+            step, q = 1.0, None
+            for _ in range(_MAX_BACKTRACK):
+                q = _LevelPoint.at(B, L, c, p.sigma + step * D, free, caps, scale, t)
+                if q is not None and q.F <= p.F + step * sigma_ls * delta:
+                    break
+                q = None
+                step *= beta
+            if q is None:
+                break
+            p = q
+            nit += 1
+        if n_con / t <= _LEVEL_GAP:
+            return p, float(p.g[free].max()), nit, n_hvp
+        t *= mu
+        p = _LevelPoint.at(B, L, c, p.sigma, free, caps, scale, t)
+
+
+def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = 1e-7, threshold: float = 1e-3,
+                mu: float = 10.0, maxcg: int | None = None, sigma_ls: float = 0.01, beta: float = 0.5,
+                radius: float = 1.0):
+    """Lexicographic levels from an optimal ``sigma`` (k, k) to the ≺R-minimal optimum (Theorem 5).
+
+    Each level minimises the largest profile entry over the free columns with the
+    fixed ones capped at ``(1 + slack)`` times their level value and every target
+    kept, by a log-barrier path (the free columns' max smoothed by its epigraph barrier)
+    solved with SM-II's whitened Newton-CG and Cholesky line search. The barrier
+    multipliers ``lam`` of the free columns converge to the strictly complementary ones,
+    so the columns with ``lam >= threshold * max lam`` are tight in every optimum of the
+    level and are fixed; a level whose value is within ``1e-6`` of the previous one is
+    merged into it. At most ``d`` levels.
+
+    Returns ``(sigma, levels, n_newton, n_hvp)``: ``sigma`` strictly meets every target
+    (``max h < 1``), ``levels`` a list of ``{"value", "columns"}`` in decreasing value.
+    """
+    k, d = problem.k, problem.d
+    if maxcg is None:
+        maxcg = min(k * (k + 1) // 2, 200)
+    free = np.ones(d, dtype=bool)
+    caps = np.full(d, np.inf)
+    sigma = sigma / (1.0 + slack)  # strictly inside h < 1
+    levels, n_newton, n_hvp = [], 0, 0
+    while free.any():
+        p, value, nn, nh = _solve_level(problem, sigma, free, caps, t0=_LEVEL_T0 * (d + problem.m), mu=mu,
+                                        maxcg=maxcg, sigma_ls=sigma_ls, beta=beta, radius=radius)
+        n_newton, n_hvp = n_newton + nn, n_hvp + nh
+        lam = np.zeros(d)
+        lam[free] = p.lam
+        new = free & (lam >= threshold * lam.max())
+        cols = np.flatnonzero(new)
+        if levels and value >= levels[-1]["value"] * (1.0 - 1e-6):
+            levels[-1]["columns"] = sorted(levels[-1]["columns"] + cols.tolist())
+        else:
+            levels.append({"value": value, "columns": cols.tolist()})
+        caps[cols] = max(levels[-1]["value"], float(p.g[cols].max())) * (1.0 + slack)
+        free &= ~new
+        sigma = p.sigma
+    return sigma, levels, n_newton, n_hvp
+
+
+def _polish(problem: FitnessProblem, sigma: np.ndarray, log) -> tuple[np.ndarray, dict, int]:
+    """Run :func:`refine_smii` on SM-II's certified ``sigma`` (k, k) (max ratio 1).
+
+    Returns ``(sigma, info, n_hvp)``. The polished ``Sigma`` is rescaled to meet every
+    target exactly; it is kept only if its privacy cost is at most ``1 + 1e-6`` times
+    the certified one (the levels' slack is ``1e-7``), so the certified gap still holds,
+    otherwise ``info["refine_failed"]`` says why and ``sigma`` is returned unchanged.
+    """
+    t0 = time.perf_counter()
+    cost = privacy_cost(sigma, problem.B)
+    refined, levels, n_newton, n_hvp = refine_smii(problem, sigma)
+    refined = refined / float(_variance_ratios(problem.L, refined, problem.c).max())
+    new_cost = privacy_cost(refined, problem.B)
+    info = {"refine_levels": levels, "refine_newton": n_newton, "refine_time": time.perf_counter() - t0}
+    if new_cost <= cost * (1.0 + 1e-6):
+        sigma = refined
+    else:
+        info["refine_failed"] = f"refined Sigma costs {new_cost:.10g} > {cost:.10g} of the certified one"
+    log.note(f"refinement: {len(levels)} levels, {n_newton} Newton steps, {info['refine_time']:.2f} s"
+             + (f"; {info['refine_failed']}" if "refine_failed" in info else ""))
+    return sigma, info, n_hvp
+
+
 def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.0, t2: float = 1.0,
                mu: float = 10.0, maxcg: int = 5, maxcg_cap: int = 40, tol2: float = 1e-10, nttol: float = 1e-10,
                sigma_ls: float = 0.01, beta: float = 0.5, maxiter: int = 2000, tol: float = 1e-4,
                t_max: float = 1e9, radius: float = 1.0, ntrel: float = 1e-3, max_time: float | None = None,
-               verbose: bool = False) -> Solution:
+               refine: bool | str = "auto", verbose: bool = False) -> Solution:
     """Solve Problem 1 by SM-II (Algorithm 1 of the paper) with a certified stop.
 
     Parameters
@@ -538,6 +770,12 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.
     radius : float
         Truncated CG stops on the ball ``||E||_F <= radius sqrt(k)`` in whitened
         coordinates (a relative change of ``Sigma`` of about ``radius`` per direction).
+    refine : bool or "auto"
+        After a certified ("optimal") solve, polish ``Sigma`` to the unique ≺R-minimal
+        optimum (Theorem 5) by :func:`refine_smii`; "auto" does so when
+        ``k <= REFINE_AUTO_MAX_K``. The soft max alone does not single it out when
+        Problem 1 has many optima: at the ``t`` a small gap needs, the weights of the
+        columns that are not tight underflow.
     verbose : bool
         Print an iteration log.
 
@@ -547,7 +785,9 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.
         ``sigma`` (k, k) meeting every target (max ratio 1), ``privacy_cost``,
         ``lower_bound``, ``gap``, ``lam`` (d,) and ``mu`` (m,) (soft-max weights, ``mu``
         divided by ``c``), ``nit``, ``n_hvp``, ``time``, ``history``; ``info`` holds
-        ``n_cg``, the final ``t1`` and ``t2``.
+        ``n_cg``, the final ``t1`` and ``t2`` and, when refined, ``refine_levels`` (list
+        of ``{"value", "columns"}``, decreasing), ``refine_newton``, ``refine_time`` and,
+        if the polish was rejected, ``refine_failed``.
 
     Raises
     ------
@@ -557,7 +797,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.
     return _run(problem, method="smii", direction=_newton_direction, callback=callback, Q=Q, t1=t1, t2=t2,
                 mu=mu, maxcg=maxcg, tol2=tol2, nttol=nttol, sigma_ls=sigma_ls, beta=beta, maxiter=maxiter,
                 tol=tol, t_max=t_max, max_time=max_time, verbose=verbose, radius=radius, ntrel=ntrel,
-                maxcg_cap=maxcg_cap)
+                maxcg_cap=maxcg_cap, refine=refine)
 
 
 def solve_gd(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.0, t2: float = 1.0,
