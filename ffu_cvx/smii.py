@@ -46,6 +46,7 @@ import dataclasses
 import math
 import sys
 import time
+import warnings
 
 import numpy as np
 from scipy import linalg
@@ -629,8 +630,10 @@ def _solve_level(problem, sigma, free, caps, *, t0, mu, maxcg, sigma_ls, beta, r
     """
     B, L, c = problem.B, problem.L, problem.c
     n_con = problem.d + problem.m
-    scale = float(_LevelPoint.at(B, L, c, sigma, free, caps, 1.0, t0).g[free].max())
-    t = t0
+    p = _LevelPoint.at(B, L, c, sigma, free, caps, 1.0, t0)
+    if p is None:
+        raise SolverError("refinement level: the starting Sigma is not strictly feasible", status="solver_error")
+    scale, t = float(p.g[free].max()), t0
     p = _LevelPoint.at(B, L, c, sigma, free, caps, scale, t)
     nit = n_hvp = 0
     while True:
@@ -683,7 +686,8 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = 1e
     k, d = problem.k, problem.d
     if maxcg is None:
         maxcg = min(k * (k + 1) // 2, 200)
-    free = np.ones(d, dtype=bool)
+    zero = ~np.any(problem.B != 0, axis=0)  # g_i = 0 for every Sigma: a last level of value 0
+    free = ~zero
     caps = np.full(d, np.inf)
     sigma = sigma / (1.0 + slack)  # strictly inside h < 1
     levels, n_newton, n_hvp = [], 0, 0
@@ -691,6 +695,9 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = 1e
         p, value, nn, nh = _solve_level(problem, sigma, free, caps, t0=_LEVEL_T0 * (d + problem.m), mu=mu,
                                         maxcg=maxcg, sigma_ls=sigma_ls, beta=beta, radius=radius)
         n_newton, n_hvp = n_newton + nn, n_hvp + nh
+        if not np.all(np.isfinite(p.lam)):
+            raise SolverError(f"refinement level {len(levels) + 1}: non-finite barrier multipliers",
+                              status="solver_error", nit=n_newton)
         lam = np.zeros(d)
         lam[free] = p.lam
         new = free & (lam >= threshold * lam.max())
@@ -702,6 +709,8 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = 1e
         caps[cols] = max(levels[-1]["value"], float(p.g[cols].max())) * (1.0 + slack)
         free &= ~new
         sigma = p.sigma
+    if zero.any():
+        levels.append({"value": 0.0, "columns": np.flatnonzero(zero).tolist()})
     return sigma, levels, n_newton, n_hvp
 
 
@@ -710,19 +719,28 @@ def _polish(problem: FitnessProblem, sigma: np.ndarray, log) -> tuple[np.ndarray
 
     Returns ``(sigma, info, n_hvp)``. The polished ``Sigma`` is rescaled to meet every
     target exactly; it is kept only if its privacy cost is at most ``1 + 1e-6`` times
-    the certified one (the levels' slack is ``1e-7``), so the certified gap still holds,
-    otherwise ``info["refine_failed"]`` says why and ``sigma`` is returned unchanged.
+    the certified one (the levels' slack is ``1e-7``), so the certified gap still holds;
+    otherwise (or if a level fails) ``info["refine_failed"]`` says why, a
+    ``RuntimeWarning`` is issued and ``sigma`` is returned unchanged.
     """
     t0 = time.perf_counter()
     cost = privacy_cost(sigma, problem.B)
-    refined, levels, n_newton, n_hvp = refine_smii(problem, sigma)
-    refined = refined / float(_variance_ratios(problem.L, refined, problem.c).max())
-    new_cost = privacy_cost(refined, problem.B)
+    try:
+        refined, levels, n_newton, n_hvp = refine_smii(problem, sigma)
+    except SolverError as err:
+        refined, levels, n_newton, n_hvp = None, [], err.nit or 0, 0
+        failed = str(err)
+    else:
+        refined = refined / float(_variance_ratios(problem.L, refined, problem.c).max())
+        new_cost = privacy_cost(refined, problem.B)
+        failed = None if new_cost <= cost * (1.0 + 1e-6) else \
+            f"refined Sigma costs {new_cost:.10g} > {cost:.10g} of the certified one"
     info = {"refine_levels": levels, "refine_newton": n_newton, "refine_time": time.perf_counter() - t0}
-    if new_cost <= cost * (1.0 + 1e-6):
+    if failed is None:
         sigma = refined
     else:
-        info["refine_failed"] = f"refined Sigma costs {new_cost:.10g} > {cost:.10g} of the certified one"
+        info["refine_failed"] = failed
+        warnings.warn(f"SM-II refinement: {failed}; returning the unrefined optimum", RuntimeWarning, stacklevel=4)
     log.note(f"refinement: {len(levels)} levels, {n_newton} Newton steps, {info['refine_time']:.2f} s"
              + (f"; {info['refine_failed']}" if "refine_failed" in info else ""))
     return sigma, info, n_hvp

@@ -145,6 +145,28 @@ def test_refine_option():
         ffu.solve(problem, method="smii", refine="yes")
 
 
+def test_refinement_zero_column_and_fallback(monkeypatch):
+    # A cell no query touches (a zero column of B) has profile 0 in every Sigma: it is
+    # the last level, with value 0, and needs no barrier solve.
+    problem = ffu.FitnessProblem(np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]]), [1.0, 1.0])
+    sol = ffu.solve(problem, method="smii")
+    assert sol.privacy_cost == pytest.approx(4 / 3, rel=1e-6)
+    assert [lv["columns"] for lv in sol.info["refine_levels"]] == [[0, 1], [2]]
+    assert sol.info["refine_levels"][-1]["value"] == 0.0
+    # A failing level keeps SM-II's certified Sigma, with a warning and the reason.
+    raw = ffu.solve(problem, method="smii", refine=False)
+
+    def fail(*args, **kwargs):
+        raise SolverError("refinement level: the starting Sigma is not strictly feasible", nit=0)
+
+    monkeypatch.setattr(smii, "refine_smii", fail)
+    with pytest.warns(RuntimeWarning, match="returning the unrefined optimum"):
+        sol = ffu.solve(problem, method="smii")
+    assert "not strictly feasible" in sol.info["refine_failed"]
+    np.testing.assert_allclose(sol.sigma, raw.sigma, rtol=1e-12)
+    check_solution(sol)
+
+
 @pytest.mark.parametrize("fixed", [[], [0, 3]])
 def test_level_gradient_and_hessp_match_finite_differences(fixed):
     # The refinement level's barrier objective Phi, its whitened gradient and Hessian
