@@ -1,6 +1,6 @@
 """Figures 2 and 3: marginal workloads A and B on ``n`` binary attributes (§7.6).
 
-For each ``n`` up to ``2**n = 1024`` cells, the §7 protocol of
+For each ``n`` up to ``2**n = 4096`` cells, the §7 protocol of
 :mod:`experiments.ratios` (SM-II on the row basis, every baseline rescaled to its
 privacy cost). The Fourier mechanism (:mod:`ffu_cvx.fourier`) gives the exact optimum
 ``alpha*`` in closed form, so it is drawn as the reference curve well past the reach
@@ -20,7 +20,7 @@ from . import common
 from .ratios import SMII_OPTIONS, mechanism_ratios
 
 #: Dense range (cells 2**n) and the Fourier-only range of n.
-N_DENSE, N_FOURIER = tuple(range(2, 11)), tuple(range(2, 21))
+N_DENSE, N_FOURIER = tuple(range(2, 13)), tuple(range(2, 21))
 QUICK_N_DENSE, QUICK_N_FOURIER = (2, 3, 4), tuple(range(2, 7))
 CURVES = (("GM", "o", "tab:blue"), ("HM", "s", "tab:orange"), ("CA", "^", "tab:green"),
           ("SM-II", "D", "tab:red"), ("IM", "x", "tab:gray"))
