@@ -38,6 +38,14 @@ with a backtracking line search that tests positive definiteness by Cholesky
   the relative gap of the normalised cost ``alpha * max_ratio`` is at most ``tol``. The
   soft-max error, hence the gap, falls like ``1 / t``, so near the goal ``t`` grows by
   less than ``mu``.
+- Refinement polish (``refine``, :func:`refine_smii`): when Problem 1 has many optima the
+  soft max does not pick the ≺R-minimal one (Theorem 5), because at the ``t`` a small gap
+  needs the weights of the columns that are not tight underflow. After a certified
+  solve, lexicographic levels as in :mod:`ffu_cvx.refine`, each a log-barrier path on
+  the same whitened Newton-CG: minimise the largest free profile entry (its epigraph
+  barrier ``phi_t``) with the fixed columns capped at their level value times
+  ``1 + 1e-7`` and every target kept; the barrier multipliers tend to the strictly
+  complementary ones, so those of the free columns say which are tight in every optimum.
 """
 
 from __future__ import annotations
@@ -511,18 +519,22 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
 # Refinement polish: the ≺R-minimal optimum (Theorem 5) by matrix-free barrier levels.
 # ---------------------------------------------------------------------------------------
 
-#: ``refine="auto"`` polishes up to this basis size ``k`` (measured cost in the README).
+#: ``refine="auto"`` polishes up to this basis size ``k``: there a level's Newton steps
+#: may run CG to ``k (k + 1) / 2`` iterations (exact directions; the barrier Hessian is
+#: too ill-conditioned for truncated ones) and the polish costs at most a few seconds.
 REFINE_AUTO_MAX_K = 32
 #: A level's barrier path ends when its duality-gap bound ``n / t`` falls below this.
-_LEVEL_GAP = 1e-10
+_LEVEL_GAP = 1e-9
 #: A barrier sub-problem ends when the Newton decrement ``-<E, grad>`` is below this over ``t``.
 _LEVEL_DECREMENT = 1e-3
 #: A level's barrier path starts at ``t = _LEVEL_T0 (d + m)`` (duality-gap bound ``1 / _LEVEL_T0``).
 _LEVEL_T0 = 10.0
 #: CG stops when its residual is below this fraction of the gradient (inexact Newton).
 _LEVEL_CG_RTOL = 1e-4
+#: Default cap on CG iterations per Newton step of a level (``k (k + 1) / 2`` below it).
+_LEVEL_MAXCG = 600
 #: Newton steps per barrier sub-problem before moving on.
-_LEVEL_MAX_NEWTON = 60
+_LEVEL_MAX_NEWTON = 30
 
 
 def _epigraph_max(x: np.ndarray, t: float):
@@ -685,7 +697,7 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = 1e
     """
     k, d = problem.k, problem.d
     if maxcg is None:
-        maxcg = min(k * (k + 1) // 2, 200)
+        maxcg = min(k * (k + 1) // 2, _LEVEL_MAXCG)
     zero = ~np.any(problem.B != 0, axis=0)  # g_i = 0 for every Sigma: a last level of value 0
     free = ~zero
     caps = np.full(d, np.inf)
