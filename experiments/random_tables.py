@@ -15,7 +15,7 @@ from ffu_cvx import workloads
 from .ratios import run_ratio_table
 
 SIZES = (64, 128, 256, 512, 1024)
-QUICK_SIZES = (16, 32)
+QUICK_SIZES = (16, 24)
 SEED = 0
 
 #: name -> (builder, targets, paper basis, title, paper rows by d)
