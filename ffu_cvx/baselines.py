@@ -161,11 +161,12 @@ def hm(problem: FitnessProblem, *, branching: int | None = None, certify: bool =
     ``branching`` defaults to :func:`hierarchical_branching` of ``d``; it is returned in
     ``solution.info["branching"]`` with the tree's number of levels.
     """
+    if problem.d == 1:  # a single cell: the tree is its leaf
+        return strategy_solution(problem, np.ones((1, 1)), method="hm", certify=certify, branching=1, levels=1)
     b = hierarchical_branching(problem.d) if branching is None else branching
-    T = hierarchical_strategy(problem.d, b) if problem.d > 1 else np.ones((1, 1))
-    sol = strategy_solution(problem, T, method="hm", certify=certify, branching=int(b),
-                            levels=int(round(strategy_cost(T))))
-    return sol
+    T = hierarchical_strategy(problem.d, b)
+    return strategy_solution(problem, T, method="hm", certify=certify, branching=int(b),
+                             levels=int(round(strategy_cost(T))))
 
 
 # --------------------------------------------------------------------------- CA

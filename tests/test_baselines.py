@@ -64,6 +64,8 @@ def test_hierarchical_tree_structure():
     h = bl.hm(prob)
     assert h.info["branching"] == 16 and h.info["levels"] == 3
     assert h.privacy_cost == pytest.approx(3.0, rel=1e-10)
+    one = bl.hm(ffu.FitnessProblem(np.array([[2.0]]), [1.0]))
+    assert one.info["levels"] == 1 and one.variances[0] == pytest.approx(4.0)
     with pytest.raises(ValueError, match="branching"):
         bl.hierarchical_strategy(10, 1)
     with pytest.raises(ValueError, match="`n`"):
