@@ -501,7 +501,7 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
     if refine == "auto":
         refine = problem.k <= REFINE_AUTO_MAX_K
     if refine and status == OPTIMAL:
-        sigma, extra, nh = _polish(problem, sigma, log)
+        sigma, extra, nh = _polish(problem, sigma, lb * (1.0 + tol), min(1e-7, 0.1 * tol), log)
         n_hvp += nh
     elapsed = time.perf_counter() - start
     sol = Solution.from_sigma(problem, sigma, method=method, status=status,
@@ -726,27 +726,29 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = 1e
     return sigma, levels, n_newton, n_hvp
 
 
-def _polish(problem: FitnessProblem, sigma: np.ndarray, log) -> tuple[np.ndarray, dict, int]:
+def _polish(problem: FitnessProblem, sigma: np.ndarray, allowed: float, slack: float,
+            log) -> tuple[np.ndarray, dict, int]:
     """Run :func:`refine_smii` on SM-II's certified ``sigma`` (k, k) (max ratio 1).
 
     Returns ``(sigma, info, n_hvp)``. The polished ``Sigma`` is rescaled to meet every
-    target exactly; it is kept only if its privacy cost is at most ``1 + 1e-6`` times
-    the certified one (the levels' slack is ``1e-7``), so the certified gap still holds;
+    target exactly; it is kept only if its privacy cost is at most ``allowed`` (the
+    certified lower bound times ``1 + tol``) or that of ``sigma``, so the requested gap
+    still holds (the levels' relative ``slack`` is ``min(1e-7, tol / 10)``);
     otherwise (or if a level fails) ``info["refine_failed"]`` says why, a
     ``RuntimeWarning`` is issued and ``sigma`` is returned unchanged.
     """
     t0 = time.perf_counter()
     cost = privacy_cost(sigma, problem.B)
     try:
-        refined, levels, n_newton, n_hvp = refine_smii(problem, sigma)
+        refined, levels, n_newton, n_hvp = refine_smii(problem, sigma, slack=slack)
     except SolverError as err:
         refined, levels, n_newton, n_hvp = None, [], err.nit or 0, 0
         failed = str(err)
     else:
         refined = refined / float(_variance_ratios(problem.L, refined, problem.c).max())
         new_cost = privacy_cost(refined, problem.B)
-        failed = None if new_cost <= cost * (1.0 + 1e-6) else \
-            f"refined Sigma costs {new_cost:.10g} > {cost:.10g} of the certified one"
+        failed = None if new_cost <= max(cost, allowed) else \
+            f"refined Sigma costs {new_cost:.10g} > {max(cost, allowed):.10g} allowed by the certified gap"
     info = {"refine_levels": levels, "refine_newton": n_newton, "refine_time": time.perf_counter() - t0}
     if failed is None:
         sigma = refined
