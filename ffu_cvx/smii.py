@@ -692,10 +692,30 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = 1e
     level and are fixed; a level whose value is within ``1e-6`` of the previous one is
     merged into it. At most ``d`` levels.
 
+    ``sigma`` must be positive definite with every variance ratio at most 1 (SM-II's
+    rescaled optimum); ``maxcg`` defaults to ``min(k (k + 1) / 2, 600)``.
+
     Returns ``(sigma, levels, n_newton, n_hvp)``: ``sigma`` strictly meets every target
     (``max h < 1``), ``levels`` a list of ``{"value", "columns"}`` in decreasing value.
+
+    Raises
+    ------
+    ValueError
+        On a malformed ``problem``, ``sigma``, ``slack`` or ``threshold``.
+    SolverError
+        When ``sigma`` is not strictly feasible after the ``1 + slack`` shrink, or a
+        level's multipliers are not finite.
     """
+    if not isinstance(problem, FitnessProblem):
+        raise ValueError(f"`problem` must be a FitnessProblem, got {type(problem).__name__}")
     k, d = problem.k, problem.d
+    sigma = np.asarray(sigma, dtype=float)
+    if sigma.shape != (k, k) or not np.all(np.isfinite(sigma)):
+        raise ValueError(f"`sigma` must be a finite ({k}, {k}) matrix on the basis coordinates, got shape {sigma.shape}")
+    if not (math.isfinite(slack) and 0 < slack < 1e-2):
+        raise ValueError(f"`slack` must lie in (0, 1e-2), got {slack!r}")
+    if not (math.isfinite(threshold) and 0 < threshold < 1):
+        raise ValueError(f"`threshold` must lie in (0, 1), got {threshold!r}")
     if maxcg is None:
         maxcg = min(k * (k + 1) // 2, _LEVEL_MAXCG)
     zero = ~np.any(problem.B != 0, axis=0)  # g_i = 0 for every Sigma: a last level of value 0

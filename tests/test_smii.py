@@ -165,6 +165,14 @@ def test_refinement_zero_column_and_fallback(monkeypatch):
     assert "not strictly feasible" in sol.info["refine_failed"]
     np.testing.assert_allclose(sol.sigma, raw.sigma, rtol=1e-12)
     check_solution(sol)
+    monkeypatch.undo()
+    with pytest.raises(SolverError, match="not strictly feasible"):
+        smii.refine_smii(problem, 2.0 * raw.sigma)  # violates the targets
+    for kwargs, name in (({"slack": 0.0}, "`slack`"), ({"threshold": 1.0}, "`threshold`")):
+        with pytest.raises(ValueError, match=name):
+            smii.refine_smii(problem, raw.sigma, **kwargs)
+    with pytest.raises(ValueError, match="`sigma`"):
+        smii.refine_smii(problem, np.eye(3))
 
 
 @pytest.mark.parametrize("fixed", [[], [0, 3]])
