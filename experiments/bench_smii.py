@@ -1,7 +1,7 @@
 """Benchmark of SM-II at scale (README "Performance: SM-II").
 
 ``python -m experiments.bench_smii [--large] [--quick] [--sizes ...] [--tol 1e-3]
-[--max-time 600] [--profile D]``
+[--max-time 600] [--float32] [--no-precondition] [--profile D]``
 
 Prefix and random ranges (random targets, seed 0) for d = 64, 128, 256, 512, 1024
 (and 2048 with ``--large``): wall time, Newton iterations, CG iterations, Hessian
@@ -9,6 +9,8 @@ products, alpha, certified gap and peak memory (``tracemalloc`` peak of the solv
 the process's maximum resident set size). ``--profile D`` runs prefix(D) under
 cProfile and prints where the time goes. ``--quick`` runs d = 64 only. Cells are
 cached under ``results/cache/bench_smii`` (timings included: ``--force`` re-measures).
+``--float32`` evaluates CG's Hessian products in single precision and
+``--no-precondition`` runs the paper's plain CG (see :func:`ffu_cvx.smii.solve_smii`).
 On a shared machine run it as ``OPENBLAS_NUM_THREADS=1 python -m experiments.bench_smii``:
 oversubscribed BLAS threads slow small products down many times over.
 """
@@ -30,7 +32,7 @@ from ffu_cvx import workloads
 from . import common
 
 NAME = "bench_smii"
-CELL_VERSION = 1
+CELL_VERSION = 2
 SEED = 0
 
 
@@ -40,11 +42,11 @@ def _problem(workload: str, d: int) -> ffu.FitnessProblem:
     return ffu.FitnessProblem.from_workload(workloads.random_ranges(d, targets="random", seed=SEED))
 
 
-def run_cell(problem: ffu.FitnessProblem, tol: float, max_time: float) -> dict:
-    """One SM-II solve with its time, counters and peak memory."""
+def run_cell(problem: ffu.FitnessProblem, tol: float, max_time: float, **options) -> dict:
+    """One SM-II solve (``options`` passed on) with its time, counters and peak memory."""
     tracemalloc.start()
     t0 = time.perf_counter()
-    sol = ffu.solve(problem, method="smii", tol=tol, max_time=max_time)
+    sol = ffu.solve(problem, method="smii", tol=tol, max_time=max_time, **options)
     wall = time.perf_counter() - t0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -53,12 +55,12 @@ def run_cell(problem: ffu.FitnessProblem, tol: float, max_time: float) -> dict:
             "peak_mb": peak / 2**20, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def profile(d: int, tol: float, max_time: float, top: int = 15) -> str:
-    """cProfile of prefix(d): the ``top`` functions by own time."""
-    problem = _problem("prefix", d)
+def profile(d: int, tol: float, max_time: float, top: int = 15, workload: str = "prefix", **options) -> str:
+    """cProfile of ``workload`` at ``d``: the ``top`` functions by own time."""
+    problem = _problem(workload, d)
     prof = cProfile.Profile()
     prof.enable()
-    ffu.solve(problem, method="smii", tol=tol, max_time=max_time)
+    ffu.solve(problem, method="smii", tol=tol, max_time=max_time, **options)
     prof.disable()
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
@@ -72,10 +74,14 @@ def main(argv=None):
     p.add_argument("--workloads", nargs="+", default=["prefix", "ranges"], choices=["prefix", "ranges"])
     p.add_argument("--tol", type=float, default=1e-3, help="certified relative gap to stop at")
     p.add_argument("--max-time", type=float, default=600.0, help="per-solve time cap in seconds")
-    p.add_argument("--profile", type=int, default=None, metavar="D", help="profile prefix(D) and exit")
+    p.add_argument("--float32", action="store_true", help="single-precision Hessian products inside CG")
+    p.add_argument("--no-precondition", action="store_true", help="the paper's plain CG")
+    p.add_argument("--profile", type=int, default=None, metavar="D",
+                   help="profile the first of --workloads at D and exit")
     args = p.parse_args(argv)
+    options = {"float32": args.float32, "precondition": "auto" if not args.no_precondition else False}
     if args.profile:
-        print(profile(args.profile, args.tol, args.max_time))
+        print(profile(args.profile, args.tol, args.max_time, workload=args.workloads[0], **options))
         return []
     sizes = args.sizes or ([64] if args.quick else [64, 128, 256, 512, 1024] + ([2048] if args.large else []))
     cache = common.Cache(NAME, force=args.force, collect=args.collect, enabled=not args.no_cache)
@@ -84,8 +90,8 @@ def main(argv=None):
     for wl, d in common.progress([(w, d) for w in args.workloads for d in sizes], NAME, args.quiet):
         problem = _problem(wl, d)
         row = {"workload": wl, "d": d, "k": problem.k, "m": problem.m}
-        key = {**row, "seed": SEED, "tol": args.tol, "max_time": args.max_time, "version": CELL_VERSION}
-        value = cache.run(key, lambda: run_cell(problem, args.tol, args.max_time))
+        key = {**row, "seed": SEED, "tol": args.tol, "max_time": args.max_time, "version": CELL_VERSION, **options}
+        value = cache.run(key, lambda: run_cell(problem, args.tol, args.max_time, **options))
         if value is not None:
             rows.append({**row, **value})
             if not args.quiet:
@@ -98,7 +104,7 @@ def main(argv=None):
         print(f"\n({total:.1f} s; wall-clock on this machine, shared with other jobs)", file=sys.stderr)
     threads = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
     common.write_results(NAME, rows, meta={"tol": args.tol, "max_time": args.max_time, "seed": SEED,
-                                           "total_time_s": total, "blas_threads": threads},
+                                           "total_time_s": total, "blas_threads": threads, **options},
                          columns=columns, title="SM-II at scale", floatfmt=".5g")
     return rows
 

@@ -365,3 +365,52 @@ def test_gd_reaches_the_optimum_on_a_tiny_problem():
     sol = ffu.solve(ffu.FitnessProblem(W, 1.0, basis=W), method="gd", tol=1e-3, max_time=60)
     assert sol.status == OPTIMAL and sol.gap <= 1e-3
     assert sol.privacy_cost == pytest.approx(4 / 3, rel=1e-3)
+
+
+@pytest.mark.parametrize("t", [1.0, 3.0])
+def test_preconditioner_is_spd_and_keeps_the_newton_direction(t):
+    # The rotated frame and the diagonal-plus-rank-two preconditioner: a symmetric
+    # positive definite map; preconditioned CG run to convergence solves the same
+    # Newton system (in the rotated frame) as plain CG.
+    rng = np.random.default_rng(11)
+    problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(10, targets="random", seed=3))
+    sigma = random_spd(problem.k, rng)
+    p = smii._evaluate(problem.B, problem.L, problem.c, sigma, t, t)
+    op = smii._Whitened(p, problem.L, problem.c)
+    Q = op.rotate()
+    pre = op.preconditioner()
+    X, Y = random_symmetric(problem.k, rng), random_symmetric(problem.k, rng)
+    assert np.vdot(X, pre(Y)) == pytest.approx(np.vdot(pre(X), Y), rel=1e-9)
+    assert np.vdot(X, pre(X)) > 0 and np.vdot(Y, pre(Y)) > 0
+    n = problem.k * (problem.k + 1) // 2
+    E_pre, _ = smii._conjugate_gradient(op, 4 * n, 1e-20 * np.vdot(op.grad, op.grad), 1e12, precond=pre)
+    res = op.hvp(E_pre) + op.grad
+    assert np.linalg.norm(res) <= 1e-8 * np.linalg.norm(op.grad)
+    # the directions themselves agree
+    plain = smii._Whitened(p, problem.L, problem.c)
+    E_plain, _ = smii._conjugate_gradient(plain, 4 * n, 1e-24, 1e12)
+    np.testing.assert_allclose(Q @ E_pre @ Q.T, E_plain, rtol=0, atol=1e-7 * np.abs(E_plain).max())
+    # and it is the Newton direction of Problem 4 in the coordinates of Sigma
+    D = _sym(p.R @ Q @ E_pre @ Q.T @ p.R.T)
+    _, G = smii.objective(problem, sigma, t, t)
+    np.testing.assert_allclose(smii.hessp(problem, sigma, D, t, t), -G, rtol=0, atol=1e-6 * np.abs(G).max())
+
+
+def _sym(X):
+    return 0.5 * (X + X.T)
+
+
+@pytest.mark.parametrize("options", [dict(precondition=True), dict(precondition=False, float32=True),
+                                     dict(precondition=True, float32=True)])
+def test_preconditioned_and_single_precision_solves_agree(options):
+    # Every variant of the step solver reaches the exact optimum of prefix(32) (SDP value).
+    problem = prefix_problem(32)
+    sol = ffu.solve(problem, method="smii", refine=False, **options)
+    check_solution(sol)
+    assert sol.privacy_cost == pytest.approx(PREFIX_OPT[32], rel=1e-4)
+
+
+def test_step_solver_options_are_validated():
+    for bad in (dict(precondition="yes"), dict(float32=1)):
+        with pytest.raises(ValueError, match="precondition|float32"):
+            ffu.solve(prefix_problem(4), method="smii", **bad)
