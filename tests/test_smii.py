@@ -414,3 +414,18 @@ def test_step_solver_options_are_validated():
     for bad in (dict(precondition="yes"), dict(float32=1)):
         with pytest.raises(ValueError, match="precondition|float32"):
             ffu.solve(prefix_problem(4), method="smii", **bad)
+
+
+@pytest.mark.parametrize("kind", ["random_ranges", "random_pm1"])
+def test_preconditioned_cg_needs_fewer_hessian_products(kind):
+    # Random targets at d = 40 (k > PRECONDITION_MIN_K, so "auto" preconditions): both
+    # step solvers certify 1e-4, agree on alpha, and the preconditioned one uses fewer
+    # Hessian products (measured: 2820 vs 6568 on ranges, 1378 vs 1722 on +-1).
+    problem = ffu.FitnessProblem.from_workload(getattr(workloads, kind)(40, targets="random", seed=2))
+    assert problem.k > smii.PRECONDITION_MIN_K
+    pre = ffu.solve(problem, method="smii", refine=False)
+    plain = ffu.solve(problem, method="smii", refine=False, precondition=False)
+    check_solution(pre)
+    check_solution(plain)
+    assert pre.privacy_cost == pytest.approx(plain.privacy_cost, rel=2e-4)
+    assert pre.n_hvp < plain.n_hvp
