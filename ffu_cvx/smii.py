@@ -24,6 +24,14 @@ with a backtracking line search that tests positive definiteness by Cholesky
   Newton direction is unchanged; the truncated one is far better, and the
   Hessian-vector product needs no triangular solve: with ``Y = R^{-1} B`` (k, d) and
   ``V = L R`` (m, k) it is five matrix products.
+- Preconditioned CG (``precondition``, on for ``k > PRECONDITION_MIN_K``): the whitened
+  frame is turned by the eigenvectors of ``M`` (one ``eigh`` per Newton step), where the
+  Lyapunov part ``E M + M E`` of the Hessian is diagonal; the soft-max parts add their
+  diagonals there, and their centring is an exact rank-two term (Woodbury), so applying
+  the preconditioner is elementwise. It halves to quarters the Hessian products on
+  random ranges; on prefix, whose columns are all tight, it gains little.
+- ``float32``: the Hessian products inside CG in single precision (the direction
+  only; gradient, line search and certificate stay in float64).
 - Every sub-problem starts from the normalised problem (``Sigma`` and ``c`` rescaled so
   that ``max g = max h = 1``), so ``t`` has the same meaning on every workload.
 - Steihaug's guard: CG stops on the ball ``||E||_F <= radius sqrt(k)`` or at
@@ -36,6 +44,8 @@ with a backtracking line search that tests positive definiteness by Cholesky
 - Stopping is certified: at the end of a sub-problem :func:`ffu_cvx.certificate.certify`
   starts from ``(w, u / c)``, the best bound so far is kept, and the solver stops when
   the relative gap of the normalised cost ``alpha * max_ratio`` is at most ``tol``. The
+  dual ascent is skipped when the best bound already certifies ``tol``, or when it has
+  stopped improving and the gap is still above ``3 tol``. The
   soft-max error, hence the gap, falls like ``1 / t``, so near the goal ``t`` grows by
   less than ``mu``.
 - Refinement polish (``refine``, :func:`refine_smii`): when Problem 1 has many optima the
