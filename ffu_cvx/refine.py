@@ -16,10 +16,16 @@ It is found level by level, as in max-min fair allocation:
 3. repeat until no column is free.
 
 The multipliers of the free columns sum to 1 at every level, so each level fixes at
-least one column and the loop ends after at most ``d`` solves. A column whose small
-multiplier is missed is caught one level later (the next level then has the same
-value and is merged into the previous one). Fixed levels are relaxed by a relative
-``slack`` so that the solver's tolerance never makes a later level infeasible.
+least one column and the loop ends after at most ``d`` solves. A multiplier can be
+small and still positive (a column tight in every optimum that barely blocks the
+level): the interior-point solve is maximally complementary, so such a column is
+told apart from a free one by comparing its multiplier with its profile gap
+(:func:`tight_columns`). A column still missed is caught one level later (the next
+level then has the same value and is merged into the previous one). Fixed levels are
+relaxed by a relative ``slack`` so that the solver's tolerance never makes a later
+level infeasible; a level the solver fails on is retried with the other formulations
+and a larger slack, and if all retries fail the levels found so far are returned
+with a warning (their ``Sigma`` is still an optimum of Problem 1).
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ import numpy as np
 from .problem import FitnessProblem
 from .result import OPTIMAL_INACCURATE, USER_STOPPED, Solution
 
-__all__ = ["REFINE_CLARABEL_MAX_ORDER", "RefineResult", "refine_levels", "refine_from", "refine"]
+__all__ = ["REFINE_CLARABEL_MAX_ORDER", "RETRY_MAX_SLACK", "RefineResult", "refine_levels", "tight_columns",
+           "refine_from", "refine"]
 
 
 @dataclass
@@ -44,7 +51,10 @@ class RefineResult:
     sigma (k, k): the ≺R-minimal optimum (solver output, not rescaled); levels: list of
     ``{"value": float, "columns": list[int]}`` in decreasing value; nit, compile_time,
     solve_time: totals over the extra solves; stopped: a callback raised
-    ``StopIteration``; inaccurate: how many extra solves ended "optimal_inaccurate".
+    ``StopIteration``; inaccurate: how many extra solves ended "optimal_inaccurate";
+    slack: the relative slack of the caps in the end (raised by retries); retries: how
+    many level solves failed and were retried; failed: why the refinement stopped early
+    ("" if it did not); free: the columns no level fixed (empty unless ``failed``).
 
     Capping the fixed columns at their level leaves the later SDPs a very thin
     interior, so interior-point solvers often end them at their reduced tolerance;
@@ -59,6 +69,10 @@ class RefineResult:
     solve_time: float = 0.0
     stopped: bool = False
     inaccurate: int = 0
+    slack: float = 0.0
+    retries: int = 0
+    failed: str = ""
+    free: list = field(default_factory=list)
 
 
 def refine_levels(
@@ -77,13 +91,14 @@ def refine_levels(
 ) -> RefineResult:
     """Run the refinement from a solved Problem 1 ``first`` (:class:`ffu_cvx.sdp.LevelResult`).
 
-    A free column is fixed at a level when its multiplier is at least ``threshold``
-    times the largest free multiplier and its profile is within ``profile_rtol`` of the
-    level value. A level whose value is within ``100 * slack`` of the previous one is
-    merged into it. ``callback(state)`` gets ``{"level", "value", "columns", "sigma"}``.
+    A free column is fixed at a level when its profile is within ``profile_rtol`` of
+    the level value and its multiplier marks it tight (:func:`tight_columns`). A level
+    whose value is within ``100 * slack`` of the previous one is merged into it. A
+    level the solver fails on is retried (:data:`RETRY_MAX_SLACK`); if every retry
+    fails, the levels found so far are returned with ``failed`` set and a
+    ``RuntimeWarning``. ``callback(state)`` gets ``{"level", "value", "columns", "sigma"}``.
     """
     from . import privacy
-    from .sdp import solve_level
 
     if not (math.isfinite(slack) and 0 <= slack < 1e-2):
         raise ValueError(f"`slack` must be in [0, 1e-2), got {slack!r}")
@@ -91,25 +106,24 @@ def refine_levels(
         raise ValueError(f"`threshold` must be in (0, 1), got {threshold!r}")
     d = problem.d
     free = np.ones(d, dtype=bool)
-    caps = np.zeros(d)
-    out = RefineResult(sigma=first.sigma)
+    fixed_at = np.zeros(d)  # level value of each fixed column; caps are fixed_at * (1 + slack)
+    out = RefineResult(sigma=first.sigma, slack=slack)
     level = first
     while True:
         p = privacy.profile(level.sigma, problem.B)
-        lam_free = np.where(free, level.lam, 0.0)
-        near = p >= level.value * (1.0 - profile_rtol)
-        new = free & (lam_free >= threshold * lam_free.max()) & near
+        level_tol = _tol(level) if tol is None else float(tol)
+        new = free & tight_columns(level.lam, p, level.value, free, threshold=threshold, tol=level_tol,
+                                   profile_rtol=profile_rtol)
         if not new.any():
             # The multipliers and the profile disagree (an inaccurate solve): fix the
             # column the multipliers point at, which always makes progress.
-            new = np.zeros(d, dtype=bool)
-            new[int(np.argmax(lam_free))] = True
+            new[int(np.argmax(np.where(free, level.lam, -np.inf)))] = True
         cols = np.flatnonzero(new)
-        if out.levels and level.value >= out.levels[-1]["value"] * (1.0 - 100.0 * slack - 10.0 * _tol(level)):
+        if out.levels and level.value >= out.levels[-1]["value"] * (1.0 - 100.0 * out.slack - 10.0 * level_tol):
             out.levels[-1]["columns"] = sorted(out.levels[-1]["columns"] + cols.tolist())
         else:
             out.levels.append({"value": float(level.value), "columns": cols.tolist()})
-        caps[cols] = out.levels[-1]["value"] * (1.0 + slack)
+        fixed_at[cols] = out.levels[-1]["value"]
         free &= ~new
         out.sigma = level.sigma
         if callback is not None:
@@ -121,18 +135,90 @@ def refine_levels(
                 return out
         if not free.any():
             return out
-        level = solve_level(problem, free=free, caps=caps, formulation=formulation, solver=solver, tol=tol,
-                            solver_options=solver_options, verbose=verbose)
-        out.nit += level.nit or 0
-        out.compile_time += level.compile_time
-        out.solve_time += level.solve_time
-        out.inaccurate += level.status == OPTIMAL_INACCURATE
+        level = _solve_with_retries(problem, out, free, fixed_at, formulation=formulation, solver=solver,
+                                    tol=tol, solver_options=solver_options, verbose=verbose)
+        if level is None:
+            out.free = np.flatnonzero(free).tolist()
+            warnings.warn(f"refine: {out.failed}", RuntimeWarning, stacklevel=3)
+            return out
+
+
+def tight_columns(lam: np.ndarray, profile: np.ndarray, value: float, free: np.ndarray, *, threshold: float,
+                  tol: float, profile_rtol: float) -> np.ndarray:
+    """Free columns (d,) bool that are tight in every optimum of a level, from one solve.
+
+    ``lam`` (d,) are the level's privacy multipliers and ``profile`` (d,) its profile.
+    Interior-point solvers end near the central path, where every free column has
+    ``lam_i * gap_i`` about the solver's tolerance ``tol`` (``lam`` normalised to sum 1
+    over the free columns, ``gap_i = 1 - profile_i / value``), and they converge to a
+    maximally complementary pair: a column tight in every optimum keeps a multiplier of
+    its own size while its gap shrinks like ``tol / lam_i``; any other column keeps its
+    gap while its multiplier shrinks. So a column is tight when its multiplier exceeds
+    both its gap and ``sqrt(tol)`` (the crossing point), or, as a scale-free check, when
+    it is at least ``threshold`` times the largest free multiplier. Either way its
+    profile must be within ``profile_rtol`` of ``value``.
+    """
+    lam_free = np.where(free, np.clip(lam, 0.0, None), 0.0)
+    total = lam_free.sum()
+    if not total > 0:
+        return np.zeros_like(free)
+    lam_n = lam_free / total
+    gap = 1.0 - profile / value
+    near = gap <= profile_rtol
+    central = (lam_n >= np.maximum(gap, 0.0)) & (lam_n >= math.sqrt(tol))
+    return free & near & ((lam_n >= threshold * lam_n.max()) | central)
 
 
 def _tol(level) -> float:
     from .sdp import DEFAULT_TOL
 
     return DEFAULT_TOL.get(level.solver, 1e-8)
+
+
+#: Largest relative slack the retries of a failed refinement level go up to.
+RETRY_MAX_SLACK = 1e-6
+
+
+def _solve_with_retries(problem, out: RefineResult, free, fixed_at, *, formulation, solver, tol, solver_options,
+                        verbose):
+    """Solve the next level; on a ``SolverError`` retry with the other primal formulations and
+    with the slack raised tenfold up to :data:`RETRY_MAX_SLACK`. Returns ``None`` (and sets
+    ``out.failed``) when every attempt fails."""
+    from .result import SolverError
+    from .sdp import solve_level
+
+    slacks = [out.slack]
+    while slacks[-1] * 10 <= RETRY_MAX_SLACK * (1 + 1e-9):
+        slacks.append(slacks[-1] * 10 if slacks[-1] > 0 else 1e-8)
+    forms = [formulation] + [f for f in ("pair", "inverse", "schur") if f != formulation]
+    errors = []
+    for s in slacks:
+        for form in forms:
+            try:
+                level = solve_level(problem, free=free, caps=fixed_at * (1.0 + s), formulation=form, solver=solver,
+                                    tol=tol, solver_options=solver_options, verbose=verbose)
+            except SolverError as exc:
+                errors.append(f"{form}/slack {s:g}: {exc.status}")
+                continue
+            if out.levels and not level.value <= out.levels[-1]["value"] * (1.0 + 1e-4):
+                # A level cannot cost more than the one before (its optimum is feasible
+                # here): the solver ended outside the caps.
+                errors.append(f"{form}/slack {s:g}: {level.raw_status} with value {level.value:.6g} above "
+                              f"the previous level {out.levels[-1]['value']:.6g}")
+                continue
+            out.slack = s
+            out.retries += len(errors)
+            out.nit += level.nit or 0
+            out.compile_time += level.compile_time
+            out.solve_time += level.solve_time
+            out.inaccurate += level.status == OPTIMAL_INACCURATE
+            return level
+    out.retries += len(errors)
+    out.failed = (f"level {len(out.levels) + 1} (columns {np.flatnonzero(free).tolist()}) failed in every retry "
+                  f"({'; '.join(errors)}); returning the {len(out.levels)} level(s) found so far, whose Sigma is "
+                  "an optimum of Problem 1 but not its unique ≺R-minimal one. Remedy: pass a larger `slack`, "
+                  "a looser `tol`, or the other `solver`")
+    return None
 
 
 #: With ``solver="auto"`` the levels after the first use Clarabel up to this LMI order:
@@ -160,20 +246,39 @@ def refine_from(
 ) -> Solution:
     """Refine a solved Problem 1 ``first`` (:class:`ffu_cvx.sdp.LevelResult`) and build the Solution.
 
-    Safety net: if the refined ``Sigma`` costs more than ``first``'s by a relative
-    ``gap_tol`` (an inaccurate level), the unrefined optimum is returned with a warning
-    and ``info["refine_failed"]`` says why.
+    Never raises once ``first`` is solved. If a level fails in every retry, the
+    ``Sigma`` of the last solved level is returned (an optimum of Problem 1) with a
+    ``RuntimeWarning``, ``info["refine_failed"]`` and ``info["refine_free"]`` (the
+    columns left unfixed). Safety net: if the refined ``Sigma`` costs more than
+    ``first``'s by a relative ``gap_tol`` (an inaccurate level), the unrefined optimum
+    is returned with a warning and ``info["refine_failed"]`` says why.
     """
-    from .sdp import finish, lmi_order, normalise_sigma
     from .privacy import privacy_cost
+    from .result import SolverError
+    from .sdp import finish, lmi_order, normalise_sigma, solve_level
 
     if str(solver).lower() == "auto":
         solver = "CLARABEL" if lmi_order(problem, formulation) <= REFINE_CLARABEL_MAX_ORDER else "SCS"
+    if solver.upper() == "CLARABEL" and first.solver != "CLARABEL":
+        # The levels read tight columns off maximally complementary multipliers, which an
+        # interior-point solve gives and a first-order one (SCS) does not: re-solve
+        # Problem 1 with Clarabel, keeping the first solve if that fails.
+        try:
+            first = solve_level(problem, formulation=formulation, solver="CLARABEL", tol=tol,
+                                solver_options=solver_options, verbose=verbose)
+            info = dict(info, refine_resolved=True, compile_time=info.get("compile_time", 0.0) + first.compile_time,
+                        solve_time=info.get("solve_time", 0.0) + first.solve_time)
+        except SolverError:
+            pass
     ref = refine_levels(problem, first, callback=callback, formulation=formulation, solver=solver, tol=tol,
                         solver_options=solver_options, verbose=verbose, slack=slack, threshold=threshold)
     info = dict(info, refine_levels=ref.levels, refine_inaccurate=ref.inaccurate, refine_solver=solver,
+                refine_retries=ref.retries, refine_slack=ref.slack,
                 compile_time=info.get("compile_time", 0.0) + ref.compile_time,
                 solve_time=info.get("solve_time", 0.0) + ref.solve_time)
+    if ref.failed:
+        info["refine_failed"] = ref.failed
+        info["refine_free"] = ref.free
     sigma = ref.sigma
     cost_first = privacy_cost(normalise_sigma(problem, first.sigma)[0], problem.B)
     cost_ref = privacy_cost(normalise_sigma(problem, sigma)[0], problem.B)
