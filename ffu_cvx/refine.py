@@ -149,12 +149,13 @@ def tight_columns(lam: np.ndarray, profile: np.ndarray, value: float, free: np.n
 
     ``lam`` (d,) are the level's privacy multipliers and ``profile`` (d,) its profile.
     Interior-point solvers end near the central path, where every free column has
-    ``lam_i * gap_i`` about the solver's tolerance ``tol`` (``lam`` normalised to sum 1
+    ``lam_i * gap_i`` about the same ``mu``, at most the solver's tolerance (``lam`` normalised to sum 1
     over the free columns, ``gap_i = 1 - profile_i / value``), and they converge to a
     maximally complementary pair: a column tight in every optimum keeps a multiplier of
-    its own size while its gap shrinks like ``tol / lam_i``; any other column keeps its
+    its own size while its gap shrinks like ``mu / lam_i``; any other column keeps its
     gap while its multiplier shrinks. So a column is tight when its multiplier exceeds
-    both its gap and ``sqrt(tol)`` (the crossing point), or, as a scale-free check, when
+    both its gap and ``sqrt(mu)`` (the crossing point; ``mu`` the largest product
+    ``lam_i * gap_i``, at least ``10 tol``), or, as a scale-free check, when
     it is at least ``threshold`` times the largest free multiplier. Either way its
     profile must be within ``profile_rtol`` of ``value``.
     """
@@ -165,7 +166,10 @@ def tight_columns(lam: np.ndarray, profile: np.ndarray, value: float, free: np.n
     lam_n = lam_free / total
     gap = 1.0 - profile / value
     near = gap <= profile_rtol
-    central = (lam_n >= np.maximum(gap, 0.0)) & (lam_n >= math.sqrt(tol))
+    # The solve's complementarity level mu: its square root is where the multipliers of
+    # tight columns and the gaps of the others cross.
+    mu = float(np.max(np.where(free, lam_n * np.maximum(gap, 0.0), 0.0)))
+    central = (lam_n >= np.maximum(gap, 0.0)) & (lam_n >= max(math.sqrt(mu), 10.0 * tol))
     return free & near & ((lam_n >= threshold * lam_n.max()) | central)
 
 
