@@ -9,7 +9,7 @@ from scipy import linalg
 
 import ffu_cvx as ffu
 from ffu_cvx import privacy, workloads
-from ffu_cvx.refine import refine, refine_from, tight_columns
+from ffu_cvx.refine import RETRY_CLARABEL_OPTIONS, refine, refine_from, tight_columns
 from ffu_cvx.result import USER_STOPPED, SolverError
 from ffu_cvx.sdp import solve_level, solve_sdp
 
@@ -195,20 +195,21 @@ def test_failed_level_is_retried_then_reported(monkeypatch):
     calls = []
 
     def failing(*args, **kwargs):
-        calls.append((kwargs["formulation"], kwargs["caps"].max()))
+        calls.append((kwargs["formulation"], kwargs["caps"].max(), kwargs["solver_options"]))
         raise SolverError("synthetic failure", status="NumericalError")
 
     first = solve_level(problem, solver="CLARABEL")
     monkeypatch.setattr(ffu.sdp, "solve_level", failing)
     with pytest.warns(RuntimeWarning, match=r"level 2 .*NumericalError.*Remedy"):
         sol = _refine_seeded(problem, first)
-    # Three formulations at slack 1e-8, 1e-7, 1e-6.
-    assert [f for f, _ in calls] == ["pair", "inverse", "schur"] * 3
-    np.testing.assert_allclose([cap / first.value - 1 for _, cap in calls[::3]], [1e-8, 1e-7, 1e-6], rtol=1e-6)
+    # At slack 1e-8, 1e-7, 1e-6: the three formulations, then the regularised Clarabel.
+    assert [f for f, _, _ in calls] == ["pair", "schur", "inverse", "pair"] * 3
+    np.testing.assert_allclose([cap / first.value - 1 for _, cap, _ in calls[::4]], [1e-8, 1e-7, 1e-6], rtol=1e-6)
+    assert [opts for _, _, opts in calls] == [None, None, None, RETRY_CLARABEL_OPTIONS] * 3
     assert sol.status == "optimal" and sol.privacy_cost == pytest.approx(4 / 3, rel=1e-7)
     assert sol.info["refine_levels"] == [{"value": pytest.approx(4 / 3, rel=1e-7), "columns": [0, 1]}]
     assert sol.info["refine_free"] == [2, 3] and "level 2" in sol.info["refine_failed"]
-    assert sol.info["refine_retries"] == 9
+    assert sol.info["refine_retries"] == 12
 
 
 def _refine_seeded(problem, first):
