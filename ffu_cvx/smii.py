@@ -275,6 +275,8 @@ def _inner(X: np.ndarray, Y: np.ndarray) -> float:
 def _to_boundary(s: np.ndarray, p: np.ndarray, radius: float) -> np.ndarray:
     """``s + tau p`` with ``tau >= 0`` on the sphere ``||.||_F = radius`` (``||s|| <= radius``)."""
     sp, pp, ss = _inner(s, p), _inner(p, p), _inner(s, s)
+    if pp == 0.0:  # zero gradient: already stationary, no direction to follow
+        return s
     tau = (-sp + math.sqrt(max(sp * sp + pp * (radius * radius - ss), 0.0))) / pp
     return s + tau * p
 

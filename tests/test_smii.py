@@ -429,3 +429,14 @@ def test_preconditioned_cg_needs_fewer_hessian_products(kind):
     check_solution(plain)
     assert pre.privacy_cost == pytest.approx(plain.privacy_cost, rel=2e-4)
     assert pre.n_hvp < plain.n_hvp
+
+
+@pytest.mark.parametrize("method", ["smii", "gd"])
+def test_start_at_the_optimum(method):
+    # W = I with equal targets: Sigma0 = 0.99 c I is already optimal up to scale and the
+    # gradient of the normalised objective vanishes; CG must not divide by a zero direction.
+    problem = ffu.FitnessProblem.from_workload(workloads.marginals_b(2))
+    sol = ffu.solve(problem, method=method)
+    assert sol.status == OPTIMAL
+    assert sol.privacy_cost == pytest.approx(1.0, rel=1e-12)
+    assert sol.gap <= 1e-9
