@@ -55,7 +55,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 import warnings
 from datetime import datetime, timezone
@@ -64,6 +63,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, workloads
+from ._io import atomic_write_bytes
 from .mechanism import GaussianMechanism, check_histogram, problem2
 from .problem import FitnessProblem
 from .result import Solution, SolverError
@@ -84,27 +84,6 @@ class InputError(ValueError):
 
 
 # ---------------------------------------------------------------------------- files
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and a rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would surprise users of the output
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def _check_output(path: str, flag: str) -> Path:
     """Fail early (before any work) if ``path`` cannot be written."""
     p = Path(path)
@@ -392,7 +371,7 @@ def _cmd_solve(args) -> int:
                      f"every variance <= k c with k = {p2.k:.6g}")
     timings = {"load_s": t_load, "solve_s": t_solve, "total_s": time.perf_counter() - t0}
     res = _result_dict(sol, spec, spec_path, args.delta, target_info, timings)
-    _atomic_write(out, _dump_result(res).encode())
+    atomic_write_bytes(out, _dump_result(res).encode())
     progress.say(f"epsilon = {res['epsilon']:.6g} at delta = {args.delta:g}; rho-zCDP = {res['rho']:.6g}")
     progress.say(f"wrote {out}")
     return 0
@@ -414,7 +393,7 @@ def _cmd_release(args) -> int:
     for j in range(len(rel.answers)):
         w.writerow([j, labels[j], repr(float(rel.answers[j])), repr(float(rel.variances[j])),
                     repr(float(rel.std[j])), repr(float(rel.lower[j])), repr(float(rel.upper[j]))])
-    _atomic_write(out, buf.getvalue().encode())
+    atomic_write_bytes(out, buf.getvalue().encode())
     progress.say(mech.statement(res.get("delta") or 1e-6))
     progress.say(f"wrote {len(rel.answers)} answers with {100 * rel.level:g}% intervals to {out}")
     return 0
@@ -445,7 +424,7 @@ def _plot(sol: Solution, path: Path, k: float = 1.0) -> None:
     ax2.legend(loc="lower right")
     buf = io.BytesIO()
     fig.savefig(buf, format=path.suffix.lstrip(".").lower() or "png", dpi=120)
-    _atomic_write(path, buf.getvalue())
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def _cmd_report(args) -> int:

@@ -151,17 +151,25 @@ def _evaluate(B, L, c, sigma, t1, t2, h=None) -> _Point | None:
 
     ``h`` may be passed when already known (it is linear in ``sigma``).
     """
+    fac = _factor(sigma, B)
+    if fac is None:
+        return None
+    if h is None:
+        h = _variance_ratios(L, sigma, c)
+    return _Point(sigma, *fac, h, t1, t2)
+
+
+def _factor(sigma: np.ndarray, B: np.ndarray):
+    """``(R, Y, g)``: Cholesky factor of ``sigma``, ``Y = R^{-1} B`` and the profile
+    ``g_i = |y_i|^2`` (O(k^2 d)); ``None`` when ``sigma`` is not positive definite."""
     try:
         R = linalg.cholesky(sigma, lower=True, check_finite=False)
     except linalg.LinAlgError:
         return None
     if not np.all(np.isfinite(np.diag(R))):
         return None
-    Y = linalg.solve_triangular(R, B, lower=True, check_finite=False)  # O(k^2 d)
-    g = np.einsum("ij,ij->j", Y, Y)
-    if h is None:
-        h = _variance_ratios(L, sigma, c)
-    return _Point(sigma, R, Y, g, h, t1, t2)
+    Y = linalg.solve_triangular(R, B, lower=True, check_finite=False)
+    return R, Y, np.einsum("ij,ij->j", Y, Y)
 
 
 class _Whitened:
@@ -675,14 +683,10 @@ class _LevelPoint:
     @classmethod
     def at(cls, B, L, c, sigma, free, caps, scale, t):
         """The point at ``sigma``, or ``None`` outside the level's open feasible set."""
-        try:
-            R = linalg.cholesky(sigma, lower=True, check_finite=False)
-        except linalg.LinAlgError:
+        fac = _factor(sigma, B)
+        if fac is None:
             return None
-        if not np.all(np.isfinite(np.diag(R))):
-            return None
-        Y = linalg.solve_triangular(R, B, lower=True, check_finite=False)
-        g = np.einsum("ij,ij->j", Y, Y)
+        R, Y, g = fac
         h = _variance_ratios(L, sigma, c)
         fixed = ~free
         sg, sh = 1.0 - g[fixed] / caps[fixed], 1.0 - h
