@@ -131,12 +131,15 @@ def write_results(name: str, rows: Sequence[dict], meta: dict | None = None,
 
 
 def save_figure(fig, name: str) -> list[Path]:
-    """Save a matplotlib figure as ``figures/<name>.png`` and ``.pdf``, atomically."""
+    """Save a matplotlib figure as ``figures/<name>.png`` and ``.pdf``, atomically, and close it."""
+    import matplotlib.pyplot as plt
+
     paths = []
     for ext in ("png", "pdf"):
         buf = io.BytesIO()
         fig.savefig(buf, format=ext, dpi=150, bbox_inches="tight")
         paths.append(atomic_write_bytes(FIGURES_DIR / f"{name}.{ext}", buf.getvalue()))
+    plt.close(fig)
     return paths
 
 

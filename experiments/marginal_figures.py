@@ -86,9 +86,7 @@ def plot(name: str, path=None) -> list:
         ax.yaxis.set_minor_formatter(NullFormatter())
     fig.suptitle(SPECS[name][4], fontsize=10)
     fig.tight_layout()
-    paths = common.save_figure(fig, name)
-    plt.close(fig)
-    return paths
+    return common.save_figure(fig, name)
 
 
 def run(name: str, argv=None) -> list:

@@ -110,8 +110,6 @@ def main(argv=None) -> list[dict]:
         print(common.format_table(check or rows, floatfmt=".4f"))
     fig = plot(rows)
     common.save_figure(fig, NAME)
-    import matplotlib.pyplot as plt
-    plt.close(fig)
     return rows
 
 
