@@ -146,8 +146,13 @@ def certify(
     mu: np.ndarray | None = None,
     *,
     iters: int | None = None,
+    profile: np.ndarray | None = None,
+    variances: np.ndarray | None = None,
 ) -> Certificate:
     """Certify ``sigma`` (k, k): a lower bound on alpha* and the relative gap of ``sigma``.
+
+    ``profile`` (d,) and ``variances`` (m,) of ``sigma`` may be passed when already
+    computed (``Solution.from_sigma`` does), to skip a second factorisation.
 
     The gap compares the bound with ``sigma``'s normalised cost ``alpha * r``, where
     ``r = max_j var_j / c_j``: ``sigma / r`` meets every target and costs ``alpha r``.
@@ -160,11 +165,12 @@ def certify(
     bound re-evaluated. The reported bound is always evaluated by :func:`lower_bound`'s
     singular-value formula.
     """
-    from .privacy import cholesky, profile
+    from . import privacy
 
-    chol = cholesky(sigma)
-    p = profile(sigma, problem.B, chol=chol)
-    ratios = np.einsum("ij,ij->i", problem.L @ sigma, problem.L) / problem.c
+    p = privacy.profile(sigma, problem.B) if profile is None else np.asarray(profile, dtype=float)
+    if variances is None:
+        variances = np.einsum("ij,ij->i", problem.L @ sigma, problem.L)
+    ratios = np.asarray(variances, dtype=float) / problem.c
     alpha_norm = float(p.max() * ratios.max())
     iters = _default_iters(problem.k) if iters is None else int(iters)
     if iters < 0:

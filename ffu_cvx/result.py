@@ -145,7 +145,7 @@ class Solution(dict):
         sol["info"] = info
         if certify:
             from .certificate import certify as _certify
-            cert = _certify(problem, sigma, lam, mu)
+            cert = _certify(problem, sigma, lam, mu, profile=p, variances=var)
             sol["lower_bound"], sol["gap"] = cert.lower_bound, cert.gap
             sol["lam"], sol["mu"] = cert.lam, cert.mu
         return sol
