@@ -483,7 +483,7 @@ def _max_program(n, M, c, *, solver="CLARABEL", **solver_options):
 
 # ----------------------------------------------------------------------------- mechanism
 @dataclass(frozen=True, eq=False)
-class FourierMechanism:
+class FourierMechanism(_privacy.GaussianPrivacy):
     """A weighted Fourier factorization mechanism and its accounting.
 
     Attributes
@@ -548,23 +548,6 @@ class FourierMechanism:
     def gap(self) -> float:
         """Relative gap between the normalised cost ``alpha * max_ratio`` and ``lower_bound``."""
         return (self.privacy_cost * self.max_ratio - self.lower_bound) / self.lower_bound
-
-    @property
-    def delta_m(self) -> float:
-        return math.sqrt(self.privacy_cost)
-
-    def epsilon(self, delta: float) -> float:
-        """Smallest eps with (eps, delta)-DP (exact Gaussian mechanism)."""
-        return _privacy.gaussian_epsilon(delta, self.delta_m)
-
-    def delta(self, epsilon: float) -> float:
-        """Smallest delta with (eps, delta)-DP (exact Gaussian mechanism)."""
-        return _privacy.gaussian_delta(epsilon, self.delta_m)
-
-    @property
-    def rho(self) -> float:
-        """rho-zCDP: ``alpha / 2``."""
-        return _privacy.zcdp_rho(self.delta_m)
 
     def scaled(self, privacy_cost: float) -> "FourierMechanism":
         """The same mechanism with noise rescaled to ``privacy_cost`` (variances scale inversely)."""

@@ -130,7 +130,7 @@ class Release:
         return np.sqrt(self.variances)
 
 
-class GaussianMechanism:
+class GaussianMechanism(privacy.GaussianPrivacy):
     """The correlated Gaussian mechanism ``M(x) = L (B x + N(0, Sigma))`` of a Solution.
 
     Parameters
@@ -157,24 +157,6 @@ class GaussianMechanism:
         LC = self.problem.L @ self._chol
         #: (m,) exact variance of each noisy answer, diag(L Sigma L^T).
         self.variances = np.einsum("ij,ij->i", LC, LC)
-
-    @property
-    def delta_m(self) -> float:
-        """Delta_M = sqrt(alpha)."""
-        return math.sqrt(self.privacy_cost)
-
-    @property
-    def rho(self) -> float:
-        """rho of rho-zCDP: alpha / 2."""
-        return privacy.zcdp_rho(self.delta_m)
-
-    def epsilon(self, delta: float) -> float:
-        """Smallest eps at which the mechanism is (eps, delta)-DP (exact Gaussian mechanism)."""
-        return privacy.gaussian_epsilon(delta, self.delta_m)
-
-    def delta(self, epsilon: float) -> float:
-        """Smallest delta at which the mechanism is (eps, delta)-DP (exact Gaussian mechanism)."""
-        return privacy.gaussian_delta(epsilon, self.delta_m)
 
     def covariance(self) -> np.ndarray:
         """(m, m) covariance ``L Sigma L^T`` of the noisy answers."""

@@ -31,6 +31,7 @@ __all__ = [
     "gaussian_epsilon",
     "gaussian_max_delta_m",
     "zcdp_rho",
+    "GaussianPrivacy",
 ]
 
 
@@ -187,3 +188,29 @@ def zcdp_rho(delta_m: float) -> float:
     """rho of rho-zCDP for a Gaussian mechanism with privacy cost Delta_M: ``Delta_M^2 / 2``."""
     delta_m = _check_positive(delta_m, "delta_m")
     return 0.5 * delta_m * delta_m
+
+
+class GaussianPrivacy:
+    """Privacy statements of a Gaussian mechanism with privacy cost ``self.privacy_cost`` (alpha).
+
+    Mixed into every mechanism type (``Solution``, ``GaussianMechanism``,
+    ``FourierMechanism``) so that each states (eps, delta) and zCDP the same way.
+    """
+
+    @property
+    def delta_m(self) -> float:
+        """Privacy cost Delta_M = sqrt(alpha)."""
+        return math.sqrt(self.privacy_cost)
+
+    def epsilon(self, delta: float) -> float:
+        """Smallest eps at which the mechanism is (eps, delta)-DP (exact Gaussian mechanism)."""
+        return gaussian_epsilon(delta, self.delta_m)
+
+    def delta(self, epsilon: float) -> float:
+        """Smallest delta at which the mechanism is (eps, delta)-DP (exact Gaussian mechanism)."""
+        return gaussian_delta(epsilon, self.delta_m)
+
+    @property
+    def rho(self) -> float:
+        """rho of rho-zCDP: alpha / 2."""
+        return zcdp_rho(self.delta_m)

@@ -46,7 +46,7 @@ class SolverError(RuntimeError):
         self.info = info
 
 
-class Solution(dict):
+class Solution(privacy.GaussianPrivacy, dict):
     """Result of ``solve``: a dict with attribute access, in the spirit of ``OptimizeResult``.
 
     Fields
@@ -149,24 +149,6 @@ class Solution(dict):
             sol["lower_bound"], sol["gap"] = cert.lower_bound, cert.gap
             sol["lam"], sol["mu"] = cert.lam, cert.mu
         return sol
-
-    @property
-    def delta_m(self) -> float:
-        """Privacy cost Delta_M = sqrt(alpha)."""
-        return math.sqrt(self["privacy_cost"])
-
-    def epsilon(self, delta: float) -> float:
-        """Smallest eps at which the mechanism is (eps, delta)-DP (exact Gaussian mechanism)."""
-        return privacy.gaussian_epsilon(delta, self.delta_m)
-
-    def delta(self, epsilon: float) -> float:
-        """Smallest delta at which the mechanism is (eps, delta)-DP (exact Gaussian mechanism)."""
-        return privacy.gaussian_delta(epsilon, self.delta_m)
-
-    @property
-    def rho(self) -> float:
-        """rho-zCDP of the mechanism: alpha / 2."""
-        return privacy.zcdp_rho(self.delta_m)
 
     def scaled(self, privacy_cost: float) -> "Solution":
         """The same mechanism rescaled to ``privacy_cost`` (Theorem 8: Problem 2).
