@@ -32,7 +32,7 @@ from ffu_cvx import workloads
 from . import common
 
 NAME = "bench_smii"
-CELL_VERSION = 2
+CELL_VERSION = 3
 SEED = 0
 
 

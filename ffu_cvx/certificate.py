@@ -31,7 +31,7 @@ from scipy import linalg
 
 from .problem import FitnessProblem
 
-__all__ = ["Certificate", "lower_bound", "certify"]
+__all__ = ["Certificate", "lower_bound", "certify", "dual_sigma"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,27 @@ def _ascent_step(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray):
     lam_new = lam * p
     mu_new = mu * (v / problem.c)
     return F, lam_new / lam_new.sum(), mu_new / float(mu_new @ problem.c)
+
+
+def dual_sigma(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray) -> np.ndarray | None:
+    """The ``Sigma`` (k, k) with ``Sigma Q Sigma = P`` that attains ``F(P, Q)`` for ``lam`` (d,), ``mu`` (m,).
+
+    With ``P = R^T R`` and ``R Q R^T = V diag(w) V^T``: ``Sigma = R^T V diag(w^{-1/2}) V^T R``.
+    It is the optimal covariance when ``(lam, mu)`` are optimal multipliers; ``None``
+    when ``P`` or ``Q`` is numerically singular.
+    """
+    lam, mu = _check_multipliers(problem, lam, mu)
+    B, L = problem.B, problem.L
+    try:
+        R = linalg.cholesky((B * lam) @ B.T, lower=False, check_finite=False)
+    except linalg.LinAlgError:
+        return None
+    w, V = linalg.eigh(R @ ((L.T * mu) @ L) @ R.T, check_finite=False, driver="evd")
+    if not w[0] > 1e-13 * w[-1]:
+        return None
+    RV = R.T @ V
+    sigma = (RV / np.sqrt(w)) @ RV.T
+    return 0.5 * (sigma + sigma.T)
 
 
 #: Weight of the uniform multipliers mixed into the start of the dual ascent.
