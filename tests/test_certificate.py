@@ -96,3 +96,19 @@ def test_multipliers_are_validated(ranges):
         certificate.lower_bound(ranges, np.full(ranges.d, np.nan), np.ones(ranges.m))
     with pytest.raises(ValueError, match="iters"):
         certificate.certify(ranges, np.eye(ranges.k), iters=-1)
+
+
+def test_dual_sigma_at_optimal_multipliers_is_the_optimum():
+    # prefix(16): every column is tight, so the certificate's multipliers determine the
+    # optimal Sigma through Sigma Q Sigma = P, and its cost (scaled to meet the targets)
+    # is the optimum.
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(16))
+    ref = solve_sdp(problem)
+    sigma = certificate.dual_sigma(problem, ref.lam, ref.mu)
+    lam, mu = ref.lam / ref.lam.sum(), ref.mu / (ref.mu @ problem.c)  # the normalisation it uses
+    P = (problem.B * lam) @ problem.B.T
+    Q = (problem.L.T * mu) @ problem.L
+    np.testing.assert_allclose(sigma @ Q @ sigma, P, atol=1e-10)
+    ratio = (np.einsum("ij,ij->i", problem.L @ sigma, problem.L) / problem.c).max()
+    assert privacy.privacy_cost(sigma / ratio, problem.B) == pytest.approx(ref.privacy_cost, rel=1e-5)
+    assert certificate.dual_sigma(problem, np.eye(1, problem.d, 0)[0], ref.mu) is None  # P singular

@@ -440,3 +440,31 @@ def test_start_at_the_optimum(method):
     assert sol.status == OPTIMAL
     assert sol.privacy_cost == pytest.approx(1.0, rel=1e-12)
     assert sol.gap <= 1e-9
+
+
+def test_shifted_soft_maxes_stop_sharpening():
+    # With shifts (default t_shift = 30) the certified optimum of prefix(32) is reached at
+    # a far smaller t1 than by the paper's schedule, which must sharpen to ~log(d)/tol.
+    problem = prefix_problem(32)
+    shifted = ffu.solve(problem, method="smii", refine=False)
+    paper = ffu.solve(problem, method="smii", refine=False, t_shift=None)
+    for sol in (shifted, paper):
+        check_solution(sol)
+        assert sol.privacy_cost == pytest.approx(PREFIX_OPT[32], rel=1e-4)
+    assert shifted.info["t1"] <= 100 < paper.info["t1"]
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), True, "30"])
+def test_t_shift_is_validated(bad):
+    with pytest.raises(ValueError, match="t_shift"):
+        ffu.solve(prefix_problem(4), method="smii", t_shift=bad)
+
+
+def test_default_start_is_the_cheapest_candidate():
+    # Random ranges on a row basis: the identity start costs far more than the chosen one.
+    problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=0))
+    start = smii._initial_sigma(problem, None)
+    eye = smii._initial_sigma(problem, np.eye(problem.k))
+    cost = [ffu.privacy.privacy_cost(S, problem.B) * smii._variance_ratios(problem.L, S, problem.c).max()
+            for S in (start, eye)]
+    assert cost[0] < cost[1] / 5
