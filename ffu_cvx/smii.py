@@ -231,40 +231,38 @@ class _Whitened:
 
     ``M = Y diag(w) Y^T``: eqs. (9)-(14) of the paper under the congruence ``R``. Columns
     and rows whose weight is negligible are dropped.
+
+    ``rotate=True`` turns the whitened frame by the eigenvectors ``Q`` (k, k) of ``M``:
+    ``Y``, ``V``, ``M``, ``grad`` and every direction are then expressed in the
+    orthonormal basis ``Q`` (``E -> Q^T E Q``; products and norms are unchanged), where
+    :meth:`preconditioner` is elementwise. ``V`` and ``grad`` are formed in that frame
+    directly (``V = L R Q``), never formed and then turned. ``RQ`` (k, k) is ``R Q``
+    (``R`` without rotation): a direction ``E`` is ``D = RQ E RQ^T`` in ``Sigma``'s
+    coordinates.
     """
 
-    def __init__(self, p: _Point, L: np.ndarray, c: np.ndarray):
+    def __init__(self, p: _Point, L: np.ndarray, c: np.ndarray, rotate: bool = False):
         self.t1, self.t2 = p.t1, p.t2
         act = p.w > _PRUNE * p.w.max()
         self.Ya, self.wa = p.Y[:, act], p.w[act]
-        self.V = L @ p.R  # O(m k^2)
-        actu = p.u > _PRUNE * p.u.max()
-        self.all_rows = bool(actu.all())
-        self.Va, self.ua, self.ca = (self.V, p.u, c) if self.all_rows else (self.V[actu], p.u[actu], c[actu])
-        self.c = c
         self.M = (self.Ya * self.wa) @ self.Ya.T
-        self.grad = (self.Va.T * (self.ua / self.ca)) @ self.Va - self.M
+        self.RQ, self.Q = p.R, None
+        if rotate:
+            lam, self.Q = linalg.eigh(self.M, check_finite=False, driver="evd")
+            self.Ya = self.Q.T @ self.Ya
+            self.M = np.diag(lam)
+            self.lam = np.maximum(lam, 0.0)
+            self.RQ = p.R @ self.Q
+        self.V = L @ self.RQ  # O(m k^2)
+        actu = p.u > _PRUNE * p.u.max()
+        self.Va, self.ua, self.ca = (self.V, p.u, c) if actu.all() else (self.V[actu], p.u[actu], c[actu])
+        self.c = c
+        self.grad = _symmetrise((self.Va.T * (self.ua / self.ca)) @ self.Va) - self.M
         self.n_hvp = 0
         self.low = None
 
-    def rotate(self):
-        """Turn the whitened frame by the eigenvectors ``Q`` (k, k) of ``M``; returns ``Q``.
-
-        Afterwards ``Y``, ``V``, ``M``, ``grad`` and every direction are expressed in the
-        orthonormal basis ``Q`` (``E -> Q^T E Q``; products and norms are unchanged), where
-        :meth:`preconditioner` is elementwise.
-        """
-        lam, Q = linalg.eigh(self.M, check_finite=False, driver="evd")
-        self.Ya = Q.T @ self.Ya
-        self.V = self.V @ Q
-        self.Va = self.V if self.all_rows else self.Va @ Q
-        self.M = np.diag(lam)
-        self.grad = _symmetrise(Q.T @ self.grad @ Q)
-        self.lam = np.maximum(lam, 0.0)
-        return Q
-
     def preconditioner(self):
-        """An approximate inverse of ``H`` in the rotated frame (call :meth:`rotate` first).
+        """An approximate inverse of ``H`` in the rotated frame (needs ``rotate=True``).
 
         The Lyapunov part ``E M + M E`` is diagonal there (``lam_a + lam_b``); the soft-max
         parts contribute ``2 K_ab`` off the diagonal and ``K_aa`` on it, with
@@ -385,8 +383,8 @@ def _newton_direction(p: _Point, L, c, maxcg, tol2, radius, precondition=True, f
     ``float32``: Hessian products in single precision (the direction only; the line
     search and certificate stay in float64).
     """
-    op = _Whitened(p, L, c)
-    RQ = p.R @ op.rotate() if precondition else p.R
+    op = _Whitened(p, L, c, rotate=precondition)
+    RQ = op.RQ
     pre = op.preconditioner() if precondition else None
     if float32:
         op.single_precision()

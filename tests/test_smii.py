@@ -376,8 +376,9 @@ def test_preconditioner_is_spd_and_keeps_the_newton_direction(t):
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(10, targets="random", seed=3))
     sigma = random_spd(problem.k, rng)
     p = smii._evaluate(problem.B, problem.L, problem.c, sigma, t, t)
-    op = smii._Whitened(p, problem.L, problem.c)
-    Q = op.rotate()
+    op = smii._Whitened(p, problem.L, problem.c, rotate=True)
+    Q = op.Q
+    np.testing.assert_allclose(op.RQ, p.R @ Q)
     pre = op.preconditioner()
     X, Y = random_symmetric(problem.k, rng), random_symmetric(problem.k, rng)
     assert np.vdot(X, pre(Y)) == pytest.approx(np.vdot(pre(X), Y), rel=1e-9)
