@@ -92,6 +92,20 @@ def lower_bound(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray) -> flo
     return _fidelity(problem, lam, mu) ** 2
 
 
+def _pair_factors(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray):
+    """``(R, w, V)`` with ``P = R^T R`` (upper Cholesky) and ``R Q R^T = V diag(w) V^T``,
+    or None when ``P`` or ``Q`` is numerically singular."""
+    B, L = problem.B, problem.L
+    try:
+        R = linalg.cholesky((B * lam) @ B.T, lower=False, check_finite=False)
+    except linalg.LinAlgError:
+        return None
+    w, V = linalg.eigh(R @ ((L.T * mu) @ L) @ R.T, check_finite=False, driver="evd")
+    if not w[0] > 1e-13 * w[-1]:
+        return None
+    return R, w, V
+
+
 def _ascent_step(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray):
     """One multiplicative step from ``lam`` (d,) (simplex), ``mu`` (m,) (``mu . c = 1``).
 
@@ -101,15 +115,10 @@ def _ascent_step(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray):
     ``||w^{1/4} V^T R^{-T} b_i||^2`` and the variances ``||w^{-1/4} V^T R l_j||^2``.
     """
     B, L = problem.B, problem.L
-    P = (B * lam) @ B.T
-    Q = (L.T * mu) @ L
-    try:
-        R = linalg.cholesky(P, lower=False, check_finite=False)
-    except linalg.LinAlgError:
+    factors = _pair_factors(problem, lam, mu)
+    if factors is None:
         return None
-    w, V = linalg.eigh(R @ Q @ R.T, check_finite=False)
-    if not w[0] > 1e-13 * w[-1]:
-        return None
+    R, w, V = factors
     F = float(np.sum(np.sqrt(w)))
     Gp = V.T @ linalg.solve_triangular(R, B, trans="T", check_finite=False)  # (k, d)
     p = np.einsum("ij,ij->j", Gp, Gp * np.sqrt(w)[:, None])
@@ -127,15 +136,10 @@ def dual_sigma(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray) -> np.n
     It is the optimal covariance when ``(lam, mu)`` are optimal multipliers; ``None``
     when ``P`` or ``Q`` is numerically singular.
     """
-    lam, mu = _check_multipliers(problem, lam, mu)
-    B, L = problem.B, problem.L
-    try:
-        R = linalg.cholesky((B * lam) @ B.T, lower=False, check_finite=False)
-    except linalg.LinAlgError:
+    factors = _pair_factors(problem, *_check_multipliers(problem, lam, mu))
+    if factors is None:
         return None
-    w, V = linalg.eigh(R @ ((L.T * mu) @ L) @ R.T, check_finite=False, driver="evd")
-    if not w[0] > 1e-13 * w[-1]:
-        return None
+    R, w, V = factors
     RV = R.T @ V
     sigma = (RV / np.sqrt(w)) @ RV.T
     return 0.5 * (sigma + sigma.T)
