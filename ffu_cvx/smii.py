@@ -53,10 +53,15 @@ with a backtracking line search that tests positive definiteness by Cholesky
   directions no tight constraint sees).
 - The CG budget starts at the paper's MAXCG and doubles (to ``maxcg_cap``) while full
   Newton steps gain less and less; a sub-problem also ends when the Newton decrement is
-  below ``ntrel / t1`` (well under the soft max's own error at that ``t1``) or progress
-  stalls.
+  below ``ntrel / t1`` (well under the soft max's own error at that ``t1``), after a
+  full step that gained less than 100 times that (the step is kept and no direction is
+  spent confirming the end), or when progress stalls. A shifted sub-problem whose gap is
+  more than 3 times the best one sends the solver back to the best iterate with a
+  sharper ``t``.
 - Stopping is certified: at the end of a sub-problem :func:`ffu_cvx.certificate.certify`
-  starts from ``(w, u / c)``, the best bound so far is kept, and the solver stops when
+  starts from ``(w, u / c)`` (for ``k > 256`` the bound of ``(w, u / c)`` alone: the
+  ascent's few steps cost seconds there and barely move it), the best bound so far is
+  kept, and the solver stops when
   the relative gap of the normalised cost ``alpha * max_ratio`` is at most ``tol``. The
   dual ascent is skipped when the best bound already certifies ``tol``, or when it has
   stopped improving and the gap is still above ``3 tol``. The
@@ -115,6 +120,23 @@ _SHIFT_PATIENCE = 2
 #: d = 1024 (212 s); 0.5 converged steadily (gap x 0.58 per sub-problem, 96 s), 0.7 in 80 s.
 _SHIFT_DAMP = 0.7
 _SHIFT_GROW = 3.0
+#: A sub-problem also ends after a full Newton step that decreased ``F`` by less than
+#: this multiple of the Newton-decrement threshold: the step is kept, and the direction
+#: that would only confirm the end (a frame and MAXCG products) is not computed. Random
+#: ranges d = 1024: 30 took 58 s, 100 52 s, 300 82 s (seed 0).
+_SETTLE = 100.0
+#: A shifted sub-problem whose gap exceeds this multiple of the best gap so far has gone
+#: astray: the multipliers of slack constraints decay geometrically, the soft max at
+#: moderate ``t`` stops seeing them, and the iterate can drift where ``F`` is flat while
+#: the cost rises (random ranges d = 1024, seed 1: gap 8e-3 to 0.7 in three steps).
+#: The solver then goes back to the best iterate, sharpens ``t`` by ``_SHIFT_GROW`` and
+#: no longer ends sub-problems by ``_SETTLE``.
+_REGRESS = 3.0
+#: Bases larger than this certify with the bound of the soft-max weights themselves
+#: (:func:`ffu_cvx.certificate.lower_bound`, one singular-value evaluation): the two
+#: dual-ascent steps and re-evaluations of :func:`ffu_cvx.certificate.certify` cost
+#: about 4 s each time at k = 1011 and raised the bound by at most 1e-5 (relative).
+_CHEAP_CERTIFY_K = 256
 #: ``precondition="auto"`` preconditions CG for bases larger than this.
 PRECONDITION_MIN_K = 96
 #: The preconditioner's rank-two centring correction is shrunk so that at most this
@@ -582,7 +604,7 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
     history = []
     status, message = None, ""
     best = None  # (gap, point, kappa): the iterate with the smallest certified gap
-    sub_steps, reached = 0, False
+    sub_steps, settled, settle, restarts = 0, False, _SETTLE, 0
     shift_best, misses = math.inf, 0  # best gap of the shifted sub-problems, sub-problems since
 
     def alpha_of(pt):
@@ -604,10 +626,16 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
                 lb_gain[1] += 1
                 return lb_best[0], gap
         lb_gain[1] = 0
-        cert = certificate.certify(problem, pt.sigma / float(pt.h.max() * kappa), lam=pt.w, mu=pt.u / c)
-        if cert.lower_bound > lb_best[0]:
-            lb_gain[0] = cert.lower_bound / lb_best[0] - 1.0 if lb_best[0] > 0 else math.inf
-            lb_best[:] = [cert.lower_bound, cert.lam, cert.mu]
+        if problem.k > _CHEAP_CERTIFY_K:
+            lb, lam, mu_q = certificate.lower_bound(problem, pt.w, pt.u / c), pt.w, pt.u / c
+        else:
+            s = float(pt.h.max() * kappa)
+            cert = certificate.certify(problem, pt.sigma / s, lam=pt.w, mu=pt.u / c, profile=pt.g * s,
+                                       variances=pt.h * c_int / s)
+            lb, lam, mu_q = cert.lower_bound, cert.lam, cert.mu
+        if lb > lb_best[0]:
+            lb_gain[0] = lb / lb_best[0] - 1.0 if lb_best[0] > 0 else math.inf
+            lb_best[:] = [lb, lam, mu_q]
         else:
             lb_gain[0] = 0.0
         return lb_best[0], alpha_of(pt) / lb_best[0] - 1.0
@@ -623,7 +651,7 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
         if p.s1 is not None:  # a shifted sub-problem must be solved more finely (see t_shift)
             threshold *= _SHIFT_NTREL
         step, q = (None, None)
-        if last_decrease >= 0.1 * threshold and not reached:
+        if last_decrease >= 0.1 * threshold and not settled:
             D, delta, e, n_cg, nh = direction(p, L, c_int, cg_budget, tol2, radius)
             n_hvp += nh
             n_cg_total += n_cg
@@ -653,10 +681,14 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
             # The soft-max error, hence the gap, falls like 1/t: near the goal a smaller
             # factor than mu reaches it with an easier sub-problem.
             grow = min(mu, max(2.0, 2.0 * gap / tol))
+            if t1 >= t_shift and gap > _REGRESS * best[0]:
+                # The multiplier iterates went astray: resume from the best one, sharper.
+                p, misses, settle, restarts = best[1], _SHIFT_PATIENCE, 0.0, restarts + 1
+                log.note(f"gap {gap:.2e} > {_REGRESS:g} x best {best[0]:.2e}: back to the best iterate")
             s1, s2 = p.s1, p.s2
             if t1 >= t_shift:
                 # Exponential multipliers: the next soft maxes are weighted by this one's weights.
-                s1, s2 = _damped_shift(p.g, t1, s1), _damped_shift(p.h, t2, s2)
+                s1, s2 = _damped_shift(p.g, p.t1, s1), _damped_shift(p.h, p.t2, s2)
                 # The iterates of the multiplier method need not improve the gap every
                 # time: t grows only after _SHIFT_PATIENCE sub-problems without a new best.
                 misses = 0 if gap < shift_best else misses + 1
@@ -667,7 +699,7 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
                     grow, misses = min(grow, _SHIFT_GROW), 0
             else:
                 grow = min(grow, max(t_shift / t1, 1.0))
-            sub_steps = 0
+            sub_steps, settled = 0, False
             t1, t2 = t1 * grow, t2 * grow
             sigma, c_int, a = _normalise(p.sigma, B, L, c_int)
             kappa *= a
@@ -683,8 +715,9 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
         p = q
         nit += 1
         sub_steps += 1
-        # The best bound so far already certifies this iterate: end the sub-problem.
-        reached = alpha_of(p) <= lb_best[0] * (1.0 + tol)
+        # End the sub-problem when the best bound so far already certifies this iterate,
+        # or after a full step that gained little (see _SETTLE).
+        settled = alpha_of(p) <= lb_best[0] * (1.0 + tol) or (step == 1.0 and decrease < settle * threshold)
         alpha = alpha_of(p)
         ratio = float(p.h.max() * kappa)
         history.append({"nit": nit, "t1": t1, "t2": t2, "objective": p.F, "alpha": alpha, "ratio": ratio,
@@ -714,7 +747,7 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
     elapsed = time.perf_counter() - start
     sol = Solution.from_sigma(problem, sigma, method=method, status=status,
                               message=message, lam=lam, mu=mu_q, certify=False, nit=nit, n_hvp=n_hvp,
-                              time=elapsed, history=history, n_cg=n_cg_total, t1=t1, t2=t2, **extra)
+                              time=elapsed, history=history, n_cg=n_cg_total, t1=t1, t2=t2, restarts=restarts, **extra)
     sol["lower_bound"] = lb
     sol["gap"] = sol.privacy_cost * sol.max_ratio / lb - 1.0
     log.note(f"status {status}: {message}; alpha = {sol.privacy_cost:.10g}, lower bound = "
@@ -1020,7 +1053,8 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.
     nttol, ntrel : float
         A sub-problem ends when ``|<s, grad F>| < max(nttol, ntrel / t1)`` (NTTOL; the
         relative part stops early sub-problems once they are solved well past the
-        accuracy the soft max itself has at that ``t1``).
+        accuracy the soft max itself has at that ``t1``), or after a full step that
+        decreased ``F`` by less than 100 times that bound.
     sigma_ls, beta : float
         Armijo fraction and backtracking factor of the line search (paper: 0.01, 0.5).
     maxiter : int
@@ -1066,7 +1100,8 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.
         ``sigma`` (k, k) meeting every target (max ratio 1), ``privacy_cost``,
         ``lower_bound``, ``gap``, ``lam`` (d,) and ``mu`` (m,) (soft-max weights, ``mu``
         divided by ``c``), ``nit``, ``n_hvp``, ``time``, ``history``; ``info`` holds
-        ``n_cg``, the final ``t1`` and ``t2`` and, when refined, ``refine_levels`` (list
+        ``n_cg``, the final ``t1`` and ``t2``, ``restarts`` (returns to the best
+        iterate after a shifted sub-problem went astray) and, when refined, ``refine_levels`` (list
         of ``{"value", "columns"}``, decreasing), ``refine_newton``, ``refine_time`` and,
         if the polish was rejected, ``refine_failed``.
 

@@ -469,3 +469,31 @@ def test_default_start_is_the_cheapest_candidate():
     cost = [ffu.privacy.privacy_cost(S, problem.B) * smii._variance_ratios(problem.L, S, problem.c).max()
             for S in (start, eye)]
     assert cost[0] < cost[1] / 5
+
+
+def test_regressed_multiplier_iterates_resume_from_the_best(monkeypatch):
+    # With _REGRESS = 1 every shifted sub-problem that does not improve on the best gap
+    # sends the solver back to the best iterate with a sharper t: the run must still
+    # certify (a restart at the same t would repeat itself forever) and agree with the
+    # default run.
+    problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=0))
+    default = ffu.solve(problem, method="smii", refine=False)
+    monkeypatch.setattr(smii, "_REGRESS", 1.0)
+    strict = ffu.solve(problem, method="smii", refine=False)
+    for sol in (default, strict):
+        check_solution(sol)
+    assert strict.info["restarts"] >= 1
+    assert strict.privacy_cost == pytest.approx(default.privacy_cost, rel=2e-4)
+
+
+def test_large_basis_certificate_is_the_bound_of_the_returned_multipliers(monkeypatch):
+    # Above _CHEAP_CERTIFY_K the stopping bound is that of the soft-max weights alone
+    # (no dual ascent): it must still certify tol, be exactly the bound of the returned
+    # (lam, mu), and lie below the exact optimum.
+    monkeypatch.setattr(smii, "_CHEAP_CERTIFY_K", 0)
+    problem = prefix_problem(16)
+    sol = ffu.solve(problem, method="smii", refine=False)
+    check_solution(sol)
+    assert sol.lower_bound == pytest.approx(ffu.certificate.lower_bound(problem, sol.lam, sol.mu), rel=1e-12)
+    assert sol.lower_bound <= PREFIX_OPT[16] * (1 + 1e-6)
+    assert sol.privacy_cost == pytest.approx(PREFIX_OPT[16], rel=1e-4)
