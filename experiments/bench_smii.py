@@ -3,7 +3,7 @@
 ``python -m experiments.bench_smii [--large] [--quick] [--sizes ...] [--tol 1e-3]
 [--max-time 600] [--float32] [--no-precondition] [--profile D]``
 
-Prefix and random ranges (random targets, seed 0) for d = 64, 128, 256, 512, 1024
+Prefix and random ranges (random targets, seed 0; ``--seeds`` for others) for d = 64, 128, 256, 512, 1024
 (and 2048 with ``--large``): wall time, Newton iterations, CG iterations, Hessian
 products, alpha, certified gap and peak memory (``tracemalloc`` peak of the solve and
 the process's maximum resident set size). ``--profile D`` runs prefix(D) under
@@ -32,14 +32,14 @@ from ffu_cvx import workloads
 from . import common
 
 NAME = "bench_smii"
-CELL_VERSION = 3
+CELL_VERSION = 4
 SEED = 0
 
 
-def _problem(workload: str, d: int) -> ffu.FitnessProblem:
+def _problem(workload: str, d: int, seed: int = SEED) -> ffu.FitnessProblem:
     if workload == "prefix":
         return ffu.FitnessProblem.from_workload(workloads.prefix(d))
-    return ffu.FitnessProblem.from_workload(workloads.random_ranges(d, targets="random", seed=SEED))
+    return ffu.FitnessProblem.from_workload(workloads.random_ranges(d, targets="random", seed=seed))
 
 
 def run_cell(problem: ffu.FitnessProblem, tol: float, max_time: float, **options) -> dict:
@@ -72,6 +72,8 @@ def main(argv=None):
     p.add_argument("--large", action="store_true", help="add d = 2048")
     p.add_argument("--sizes", nargs="+", type=int, default=None)
     p.add_argument("--workloads", nargs="+", default=["prefix", "ranges"], choices=["prefix", "ranges"])
+    p.add_argument("--seeds", nargs="+", type=int, default=[SEED],
+                   help="seeds of the random-ranges instances (prefix has none)")
     p.add_argument("--tol", type=float, default=1e-3, help="certified relative gap to stop at")
     p.add_argument("--max-time", type=float, default=600.0, help="per-solve time cap in seconds")
     p.add_argument("--float32", action="store_true", help="single-precision Hessian products inside CG")
@@ -87,23 +89,24 @@ def main(argv=None):
     cache = common.Cache(NAME, force=args.force, collect=args.collect, enabled=not args.no_cache)
     rows = []
     t_start = time.perf_counter()
-    for wl, d in common.progress([(w, d) for w in args.workloads for d in sizes], NAME, args.quiet):
-        problem = _problem(wl, d)
-        row = {"workload": wl, "d": d, "k": problem.k, "m": problem.m}
-        key = {**row, "seed": SEED, "tol": args.tol, "max_time": args.max_time, "version": CELL_VERSION, **options}
+    cells = [(w, d, s) for w in args.workloads for d in sizes for s in (args.seeds if w == "ranges" else [SEED])]
+    for wl, d, seed in common.progress(cells, NAME, args.quiet):
+        problem = _problem(wl, d, seed)
+        row = {"workload": wl, "d": d, "seed": seed, "k": problem.k, "m": problem.m}
+        key = {**row, "tol": args.tol, "max_time": args.max_time, "version": CELL_VERSION, **options}
         value = cache.run(key, lambda: run_cell(problem, args.tol, args.max_time, **options))
         if value is not None:
             rows.append({**row, **value})
             if not args.quiet:
-                print(f"  {wl} d={d}: {value['time_s']:.1f} s, gap {value['gap']:.1e}", file=sys.stderr)
+                print(f"  {wl} d={d} seed={seed}: {value['time_s']:.1f} s, gap {value['gap']:.1e}", file=sys.stderr)
     total = time.perf_counter() - t_start
-    columns = ["workload", "d", "k", "m", "time_s", "nit", "n_cg", "n_hvp", "alpha", "lower_bound", "gap",
+    columns = ["workload", "d", "seed", "k", "m", "time_s", "nit", "n_cg", "n_hvp", "alpha", "lower_bound", "gap",
                "peak_mb", "maxrss_mb", "status"]
     if not args.quiet:
         print(common.format_table(rows, columns, floatfmt=".5g"))
         print(f"\n({total:.1f} s; wall-clock on this machine, shared with other jobs)", file=sys.stderr)
     threads = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
-    common.write_results(NAME, rows, meta={"tol": args.tol, "max_time": args.max_time, "seed": SEED,
+    common.write_results(NAME, rows, meta={"tol": args.tol, "max_time": args.max_time, "seeds": args.seeds,
                                            "total_time_s": total, "blas_threads": threads, **options},
                          columns=columns, title="SM-II at scale", floatfmt=".5g")
     return rows

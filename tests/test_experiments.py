@@ -140,3 +140,15 @@ def test_pl94_matches_paper_under_the_authors_setup():
     assert im.privacy_cost * im.max_ratio == pytest.approx(126.0, rel=1e-12)
     assert ffu.max_variance_ratio(ca, PL94_ALPHA_TARGETS_1) == pytest.approx(4.64, rel=0.10)
     assert ffu.max_variance_ratio(hm3, PL94_ALPHA_TARGETS_1) == pytest.approx(8.91, rel=0.10)
+
+
+def test_bench_smii_quick_covers_every_seed(tmp_outputs):
+    # d = 64: prefix once, random ranges once per seed; every cell certified at the
+    # benchmark's tol (1e-3) and the seed recorded (prefix has none: the default).
+    rows = run("bench_smii", "--seeds", "0", "3")
+    assert [(r["workload"], r["seed"]) for r in rows] == [("prefix", 0), ("ranges", 0), ("ranges", 3)]
+    for r in rows:
+        assert r["status"] == "optimal" and 0 <= r["gap"] <= 1e-3
+        assert r["alpha"] >= r["lower_bound"]
+    assert rows[0]["alpha"] == pytest.approx(4.457869, rel=1e-3)  # prefix(64)'s exact optimum
+    assert rows[1]["alpha"] != pytest.approx(rows[2]["alpha"], rel=1e-6)  # different instances
