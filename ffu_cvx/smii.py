@@ -757,7 +757,8 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
     elapsed = time.perf_counter() - start
     sol = Solution.from_sigma(problem, sigma, method=method, status=status,
                               message=message, lam=lam, mu=mu_q, certify=False, nit=nit, n_hvp=n_hvp,
-                              time=elapsed, history=history, n_cg=n_cg_total, t1=t1, t2=t2, restarts=restarts, **extra)
+                              time=elapsed, history=history, n_cg=n_cg_total, t1=t1, t2=t2, restarts=restarts,
+                              **extra)
     sol["lower_bound"] = lb
     sol["gap"] = sol.privacy_cost * sol.max_ratio / lb - 1.0
     log.note(f"status {status}: {message}; alpha = {sol.privacy_cost:.10g}, lower bound = "
@@ -1079,8 +1080,9 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.
         paper's schedule). From there on each sub-problem's soft maxes are weighted by
         the previous one's, ``smax = (1/t) log sum_i lam_i exp(t x_i)``, with ``log lam``
         moved 0.7 of the way to the log of the last weights but by at most 2 below the
-        largest (a damped exponential method of multipliers): its fixed points are Problem 3's KKT points at any ``t``, so the
-        soft-max bias no longer needs ``t ~ log(d) / tol``. ``t1, t2`` grow again (by at
+        largest (a damped exponential method of multipliers): its fixed points are
+        Problem 3's KKT points at any ``t``, so the soft-max bias no longer needs
+        ``t ~ log(d) / tol``. ``t1, t2`` grow again (by at
         most 3) only when two shifted sub-problems in a row do not improve on the best
         certified gap, or one takes no step. Shifted sub-problems end at a hundredth of
         the Newton-decrement threshold below.
@@ -1111,9 +1113,10 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, t1: float = 1.
         ``lower_bound``, ``gap``, ``lam`` (d,) and ``mu`` (m,) (soft-max weights, ``mu``
         divided by ``c``), ``nit``, ``n_hvp``, ``time``, ``history``; ``info`` holds
         ``n_cg``, the final ``t1`` and ``t2``, ``restarts`` (returns to the best
-        iterate after a shifted sub-problem went astray) and, when refined, ``refine_levels`` (list
-        of ``{"value", "columns"}``, decreasing), ``refine_newton``, ``refine_time`` and,
-        if the polish was rejected, ``refine_failed``.
+        iterate after a shifted sub-problem went astray) and, when refined,
+        ``refine_levels`` (list of ``{"value", "columns"}``, decreasing),
+        ``refine_newton``, ``refine_time`` and, if the polish was rejected,
+        ``refine_failed``.
 
     Raises
     ------
