@@ -1,13 +1,13 @@
 """Benchmark of SM-II at scale (README "Performance: SM-II").
 
 ``python -m experiments.bench_smii [--large] [--quick] [--sizes ...] [--tol 1e-3]
-[--max-time 600] [--float32] [--no-precondition] [--profile D]``
+[--max-time 600] [--float32] [--no-precondition] [--profile D] [--seeds S ...]``
 
-Prefix and random ranges (random targets, seed 0; ``--seeds`` for others) for d = 64, 128, 256, 512, 1024
-(and 2048 with ``--large``): wall time, Newton iterations, CG iterations, Hessian
-products, alpha, certified gap and peak memory (``tracemalloc`` peak of the solve and
-the process's maximum resident set size). ``--profile D`` runs prefix(D) under
-cProfile and prints where the time goes. ``--quick`` runs d = 64 only. Cells are
+Prefix and random ranges (random targets, seed 0; ``--seeds`` for others) for d = 64,
+128, 256, 512, 1024 (and 2048 with ``--large``): wall time, Newton iterations, CG
+iterations, Hessian products, alpha, certified gap and peak memory (``tracemalloc`` peak
+of the solve and the process's maximum resident set size). ``--profile D`` runs the
+first of ``--workloads`` at D under cProfile and prints where the time goes. ``--quick`` runs d = 64 only. Cells are
 cached under ``results/cache/bench_smii`` (timings included: ``--force`` re-measures).
 ``--float32`` evaluates CG's Hessian products in single precision and
 ``--no-precondition`` runs the paper's plain CG (see :func:`ffu_cvx.smii.solve_smii`).

@@ -175,14 +175,20 @@ class SMIIState:
     gap: float
 
 
+def _logits(x: np.ndarray, t: float, shift=None) -> tuple[np.ndarray, float]:
+    """``(y - top, top)`` for ``y = t x + shift`` (n,) and ``top = max y`` (``shift = None``: 0)."""
+    y = t * x if shift is None else t * x + shift
+    top = float(y.max())
+    return y - top, top
+
+
 def _softmax(x: np.ndarray, t: float, shift=None) -> tuple[float, np.ndarray]:
     """Shifted log-sum-exp: ``(smax_t(x), weights)`` with weights summing to 1.
 
     ``shift`` (n,): log multipliers, ``smax = (1/t) log sum_i exp(t x_i + shift_i)``.
     """
-    y = t * x if shift is None else t * x + shift
-    top = float(y.max())
-    z = np.exp(y - top)
+    y, top = _logits(x, t, shift)
+    z = np.exp(y)
     s = float(z.sum())
     return (top + math.log(s)) / t, z / s
 
@@ -192,8 +198,7 @@ def _damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
     weights of :func:`_softmax` (computed in the log domain, finite where they underflow),
     ``theta = _SHIFT_DAMP``; ``shift = None`` counts as uniform. Relative to the largest,
     no entry falls by more than ``_SHIFT_CAP`` in one update."""
-    y = t * x if shift is None else t * x + shift
-    y = y - y.max()
+    y, _ = _logits(x, t, shift)
     logw = y - math.log(float(np.exp(y).sum()))
     if shift is None:
         new, before = _SHIFT_DAMP * logw, 0.0
@@ -636,11 +641,12 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
                 lb_gain[1] += 1
                 return lb_best[0], gap
         lb_gain[1] = 0
+        mu_w = pt.u / c  # the soft-max weights as multipliers (mu_w . c = 1)
         if problem.k > _CHEAP_CERTIFY_K:
-            lb, lam, mu_q = certificate.lower_bound(problem, pt.w, pt.u / c), pt.w, pt.u / c
+            lb, lam, mu_q = certificate.lower_bound(problem, pt.w, mu_w), pt.w, mu_w
         else:
             s = float(pt.h.max() * kappa)
-            cert = certificate.certify(problem, pt.sigma / s, lam=pt.w, mu=pt.u / c, profile=pt.g * s,
+            cert = certificate.certify(problem, pt.sigma / s, lam=pt.w, mu=mu_w, profile=pt.g * s,
                                        variances=pt.h * c_int / s)
             lb, lam, mu_q = cert.lower_bound, cert.lam, cert.mu
         if lb > lb_best[0]:
