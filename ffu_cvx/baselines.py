@@ -40,6 +40,7 @@ import time
 import numpy as np
 from scipy import linalg
 
+from . import cvx
 from .problem import FitnessProblem
 from .result import BASELINE, Solution, SolverError
 
@@ -244,29 +245,19 @@ def _ca_dual_ascent(problem, tol, max_iter, callback):
 
 
 def _ca_cvxpy(problem, tol):
-    """CA as one conic program: minimise ``matrix_frac(R^T, X)`` s.t. ``diag(B^T X B) <= 1``."""
-    import cvxpy as cp
-
+    """CA by the exact conic program (:func:`ffu_cvx.cvx.ca_program`)."""
     R, _ = _ca_factor(problem)
     B = problem.B
-    X = cp.Variable((problem.k, problem.k), PSD=True)
-    cons = [cp.sum(cp.multiply(B, X @ B), axis=0) <= 1]
-    prob = cp.Problem(cp.Minimize(cp.matrix_frac(R.T, X)), cons)
-    prob.solve(solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol)
-    if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or X.value is None:
-        raise SolverError(f"ca: CVXPY/Clarabel ended with status {prob.status!r}; "
-                          "try solver='dual'", status=str(prob.status))
-    Xv = 0.5 * (X.value + X.value.T)
+    Xv, nu, nit = cvx.ca_program(R, B, tol)
     # Scale onto the constraint set: Clarabel's feasibility is to tolerance only.
     Xv = Xv / float(np.max(np.einsum("ij,ij->j", B, Xv @ B)))
     try:
         C = linalg.cho_factor(Xv, lower=True, check_finite=False)
     except linalg.LinAlgError:
-        raise SolverError("ca: CVXPY returned a singular precision matrix", status="numerical_error") from None
+        raise SolverError("ca: CVXPY returned a singular precision matrix; try solver='dual'") from None
     sigma = linalg.cho_solve(C, np.eye(problem.k), check_finite=False)
-    nu = np.clip(np.asarray(cons[0].dual_value, dtype=float).ravel(), 0.0, None)
     dual = ca_dual_value(problem, nu) if nu.sum() > 0 else math.nan
-    return 0.5 * (sigma + sigma.T), float(np.sum((R.T @ R) * sigma)), dual, prob.solver_stats.num_iters
+    return 0.5 * (sigma + sigma.T), float(np.sum((R.T @ R) * sigma)), dual, nit
 
 
 def ca(problem: FitnessProblem, *, solver: str = "auto", tol: float = 1e-9, max_iter: int = 20_000,

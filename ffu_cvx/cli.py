@@ -62,7 +62,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, workloads
+from . import workloads
+from .version import __version__
 from ._io import atomic_write_bytes
 from .mechanism import GaussianMechanism, check_histogram, problem2
 from .problem import FitnessProblem

@@ -43,7 +43,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from . import privacy as _privacy
-from .result import OPTIMAL, OPTIMAL_INACCURATE, SolverError
+from . import cvx
+from .status import INACCURATE, OPTIMAL, SolverError
 
 __all__ = [
     "MarginalWorkload", "ProductFamily", "ProductWorkload", "FourierMechanism",
@@ -441,42 +442,25 @@ def _dual_value(n, M, c, lam) -> float:
     return float(np.sum(np.sqrt(n * ((lam / c) @ M)))) ** 2
 
 
-_CVX_STATUS = {"optimal": OPTIMAL, "optimal_inaccurate": OPTIMAL_INACCURATE}
-
-
 def _max_program(n, M, c, *, solver="CLARABEL", **solver_options):
-    """c* = min ``sum_g n_g / eta_g`` s.t. ``M eta <= c``, by CVXPY (one variable per group).
+    """c* = min ``sum_g n_g / eta_g`` s.t. ``M eta <= c`` (one variable per group), by
+    :func:`ffu_cvx.cvx.reciprocal_program`.
 
     Returns ``(eta, lam, status)`` with ``eta`` exactly feasible (rescaled so the tightest
     constraint is met with equality) and ``lam`` (K,) the worst-case marginal weights
     from the constraint duals (simplex).
     """
-    import cvxpy as cp
-
     # Warm scale: the sum-optimal eta for weights 1/c, scaled to feasibility, makes the
     # unknown t = eta / eta0 of order one whatever the domain sizes.
     eta0, _ = _sum_closed_form(n, M, 1.0 / c, np.ones_like(c), 1.0)
     eta0 = eta0 / np.max((M @ eta0) / c)
     obj_scale = float(np.sum(n / eta0))
-    t = cp.Variable(n.size, pos=True)
-    A = (M * eta0) / c[:, None]
-    cons = [A @ t <= 1.0]
-    prob = cp.Problem(cp.Minimize(cp.sum(cp.multiply(n / eta0 / obj_scale, cp.inv_pos(t)))), cons)
-    try:
-        prob.solve(solver=solver, **solver_options)
-    except cp.error.SolverError as exc:
-        raise SolverError(f"fourier max program: {solver} failed ({exc}); try solver='SCS'",
-                          status="solver_error") from None
-    status = _CVX_STATUS.get(prob.status)
-    if status is None or t.value is None:
-        raise SolverError(f"fourier max program: {solver} returned status {prob.status!r}; try solver='SCS'",
-                          status=str(prob.status), nit=prob.solver_stats.num_iters if prob.solver_stats else None)
-    if status == OPTIMAL_INACCURATE:
+    tv, nu, status = cvx.reciprocal_program(n / eta0 / obj_scale, (M * eta0) / c[:, None], solver=solver,
+                                            **solver_options)
+    if status in INACCURATE:
         warnings.warn(f"fourier max program: {solver} reports an inaccurate solution", RuntimeWarning, stacklevel=3)
-    tv = np.maximum(np.asarray(t.value, dtype=float), 1e-300)
     eta = eta0 * tv
     eta = eta * np.max((M @ eta) / c) ** -1.0
-    nu = np.clip(np.asarray(cons[0].dual_value, dtype=float), 0.0, None)
     lam = nu if nu.sum() > 0 else np.ones_like(c)
     return eta, lam / lam.sum(), status
 

@@ -20,9 +20,12 @@ import math
 import numpy as np
 from scipy import linalg, optimize, special
 
+from .validation import positive
+
 __all__ = [
     "cholesky",
     "profile",
+    "variances",
     "privacy_cost",
     "sorted_profile",
     "compare_refined",
@@ -64,6 +67,11 @@ def profile(sigma: np.ndarray, B: np.ndarray, chol: np.ndarray | None = None) ->
     return np.einsum("ij,ij->j", Y, Y)
 
 
+def variances(L: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """``diag(L Sigma L^T)`` (m,) for ``L`` (m, k), ``sigma`` (k, k): O(m k^2), one BLAS product."""
+    return np.einsum("ij,ij->i", L @ sigma, L)
+
+
 def privacy_cost(sigma: np.ndarray, B: np.ndarray) -> float:
     """Privacy cost ``alpha = Delta_M^2 = max_i b_i^T Sigma^{-1} b_i``."""
     return float(np.max(profile(sigma, B)))
@@ -94,13 +102,6 @@ def compare_refined(p1: np.ndarray, p2: np.ndarray, rtol: float = 1e-9) -> int:
 _SQRT2 = math.sqrt(2.0)
 
 
-def _check_positive(value: float, name: str) -> float:
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"`{name}` must be a finite positive number, got {value!r}")
-    return value
-
-
 def gaussian_log_delta(epsilon: float, delta_m: float) -> float:
     """Natural log of the smallest delta at which the Gaussian mechanism is (eps, delta)-DP.
 
@@ -114,7 +115,7 @@ def gaussian_log_delta(epsilon: float, delta_m: float) -> float:
     """
     if not math.isfinite(float(epsilon)) or epsilon < 0:
         raise ValueError(f"`epsilon` must be a finite number >= 0, got {epsilon!r}")
-    delta_m = _check_positive(delta_m, "delta_m")
+    delta_m = positive(delta_m, "delta_m")
     a = delta_m / 2.0 - epsilon / delta_m
     b = -delta_m / 2.0 - epsilon / delta_m
     log_pa = float(special.log_ndtr(a))
@@ -138,10 +139,10 @@ def gaussian_epsilon(delta: float, delta_m: float) -> float:
 
     Returns 0.0 when the mechanism is already (0, delta)-DP.
     """
-    delta = _check_positive(delta, "delta")
+    delta = positive(delta, "delta")
     if delta >= 1:
         raise ValueError(f"`delta` must be in (0, 1), got {delta!r}")
-    delta_m = _check_positive(delta_m, "delta_m")
+    delta_m = positive(delta_m, "delta_m")
     log_target = math.log(delta)
 
     def f(eps: float) -> float:
@@ -163,8 +164,8 @@ def gaussian_max_delta_m(epsilon: float, delta: float) -> float:
     The delta of Corollary 4 increases strictly with Delta_M, so this is a root find
     in log space.
     """
-    epsilon = _check_positive(epsilon, "epsilon")
-    delta = _check_positive(delta, "delta")
+    epsilon = positive(epsilon, "epsilon")
+    delta = positive(delta, "delta")
     if delta >= 1:
         raise ValueError(f"`delta` must be in (0, 1), got {delta!r}")
     log_target = math.log(delta)
@@ -186,7 +187,7 @@ def gaussian_max_delta_m(epsilon: float, delta: float) -> float:
 
 def zcdp_rho(delta_m: float) -> float:
     """rho of rho-zCDP for a Gaussian mechanism with privacy cost Delta_M: ``Delta_M^2 / 2``."""
-    delta_m = _check_positive(delta_m, "delta_m")
+    delta_m = positive(delta_m, "delta_m")
     return 0.5 * delta_m * delta_m
 
 

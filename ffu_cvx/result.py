@@ -1,8 +1,12 @@
-"""``Solution``: the one result type every method returns, and the solver statuses.
+"""``Solution``: the one result type every method returns (statuses live in :mod:`ffu_cvx.status`).
+
+Core layer: imports numpy, ``privacy``, ``problem``, ``status``, ``validation`` and
+``certificate`` (for the certificate attached at construction).
 
 A Solution checks itself when it is built: the profile and the variances are
 recomputed from ``sigma`` through its Cholesky factor (never an explicit inverse), and
-a dual certificate gives a lower bound on the optimal privacy cost and the gap.
+a dual certificate gives a lower bound on the optimal privacy cost and the gap. It is
+complete when built and immutable afterwards: a changed mechanism is a new Solution.
 """
 
 from __future__ import annotations
@@ -11,39 +15,15 @@ import math
 
 import numpy as np
 
-from . import privacy
+from . import certificate, privacy, validation
 from .problem import FitnessProblem
+from .status import (BASELINE, MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, STATUSES, SUCCESS,
+                     SUCCESS_STATUSES, USER_STOPPED, SolverError)
 
 __all__ = [
     "OPTIMAL", "OPTIMAL_INACCURATE", "MAX_ITER", "BASELINE", "USER_STOPPED",
     "SUCCESS_STATUSES", "STATUSES", "SolverError", "Solution", "max_variance_ratio",
 ]
-
-#: Solved to the requested tolerance.
-OPTIMAL = "optimal"
-#: The solver stopped short of its tolerance but the result is usable (a warning is issued).
-OPTIMAL_INACCURATE = "optimal_inaccurate"
-#: The iteration limit was reached; the result is feasible but not certified to tolerance.
-MAX_ITER = "max_iter"
-#: A fixed strategy (GM, HM, CA, ...) rather than an optimiser of Problem 1.
-BASELINE = "baseline"
-#: A callback raised ``StopIteration``.
-USER_STOPPED = "user_stopped"
-
-SUCCESS_STATUSES = (OPTIMAL, OPTIMAL_INACCURATE, BASELINE)
-STATUSES = (OPTIMAL, OPTIMAL_INACCURATE, MAX_ITER, BASELINE, USER_STOPPED)
-
-
-class SolverError(RuntimeError):
-    """A solver failed; ``status``, ``nit`` and ``residual`` say where and how."""
-
-    def __init__(self, message: str, *, status: str = "solver_error", nit: int | None = None,
-                 residual: float | None = None, **info):
-        super().__init__(message)
-        self.status = status
-        self.nit = nit
-        self.residual = residual
-        self.info = info
 
 
 class Solution(privacy.GaussianPrivacy, dict):
@@ -70,8 +50,41 @@ class Solution(privacy.GaussianPrivacy, dict):
         except KeyError:
             raise AttributeError(name) from None
 
+    def _refuse(self, *args, **kwargs):
+        if self.__dict__.get("_frozen"):
+            raise TypeError("a Solution is immutable once built; build a new one "
+                            "(Solution.from_sigma, Solution.scaled)")
+
+    def __setitem__(self, key, value):
+        self._refuse()
+        dict.__setitem__(self, key, value)
+
     def __setattr__(self, name, value):
-        self[name] = value
+        if name == "_frozen":
+            object.__setattr__(self, name, value)
+        else:
+            self[name] = value
+
+    def __delitem__(self, key):
+        self._refuse()
+        dict.__delitem__(self, key)
+
+    def _mutator(name):
+        def method(self, *args, **kwargs):
+            self._refuse()
+            return getattr(dict, name)(self, *args, **kwargs)
+        method.__name__ = name
+        return method
+
+    update, pop, popitem, setdefault, clear, __ior__ = map(
+        _mutator, ("update", "pop", "popitem", "setdefault", "clear", "__ior__"))
+    del _mutator
+
+    @classmethod
+    def _frozen_from(cls, fields: dict) -> "Solution":
+        sol = cls(fields)
+        sol._frozen = True
+        return sol
 
     def __repr__(self) -> str:
         keys = [k for k in self._ORDER if k in self] + [
@@ -100,12 +113,17 @@ class Solution(privacy.GaussianPrivacy, dict):
         lam: np.ndarray | None = None,
         mu: np.ndarray | None = None,
         certify: bool = True,
+        lower_bound: float | None = None,
         **info,
     ) -> "Solution":
         """Build and check a Solution for ``sigma`` (k, k) on ``problem``'s basis.
 
-        Recomputes the profile and variances via Cholesky; with ``certify=True`` (the
-        default) attaches a dual lower bound and gap (:mod:`ffu_cvx.certificate`).
+        Recomputes the profile and variances via Cholesky. The certificate: with
+        ``lower_bound`` given (a bound the solver certified, with its ``lam``, ``mu``)
+        the gap is computed from it; otherwise ``certify=True`` (the default) attaches a
+        dual lower bound and gap (:func:`ffu_cvx.certificate.certify`), and
+        ``certify=False`` leaves both NaN. ``nit``, ``n_hvp``, ``time`` and ``history``
+        are fields; every other keyword goes to ``info``.
         Raises ``SolverError`` if ``sigma`` is not symmetric positive definite.
         """
         if status not in STATUSES:
@@ -113,60 +131,46 @@ class Solution(privacy.GaussianPrivacy, dict):
         sigma = np.asarray(sigma, dtype=float)
         k = problem.k
         if sigma.shape != (k, k):
-            raise SolverError(f"{method}: sigma has shape {sigma.shape}, expected ({k}, {k})", status="solver_error")
+            raise SolverError(f"{method}: sigma has shape {sigma.shape}, expected ({k}, {k})")
         asym = np.max(np.abs(sigma - sigma.T)) / max(np.max(np.abs(sigma)), 1e-300)
         if not asym <= 1e-8:
-            raise SolverError(f"{method}: sigma is not symmetric (relative asymmetry {asym:.1e})", status="solver_error")
+            raise SolverError(f"{method}: sigma is not symmetric (relative asymmetry {asym:.1e})")
         sigma = 0.5 * (sigma + sigma.T)
         try:
             chol = privacy.cholesky(sigma)
         except ValueError as exc:
-            raise SolverError(f"{method}: returned covariance is not positive definite: {exc}",
-                              status="solver_error") from None
+            raise SolverError(f"{method}: returned covariance is not positive definite: {exc}") from None
         p = privacy.profile(sigma, problem.B, chol=chol)
-        var = np.einsum("ij,ij->i", problem.L @ sigma, problem.L)  # BLAS product: fast at k = 1024
-        sol = cls()
-        sol["method"] = method
-        sol["status"] = status
-        sol["success"] = status in SUCCESS_STATUSES
-        sol["message"] = message
-        sol["problem"] = problem
-        sol["sigma"] = sigma
-        sol["profile"] = p
-        sol["variances"] = var
-        sol["privacy_cost"] = float(p.max())
-        sol["max_ratio"] = float(np.max(var / problem.c))
-        sol["lower_bound"] = math.nan
-        sol["gap"] = math.nan
-        sol["lam"] = lam
-        sol["mu"] = mu
+        var = privacy.variances(problem.L, sigma)
+        alpha, max_ratio = float(p.max()), float(np.max(var / problem.c))
+        if lower_bound is not None:
+            lb = float(lower_bound)
+            gap = alpha * max_ratio / lb - 1.0 if lb > 0 else math.inf
+        elif certify:
+            cert = certificate.certify(problem, sigma, lam, mu, profile=p, variances=var)
+            lb, gap, lam, mu = cert.lower_bound, cert.gap, cert.lam, cert.mu
+        else:
+            lb = gap = math.nan
+        fields = dict(method=method, status=status, success=status in SUCCESS, message=message,
+                      problem=problem, sigma=sigma, profile=p, variances=var, privacy_cost=alpha,
+                      max_ratio=max_ratio, lower_bound=lb, gap=gap, lam=lam, mu=mu)
         for key in ("nit", "n_hvp", "time", "history"):
-            sol[key] = info.pop(key, None)
-        sol["info"] = info
-        if certify:
-            from .certificate import certify as _certify
-            cert = _certify(problem, sigma, lam, mu, profile=p, variances=var)
-            sol["lower_bound"], sol["gap"] = cert.lower_bound, cert.gap
-            sol["lam"], sol["mu"] = cert.lam, cert.mu
-        return sol
+            fields[key] = info.pop(key, None)
+        fields["info"] = info
+        return cls._frozen_from(fields)
 
     def scaled(self, privacy_cost: float) -> "Solution":
         """The same mechanism rescaled to ``privacy_cost`` (Theorem 8: Problem 2).
 
         ``sigma * alpha / privacy_cost`` has privacy cost exactly ``privacy_cost``; every
-        variance is multiplied by ``alpha / privacy_cost``.
+        variance is multiplied by ``alpha / privacy_cost``. The problem (targets ``c``) is
+        unchanged, so are ``lower_bound`` and the gap of the normalised cost.
         """
-        target = float(privacy_cost)
-        if not math.isfinite(target) or target <= 0:
-            raise ValueError(f"`privacy_cost` must be a finite positive number, got {privacy_cost!r}")
+        target = validation.positive(privacy_cost, "privacy_cost")
         s = self["privacy_cost"] / target
-        out = Solution(self)
-        out["sigma"] = self["sigma"] * s
-        out["profile"] = self["profile"] / s
-        out["variances"] = self["variances"] * s
-        out["privacy_cost"] = target
-        out["max_ratio"] = self["max_ratio"] * s
-        return out
+        fields = dict(self, sigma=self["sigma"] * s, profile=self["profile"] / s,
+                      variances=self["variances"] * s, privacy_cost=target, max_ratio=self["max_ratio"] * s)
+        return Solution._frozen_from(fields)
 
 
 def max_variance_ratio(solution: Solution, privacy_cost: float | None = None) -> float:
@@ -177,7 +181,5 @@ def max_variance_ratio(solution: Solution, privacy_cost: float | None = None) ->
     """
     if privacy_cost is None:
         return float(solution["max_ratio"])
-    privacy_cost = float(privacy_cost)
-    if not math.isfinite(privacy_cost) or privacy_cost <= 0:
-        raise ValueError(f"`privacy_cost` must be a finite positive number, got {privacy_cost!r}")
+    privacy_cost = validation.positive(privacy_cost, "privacy_cost")
     return float(solution["max_ratio"] * solution["privacy_cost"] / privacy_cost)

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 
+from . import certificate
 from .problem import FitnessProblem
 from .result import OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, Solution, SolverError
 
@@ -401,29 +402,29 @@ def finish(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: np.n
     sigma, ratio = normalise_sigma(problem, sigma)
     info["rescaled_by"] = ratio
     lam_arg = lam if lam is not None and lam.sum() > 0 and mu is not None and mu.sum() > 0 else None
-    sol = Solution.from_sigma(problem, sigma, method="sdp", status=status, lam=lam_arg,
-                              mu=mu if lam_arg is not None else None,
-                              time=time.perf_counter() - t0, nit=nit, **info)
-    if sol.status == OPTIMAL_INACCURATE and not sol.gap <= FAIL_GAP:
+    cert = certificate.certify(problem, sigma, lam_arg, mu if lam_arg is not None else None)
+    gap, message = cert.gap, ""
+    if status == OPTIMAL_INACCURATE and not gap <= FAIL_GAP:
         raise SolverError(
             f"SDP solver {info.get('solver')} stopped with status {info.get('solver_status', status)!r} "
-            f"and its Sigma is certified only to a relative gap of {sol.gap:.2e} > {FAIL_GAP:g}; "
+            f"and its Sigma is certified only to a relative gap of {gap:.2e} > {FAIL_GAP:g}; "
             "raise the iteration limit in `solver_options`, loosen `tol`, or try the other solver",
-            status=str(info.get("solver_status", status)), nit=nit, residual=float(sol.gap))
-    if sol.status == OPTIMAL_INACCURATE and sol.gap <= gap_tol:
+            status=str(info.get("solver_status", status)), nit=nit, residual=float(gap))
+    if status == OPTIMAL_INACCURATE and gap <= gap_tol:
         # The certificate, not the solver's stopping test, decides: a solver that stops at
         # its reduced tolerance with a Sigma certified to gap_tol has solved Problem 1.
-        sol["status"] = OPTIMAL
-        sol["message"] = (f"solver {info.get('solver')} reported {info.get('solver_status', 'inaccurate')!r}, "
-                          f"but the certified gap {sol.gap:.1e} <= gap_tol={gap_tol:g}")
-    if sol.status == OPTIMAL and not sol.gap <= gap_tol:
-        sol["status"] = OPTIMAL_INACCURATE
-        sol["message"] = f"certified gap {sol.gap:.2e} exceeds gap_tol={gap_tol:g}"
-    if sol.status == OPTIMAL_INACCURATE:
-        msg = sol.message or f"solver {info.get('solver')} stopped short of its tolerance"
-        sol["message"] = msg
-        warnings.warn(f"solve_sdp: result is inaccurate ({msg}); certified gap {sol.gap:.2e}",
+        status = OPTIMAL
+        message = (f"solver {info.get('solver')} reported {info.get('solver_status', 'inaccurate')!r}, "
+                   f"but the certified gap {gap:.1e} <= gap_tol={gap_tol:g}")
+    elif status == OPTIMAL and not gap <= gap_tol:
+        status = OPTIMAL_INACCURATE
+        message = f"certified gap {gap:.2e} exceeds gap_tol={gap_tol:g}"
+    if status == OPTIMAL_INACCURATE:
+        message = message or f"solver {info.get('solver')} stopped short of its tolerance"
+        warnings.warn(f"solve_sdp: result is inaccurate ({message}); certified gap {gap:.2e}",
                       RuntimeWarning, stacklevel=3)
-    elif not sol.message:
-        sol["message"] = f"solved by {info.get('solver')} ({info.get('formulation')}); certified gap {sol.gap:.1e}"
-    return sol
+    elif not message:
+        message = f"solved by {info.get('solver')} ({info.get('formulation')}); certified gap {gap:.1e}"
+    return Solution.from_sigma(problem, sigma, method="sdp", status=status, message=message, lam=cert.lam,
+                               mu=cert.mu, lower_bound=cert.lower_bound, time=time.perf_counter() - t0, nit=nit,
+                               **info)

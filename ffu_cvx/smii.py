@@ -90,7 +90,8 @@ import warnings
 import numpy as np
 from scipy import linalg
 
-from . import __version__, certificate
+from . import certificate
+from .version import __version__
 from .privacy import privacy_cost
 from .problem import FitnessProblem
 from .result import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, Solution, SolverError
@@ -762,11 +763,9 @@ def _run(problem, *, method, direction, callback, Q, t1, t2, mu, maxcg, tol2, nt
         n_hvp += nh
     elapsed = time.perf_counter() - start
     sol = Solution.from_sigma(problem, sigma, method=method, status=status,
-                              message=message, lam=lam, mu=mu_q, certify=False, nit=nit, n_hvp=n_hvp,
+                              message=message, lam=lam, mu=mu_q, lower_bound=lb, nit=nit, n_hvp=n_hvp,
                               time=elapsed, history=history, n_cg=n_cg_total, t1=t1, t2=t2, restarts=restarts,
                               **extra)
-    sol["lower_bound"] = lb
-    sol["gap"] = sol.privacy_cost * sol.max_ratio / lb - 1.0
     log.note(f"status {status}: {message}; alpha = {sol.privacy_cost:.10g}, lower bound = "
              f"{sol.lower_bound:.10g}, gap = {sol.gap:.2e}, {nit} iterations, {n_hvp} Hessian products, "
              f"{elapsed:.2f} s")

@@ -1,31 +1,36 @@
-"""The one entry point: ``solve(problem, method=..., callback=None, **options)``.
+"""The one entry point: ``solve(problem, method=..., tol=..., callback=None, **options)``.
 
-Each method lives in its own module and is imported lazily (only ``sdp`` needs CVXPY).
+Interfaces to the solver layer: imports ``problem``, ``result``, ``sdp`` and ``smii``
+(neither imports CVXPY at module level). The shape is scipy.optimize's ``minimize``:
+a plain dispatch table of functions, the same ``tol`` meaning for every method (the
+certified relative gap of the returned Solution), one ``callback`` contract
+(:class:`ffu_cvx.status.IntermediateResult`; ``StopIteration`` stops with status
+``"user_stopped"``), and every method-specific option passed through by name.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from .problem import FitnessProblem
 from .result import Solution
+from .sdp import solve_sdp
+from .smii import solve_gd, solve_smii
 
 __all__ = ["METHODS", "solve"]
 
-#: method name -> (module, function). Every function takes (problem, *, callback, **options).
-METHODS = {
-    "sdp": ("ffu_cvx.sdp", "solve_sdp"),
-    "smii": ("ffu_cvx.smii", "solve_smii"),
-    "gd": ("ffu_cvx.smii", "solve_gd"),
-}
+#: method name -> solver function ``f(problem, *, tol, callback, **options) -> Solution``.
+METHODS = {"sdp": solve_sdp, "smii": solve_smii, "gd": solve_gd}
 
 
-def solve(problem: FitnessProblem, method: str = "sdp", callback=None, **options) -> Solution:
+def solve(problem: FitnessProblem, method: str = "sdp", tol: float | None = None, callback=None,
+          **options) -> Solution:
     """Solve Problem 1 for ``problem`` with ``method`` in :data:`METHODS`.
 
-    ``options`` are passed to the method; an unknown option raises ``TypeError``.
-    ``callback(state)`` is called once per iteration by iterative methods; raising
-    ``StopIteration`` in it stops the solve with status ``"user_stopped"``.
+    ``tol`` is the certified relative gap to reach (``None``: the method's default,
+    1e-6 for "sdp", 1e-4 for "smii" and "gd"); solver-internal tolerances have their
+    own names (``solver_tol`` for the SDP's CVXPY tolerance). ``options`` go to the
+    method; an unknown option raises ``TypeError``. ``callback(intermediate_result)``
+    is called once per iteration (SM-II, GD) or level (SDP); raising ``StopIteration``
+    in it stops the solve with status ``"user_stopped"``.
     """
     if not isinstance(problem, FitnessProblem):
         raise ValueError(f"`problem` must be a FitnessProblem, got {type(problem).__name__}; "
@@ -33,6 +38,6 @@ def solve(problem: FitnessProblem, method: str = "sdp", callback=None, **options
     name = str(method).lower()
     if name not in METHODS:
         raise ValueError(f"unknown method {method!r}; valid methods are {sorted(METHODS)}")
-    module, func = METHODS[name]
-    fn = getattr(importlib.import_module(module), func)
-    return fn(problem, callback=callback, **options)
+    if tol is not None:
+        options["tol"] = tol
+    return METHODS[name](problem, callback=callback, **options)
