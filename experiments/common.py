@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from ffu_cvx._io import atomic_write_bytes as _atomic_write_bytes
+from ffu_cvx.files import atomic_write_bytes as _atomic_write_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "results"

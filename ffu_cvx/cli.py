@@ -64,7 +64,7 @@ import numpy as np
 
 from . import workloads
 from .version import __version__
-from ._io import atomic_write_bytes
+from .files import atomic_write_bytes
 from .mechanism import GaussianMechanism, check_histogram, problem2
 from .problem import FitnessProblem
 from .result import Solution, SolverError

@@ -23,6 +23,9 @@ from scipy import linalg, optimize, special
 from .validation import positive
 
 __all__ = [
+    "ADD_REMOVE",
+    "SUBSTITUTE",
+    "NEIGHBOURS",
     "cholesky",
     "profile",
     "variances",
@@ -36,6 +39,17 @@ __all__ = [
     "zcdp_rho",
     "GaussianPrivacy",
 ]
+
+
+#: Neighbouring datasets differ by adding or removing one record: histograms with
+#: ``||x - x'||_1 = 1``. The paper's relation; every profile, privacy cost and (eps, delta)
+#: of the Gaussian mechanisms here holds for it.
+ADD_REMOVE = "add/remove one record"
+#: Neighbouring datasets differ by changing one record's value: ``x' = x - e_i + e_j``.
+#: A sensitivity under it is at most twice the add/remove one.
+SUBSTITUTE = "substitute one record"
+#: The relations a privacy statement may name.
+NEIGHBOURS = (ADD_REMOVE, SUBSTITUTE)
 
 
 def cholesky(sigma: np.ndarray, name: str = "sigma") -> np.ndarray:

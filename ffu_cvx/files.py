@@ -1,4 +1,7 @@
-"""Atomic file output shared by the command line and the experiments."""
+"""Atomic file output shared by the command line and the experiments.
+
+Core layer: imports the standard library only.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes"]
+__all__ = ["atomic_write_bytes", "atomic_write_text"]
 
 
 def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
@@ -33,3 +36,8 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
             pass
         raise
     return path
+
+
+def atomic_write_text(path: Path | str, text: str) -> Path:
+    """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
