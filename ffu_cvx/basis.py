@@ -13,6 +13,15 @@ representation matrix. The mechanism is the same whatever decomposition is used
   rank-deficient workload Problem 1 has no attained optimum (the noise on the
   null-space directions of ``W`` can shrink the profile without bound), so the row
   basis is the right default.
+
+Scale: ``W = L B`` does not depend on the scale of ``W``'s rows, and neither may the
+decisions taken on the way (the rank, the rows picked, the least-squares ``L``): they
+are all made on the row-normalised matrix ``D W`` (``D`` = one over each row's norm),
+so a query of norm 1e-9 next to one of norm 1e9 is kept, never dropped and released
+as an exact zero. Every decomposition is checked row by row: each query must be
+reproduced to :data:`RECONSTRUCTION_RTOL` of its own norm.
+
+Core layer: imports numpy and scipy only.
 """
 
 from __future__ import annotations
@@ -20,12 +29,17 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-__all__ = ["BASES", "upper_triangular", "numerical_rank", "row_basis", "decompose"]
+__all__ = ["BASES", "BADLY_SCALED", "upper_triangular", "row_normalised", "numerical_rank", "row_basis", "decompose"]
 
 BASES = ("auto", "identity", "upper", "rows")
 
-#: Relative tolerance on ``||W - L B|| / ||W||`` every decomposition is checked against.
+#: Relative tolerance on ``||w_j - l_j B|| / ||w_j||`` every row ``j`` of a decomposition is
+#: checked against.
 RECONSTRUCTION_RTOL = 1e-10
+#: A spread (largest / smallest) of the queries' scales above this makes a problem badly
+#: scaled: variances and profile entries then span more than 1e12, and the solvers'
+#: relative tolerances (1e-9 and up) can no longer resolve the small ones.
+BADLY_SCALED = 1e6
 
 
 def upper_triangular(d: int) -> np.ndarray:
@@ -33,39 +47,73 @@ def upper_triangular(d: int) -> np.ndarray:
     return np.triu(np.ones((d, d)))
 
 
+def row_normalised(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(D W, n)``: ``W`` (m, d) with every non-zero row divided by its norm ``n_j`` (m,).
+
+    Zero rows stay zero (their ``n_j`` is reported as 0).
+    """
+    W = np.asarray(W, dtype=float)
+    # Scale by the largest entry first, so that squaring cannot overflow (entries near 1e308).
+    top = np.max(np.abs(W), axis=1)
+    safe = np.where(top > 0, top, 1.0)
+    n = top * np.linalg.norm(W / safe[:, None], axis=1)
+    return W / np.where(n > 0, n, 1.0)[:, None], n
+
+
 def numerical_rank(W: np.ndarray) -> int:
-    """Rank of ``W`` from its singular values with the numpy default tolerance."""
-    return int(np.linalg.matrix_rank(W))
+    """Rank of ``W``: numpy's default tolerance on the singular values of the row-normalised ``W``.
+
+    Scaling a row does not change the rank, and here it does not change the decision either.
+    """
+    return int(np.linalg.matrix_rank(row_normalised(W)[0]))
+
+
+def _solve_L(B: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """The ``L`` (m, k) with ``L B = W`` in the least-squares sense, computed on normalised rows.
+
+    With ``B = diag(n) Bn`` (``Bn`` unit rows) and ``W = diag(w) Wn``, ``L = diag(w) Ln diag(1/n)``
+    where ``Ln Bn = Wn``: no singular value of ``B`` is cut because of its rows' scales.
+    """
+    Bn, n = row_normalised(B)
+    Wn, w = row_normalised(W)
+    Ln = linalg.lstsq(Bn.T, Wn.T, check_finite=False)[0].T
+    return w[:, None] * Ln / np.where(n > 0, n, 1.0)[None, :]
 
 
 def row_basis(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Row basis of ``W`` (m, d): returns ``(B, L)`` with ``B`` (k, d) rows of ``W``.
 
-    Rows are picked by QR with column pivoting on ``W^T``; ``L`` (m, k) solves
-    ``L B = W`` in the least-squares sense and the reconstruction is checked.
+    Rows are picked by QR with column pivoting on the row-normalised ``W^T`` (so a row's
+    scale never decides whether it is picked); ``L`` (m, k) solves ``L B = W`` in the
+    least-squares sense.
     """
     W = np.asarray(W, dtype=float)
     k = numerical_rank(W)
     if k == 0:
         raise ValueError("`W` has rank 0: every query is identically zero")
-    _, _, piv = linalg.qr(W.T, mode="economic", pivoting=True)
+    _, _, piv = linalg.qr(row_normalised(W)[0].T, mode="economic", pivoting=True)
     rows = np.sort(piv[:k])
     B = W[rows]
-    L = linalg.lstsq(B.T, W.T, check_finite=False)[0].T
-    return B, L
+    return B, _solve_L(B, W)
 
 
 def _check_reconstruction(W: np.ndarray, L: np.ndarray, B: np.ndarray, basis: str) -> None:
-    err = np.linalg.norm(W - L @ B) / max(np.linalg.norm(W), 1e-300)
+    """Every row ``w_j`` must be reproduced to ``RECONSTRUCTION_RTOL`` of its own norm."""
+    Wn, w = row_normalised(W)
+    err_rows = row_normalised(W - L @ B)[1] / np.where(w > 0, w, 1.0)
+    j = int(np.argmax(err_rows))
+    err = float(err_rows[j])
     if not err <= RECONSTRUCTION_RTOL:
-        why = (
-            "the rows of the `basis` matrix do not span the row space of W; pass a B whose "
-            "rows span it, or basis='rows'"
-            if basis == "custom"
-            else "W is numerically ill-conditioned, try basis='rows'"
-        )
+        if basis == "custom":
+            why = ("the rows of the `basis` matrix do not span the row space of W; pass a B whose "
+                   "rows span it, or basis='rows'")
+        else:
+            spread = float(w.max() / w[w > 0].min())
+            why = (f"W is badly scaled (its row norms span {spread:.1e}); rescale the rows of W "
+                   "(and c by the squares of the factors)" if spread > BADLY_SCALED
+                   else "W is numerically ill-conditioned, try basis='rows'")
         raise ValueError(
-            f"basis={basis!r} does not reproduce W: ||W - L B|| / ||W|| = {err:.2e} > "
+            f"basis={basis!r} does not reproduce row {j} of W: ||w_j - l_j B|| / ||w_j|| = {err:.2e} > "
             f"{RECONSTRUCTION_RTOL:g}; {why}"
         )
 
@@ -110,6 +158,6 @@ def decompose(W: np.ndarray, basis: str | np.ndarray = "auto") -> tuple[np.ndarr
             raise ValueError(f"`basis` rows must be linearly independent: rank {k} < {B.shape[0]} rows")
         if k != numerical_rank(W):
             raise ValueError(f"`basis` has rank {k} but W has rank {numerical_rank(W)}; they must be equal")
-        L = linalg.lstsq(B.T, W.T, check_finite=False)[0].T
+        L = _solve_L(B, W)
     _check_reconstruction(W, L, B, name)
     return B, L, name

@@ -3,6 +3,15 @@
 Problem 1 (prioritising accuracy): minimise ``alpha`` over symmetric positive definite
 ``Sigma`` (k, k) subject to ``b_i^T Sigma^{-1} b_i <= alpha`` for every column ``b_i``
 of ``B`` and ``diag(L Sigma L^T) <= c``. Every solver takes a ``FitnessProblem``.
+
+Scale: Problem 1 is unchanged when row ``j`` of ``W`` is multiplied by ``s`` and ``c_j``
+by ``s^2``; what matters is the normalised norm ``||w_j|| / sqrt(c_j)`` of each query,
+and the privacy cost is of the order of its square. Problems whose normalised norms
+leave :data:`SCALE_LIMITS` are refused (their privacy cost, or its square inside the
+solvers, would overflow or underflow double precision), and
+:attr:`FitnessProblem.scale_spread` tells how far apart the queries' scales are.
+
+Core layer: imports numpy and ``basis``.
 """
 
 from __future__ import annotations
@@ -17,7 +26,13 @@ from . import basis as _basis
 if TYPE_CHECKING:  # pragma: no cover
     from .workloads import Workload
 
-__all__ = ["FitnessProblem", "validate_workload"]
+__all__ = ["FitnessProblem", "validate_workload", "validate_labels", "scale_spread", "SCALE_LIMITS",
+]
+
+#: Range allowed for every query's normalised norm ``||w_j|| / sqrt(c_j)``. The privacy
+#: cost is of the order of its square and the solvers square that again, so 1e+-50 keeps
+#: every intermediate (about 1e+-200) inside double precision (1e+-308).
+SCALE_LIMITS = (1e-50, 1e50)
 
 
 def validate_workload(W, c) -> tuple[np.ndarray, np.ndarray]:
@@ -44,6 +59,9 @@ def validate_workload(W, c) -> tuple[np.ndarray, np.ndarray]:
             f"`W` has all-zero queries (rows {zero[:5].tolist()}{'...' if zero.size > 5 else ''}); "
             "they need no noise: drop them"
         )
+    if c is None:
+        raise ValueError("`c` (the variance targets) is required, got None: give one target per query "
+                         "or one number for all")
     try:
         c = np.array(c, dtype=float)
     except (TypeError, ValueError) as exc:
@@ -57,7 +75,48 @@ def validate_workload(W, c) -> tuple[np.ndarray, np.ndarray]:
     if np.any(c <= 0):
         j = int(np.flatnonzero(c <= 0)[0])
         raise ValueError(f"`c` must be > 0 (variance targets), but c[{j}] = {c[j]!r}")
+    norms = _basis.row_normalised(W)[1] / np.sqrt(c)
+    lo, hi = SCALE_LIMITS
+    bad = np.flatnonzero(~((norms >= lo) & (norms <= hi)))
+    if bad.size:
+        j = int(bad[0])
+        raise ValueError(
+            f"`W` and `c` are badly scaled: query {j} has ||w_j|| / sqrt(c_j) = {norms[j]:.3g}, outside "
+            f"[{lo:g}, {hi:g}]; its privacy cost would overflow double precision. Rescale W (counts in "
+            "other units) or c"
+        )
     return W, c
+
+
+def scale_spread(W, c) -> float:
+    """``max_j / min_j`` of the normalised norms ``||w_j|| / sqrt(c_j)`` (1 when all are equal).
+
+    Above :data:`ffu_cvx.basis.BADLY_SCALED` the problem is badly scaled: the solvers may then fail or
+    stop inaccurate, and the fix is to rescale the queries (rows of W with c).
+    """
+    norms = _basis.row_normalised(np.asarray(W, dtype=float))[1] / np.sqrt(np.asarray(c, dtype=float))
+    return float(norms.max() / norms.min())
+
+
+def validate_labels(labels, m: int) -> tuple:
+    """``labels`` as a tuple of ``m`` strings (``None`` -> ``()``); ``ValueError`` naming `labels`.
+
+    A single string is refused (it would be split into characters), so is anything that is
+    not a sequence of strings or numbers.
+    """
+    if labels is None:
+        return ()
+    if isinstance(labels, (str, bytes)) or not hasattr(labels, "__len__") or isinstance(labels, dict):
+        raise ValueError(f"`labels` must be a list of {m} strings (one per query), got {type(labels).__name__} "
+                         f"{labels!r:.60}")
+    bad = [v for v in labels if not isinstance(v, (str, int, float, np.integer, np.floating))
+           or isinstance(v, bool)]
+    if bad:
+        raise ValueError(f"`labels` must hold strings (one per query), got {bad[0]!r:.60}")
+    labels = tuple(str(v) for v in labels)
+    if labels and len(labels) != m:
+        raise ValueError(f"`labels` must have one entry per query ({m}), got {len(labels)}")
+    return labels
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,12 +151,11 @@ class FitnessProblem:
 
     def __init__(self, W, c, basis="auto", labels=None, name="workload"):
         W, c = validate_workload(W, c)
+        labels = validate_labels(labels, W.shape[0])
         B, L, basis_name = _basis.decompose(W, basis)
-        if labels is None:
-            labels = ()
-        labels = tuple(str(s) for s in labels)
-        if labels and len(labels) != W.shape[0]:
-            raise ValueError(f"`labels` must have one entry per query ({W.shape[0]}), got {len(labels)}")
+        self._set(W, c, basis_name, labels, name, B, L)
+
+    def _set(self, W, c, basis_name, labels, name, B, L) -> None:
         for arr in (W, c, B, L):
             arr.setflags(write=False)
         object.__setattr__(self, "W", W)
@@ -128,10 +186,17 @@ class FitnessProblem:
         """Rank of W (rows of B)."""
         return self.B.shape[0]
 
+    @property
+    def scale_spread(self) -> float:
+        """Spread of the queries' normalised norms (see :func:`scale_spread`)."""
+        return scale_spread(self.W, self.c)
+
     def with_targets(self, c) -> "FitnessProblem":
-        """The same workload and basis with new targets ``c`` (m,)."""
-        return FitnessProblem(self.W, c, basis=self.B if self.basis == "custom" else self.basis,
-                              labels=self.labels or None, name=self.name)
+        """The same workload and decomposition (``B``, ``L`` shared, not recomputed) with targets ``c`` (m,)."""
+        _, c = validate_workload(self.W, c)
+        new = object.__new__(FitnessProblem)
+        new._set(self.W, c, self.basis, self.labels, self.name, self.B, self.L)
+        return new
 
     def __repr__(self) -> str:
         return f"FitnessProblem(name={self.name!r}, m={self.m}, d={self.d}, k={self.k}, basis={self.basis!r})"

@@ -22,7 +22,8 @@ from itertools import combinations
 
 import numpy as np
 
-from .problem import validate_workload
+from .memory import check_dense
+from .problem import validate_labels, validate_workload
 
 __all__ = [
     "Workload",
@@ -57,15 +58,16 @@ class Workload:
 
     def __post_init__(self):
         W, c = validate_workload(self.W, self.c)
-        if len(self.labels) != W.shape[0]:
-            raise ValueError(f"`labels` needs one entry per query ({W.shape[0]}), got {len(self.labels)}")
+        labels = validate_labels(self.labels, W.shape[0])
+        if len(labels) != W.shape[0]:
+            raise ValueError(f"`labels` needs one entry per query ({W.shape[0]}), got {len(labels)}")
         if int(np.prod(self.domain)) != W.shape[1]:
             raise ValueError(f"`domain` {self.domain} has {int(np.prod(self.domain))} cells but W has {W.shape[1]} columns")
         W.setflags(write=False)
         c.setflags(write=False)
         object.__setattr__(self, "W", W)
         object.__setattr__(self, "c", c)
-        object.__setattr__(self, "labels", tuple(str(s) for s in self.labels))
+        object.__setattr__(self, "labels", labels)
         object.__setattr__(self, "domain", tuple(int(n) for n in self.domain))
 
     @property
@@ -83,6 +85,12 @@ def _check_size(d, name="d", minimum=1) -> int:
     return int(d)
 
 
+def _check_fits(m: int, d: int, builder: str, value: int) -> None:
+    """Refuse a builder's dense (m, d) ``W`` that cannot fit in memory, naming `d`."""
+    check_dense(m, d, f"{builder}(d={value})'s W", "d",
+                "use a smaller `d` (every method here needs W dense; the SDP far more than W)")
+
+
 def prefix(d: int) -> Workload:
     """Prefix (one-sided range) queries on an ordered domain of size ``d``: Tables 2 and 3.
 
@@ -91,6 +99,7 @@ def prefix(d: int) -> Workload:
     reversed domain, which is the same workload up to relabelling the cells.
     """
     d = _check_size(d)
+    _check_fits(d, d, "prefix", d)
     return Workload(np.triu(np.ones((d, d))), np.ones(d), ("prefix",) * d, (d,), f"prefix(d={d})", {"d": d})
 
 
@@ -160,6 +169,7 @@ def random_ranges(d: int, targets: str = "uniform", seed: int = 0) -> Workload:
     d = _check_size(d)
     targets = _check_targets(targets)
     seed = _check_seed(seed)
+    _check_fits(2 * d, d, "random_ranges", d)
     rng = np.random.default_rng(seed)
     m = 2 * d
     ends = rng.integers(0, d, size=(m, 2))
@@ -205,6 +215,7 @@ def random_pm1(d: int, targets: str = "uniform", seed: int = 0, p_plus: float = 
     if not real or not 0.0 <= float(p_plus) <= 1.0:
         raise ValueError(f"`p_plus` must be a probability in [0, 1], got {p_plus!r}")
     p_plus = float(p_plus)
+    _check_fits(2 * d, d, "random_pm1", d)
     rng = np.random.default_rng(seed)
     m = 2 * d
     W = np.where(rng.random((m, d)) < p_plus, 1.0, -1.0)
@@ -423,6 +434,6 @@ def marginals_b(n_attrs: int, n_values: int = 2) -> Workload:
 def from_matrix(W, c, labels=None, domain=None, name="custom") -> Workload:
     """A user's workload ``W`` (m, d) with targets ``c`` (m,) (a scalar is broadcast)."""
     W, c = validate_workload(W, c)
-    labels = tuple(labels) if labels is not None else ("query",) * W.shape[0]
+    labels = validate_labels(labels, W.shape[0]) if labels is not None else ("query",) * W.shape[0]
     domain = tuple(domain) if domain is not None else (W.shape[1],)
     return Workload(W, c, labels, domain, name, {})
