@@ -113,7 +113,8 @@ class Release:
     answers, variances, lower, upper : (m,) noisy answers, their exact variances
     ``diag(L Sigma L^T)`` and the two-sided confidence interval at ``level``
     (``answers -/+ z sqrt(variances)``); labels : (m,) query labels (may be empty);
-    privacy_cost : alpha of the mechanism that produced them.
+    privacy_cost : alpha of the mechanism that produced them; neighbours : the
+    neighbouring relation its privacy holds for (:data:`ffu_cvx.privacy.ADD_REMOVE`).
     """
 
     answers: np.ndarray
@@ -123,6 +124,7 @@ class Release:
     level: float
     labels: tuple
     privacy_cost: float
+    neighbours: str = privacy.ADD_REMOVE
 
     @property
     def std(self) -> np.ndarray:
@@ -164,12 +166,12 @@ class GaussianMechanism(privacy.GaussianPrivacy):
         return LC @ LC.T
 
     def statement(self, delta: float = 1e-6) -> str:
-        """One-paragraph privacy statement for the release (neighbours differ by one count)."""
+        """One-paragraph privacy statement for the release, naming the neighbouring relation."""
         return (f"Releasing the {self.problem.m} answers of {self.problem.name!r} satisfies "
                 f"({self.epsilon(delta):.6g}, {delta:g})-differential privacy and "
                 f"{self.rho:.6g}-zCDP (privacy cost alpha = Delta_M^2 = {self.privacy_cost:.6g}; "
-                f"neighbouring histograms differ by one in one cell; exact Gaussian mechanism, "
-                f"Balle and Wang 2018).")
+                f"neighbours: {self.neighbours}, i.e. histograms differing by one in one cell; "
+                f"exact Gaussian mechanism, Balle and Wang 2018).")
 
     def release(self, x, rng=None, level: float = 0.95) -> Release:
         """Release ``L (B x + N(0, Sigma))`` for a histogram ``x`` (d,).
@@ -211,8 +213,13 @@ class Problem2Result:
     k : every variance is at most ``k c_j`` (equality for the binding queries);
     k_lower_bound : certified lower bound on the optimal k (from the Problem 1 dual
     bound; ``nan`` when the solution carries none); solution : the rescaled Solution
-    (``sigma`` (k, k) attains the target); epsilon, delta : the target;
-    delta_m : the largest Delta_M meeting it; privacy_cost : ``delta_m ** 2``.
+    (``sigma`` (k, k) attains the target) on the original targets ``c``, so its
+    ``max_ratio`` is ``k`` and its ``lower_bound`` and ``gap`` are those of the
+    normalised cost ``privacy_cost * k`` (Problem 1 at ``c``); scaled_targets_solution :
+    the same mechanism as the Solution of Problem 1 at the scaled targets ``k c``
+    (``max_ratio`` 1), whose ``lower_bound`` bounds its own ``privacy_cost`` (about the
+    target's, not Problem 1's); epsilon, delta : the target; delta_m : the largest
+    Delta_M meeting it; privacy_cost : ``delta_m ** 2``.
     """
 
     k: float
@@ -222,6 +229,7 @@ class Problem2Result:
     delta: float
     delta_m: float
     privacy_cost: float
+    scaled_targets_solution: Solution | None = None
 
 
 def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "sdp", **options) -> Problem2Result:
@@ -249,9 +257,26 @@ def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "s
     target = delta_m * delta_m
     scaled = sol.scaled(target)
     lb = scaled.get("lower_bound")
-    return Problem2Result(k=float(scaled["max_ratio"]), k_lower_bound=math.nan if lb is None else float(lb) / target,
-                          solution=scaled, epsilon=float(epsilon), delta=float(delta),
-                          delta_m=float(delta_m), privacy_cost=float(target))
+    lb = math.nan if lb is None else float(lb)
+    k = float(scaled["max_ratio"])
+    return Problem2Result(k=k, k_lower_bound=lb / target, solution=scaled, epsilon=float(epsilon),
+                          delta=float(delta), delta_m=float(delta_m), privacy_cost=float(target),
+                          scaled_targets_solution=_at_scaled_targets(scaled, k, lb))
+
+
+def _at_scaled_targets(scaled: Solution, k: float, lb: float) -> Solution:
+    """``scaled`` as the Solution of Problem 1 at targets ``k c``: same sigma, bound and mu over k.
+
+    Multiplying every target by ``k`` divides the optimal privacy cost and the dual bound
+    by ``k`` (and ``mu``, normalised by ``mu . c = 1``, by ``k``); the gap is unchanged.
+    """
+    mu = scaled.get("mu")
+    keep = {key: scaled.get(key) for key in ("nit", "n_hvp", "time", "history")}
+    return Solution.from_sigma(
+        scaled["problem"].with_targets(k * scaled["problem"].c), scaled["sigma"], method=scaled["method"],
+        status=scaled["status"], message=scaled["message"], lam=scaled.get("lam"),
+        mu=None if mu is None else mu / k, lower_bound=None if math.isnan(lb) else lb / k,
+        certify=False, **keep, **scaled.get("info", {}))
 
 
 # ---------------------------------------------------------------------------- free queries

@@ -209,8 +209,20 @@ class GaussianPrivacy:
     """Privacy statements of a Gaussian mechanism with privacy cost ``self.privacy_cost`` (alpha).
 
     Mixed into every mechanism type (``Solution``, ``GaussianMechanism``,
-    ``FourierMechanism``) so that each states (eps, delta) and zCDP the same way.
+    ``FourierMechanism``) so that each states (eps, delta) and zCDP the same way, and
+    names the neighbouring relation they hold for (:attr:`neighbours`).
     """
+
+    @property
+    def neighbours(self) -> str:
+        """The neighbouring relation of every privacy statement here: :data:`ADD_REMOVE`.
+
+        The profile ``b_i^T Sigma^{-1} b_i`` is the squared sensitivity of adding or
+        removing one record in cell ``i``; under :data:`SUBSTITUTE` the sensitivity of a
+        change from cell ``i`` to cell ``j`` is ``||Sigma^{-1/2} (b_i - b_j)||``, up to twice
+        as large.
+        """
+        return ADD_REMOVE
 
     @property
     def delta_m(self) -> float:
