@@ -1,5 +1,10 @@
 """The ``ffu-cvx`` command line: solve a user's workload, release answers, report.
 
+Interfaces layer: imports ``solvers``, ``mechanism``, ``basis``, ``memory``, ``files``
+and the command line's own modules ``clifiles`` (inputs, outputs, histograms),
+``resultfile`` (the SPEC and RESULT formats, documented there) and ``cliplot`` (the
+report figure).
+
 Commands
 --------
 ``ffu-cvx solve SPEC.json --method sdp|smii|gd --out RESULT.json [--delta 1e-6] [--quiet]``
@@ -12,38 +17,16 @@ Commands
     Print the privacy statement and accuracy summary; optionally plot achieved against
     target variance per query and the privacy profile.
 
-Exit status: 0 on success, 2 on bad input (a one-line message on stderr, no output file
-written), 1 when the solver fails. Outputs are written to a temporary file in the same
-directory and renamed into place, so a failed or interrupted command leaves none behind.
-
-SPEC (JSON object; relative paths are resolved against the spec's directory)
-----------------------------------------------------------------------------
-``workload``: a built-in builder of :mod:`ffu_cvx.workloads` (``prefix``, ``random_ranges``,
-``random_pm1``, ``pl94``, ``age_pyramid``, ``marginals_a``, ``marginals_b``) with
-``params``: its keyword arguments, e.g. ``{"workload": "prefix", "params": {"d": 16}}``;
-or ``W``: the (m, d) matrix inline (list of rows) or a path to ``.npy``, ``.npz`` (array
-``W`` or the only array) or ``.csv`` (comma separated, no header). ``c``: the (m,) variance
-targets (a number, a list or a path; required with ``W``, replaces the builder's targets
-with ``workload``). Optional: ``basis`` (``"auto"``, ``"identity"``, ``"upper"``, ``"rows"``,
-or a (k, d) matrix / path), ``labels`` (m strings), ``name``, ``options`` (keyword options
-of the solver), ``target`` (``{"epsilon": e, "delta": d}``: solve Problem 2 instead, i.e.
-rescale Sigma to meet (e, d) exactly and report the uniform scaling ``k`` of ``c``).
-
-RESULT (JSON, ``schema_version`` 1; non-finite numbers are written as null)
--------------------------------------------------------------------------------
-- ``schema_version`` (1), ``tool`` {name, version}, ``created_utc``, ``spec_path``, ``spec``.
-- ``problem``: ``name``, ``m``, ``d``, ``k``, ``basis`` (name of the basis used), ``labels``
-  (m,), ``W`` (m, d), ``c`` (m,), ``B`` (k, d). ``L`` is not stored: it is the unique
-  solution of ``L B = W`` (``FitnessProblem(W, c, basis=B)`` rebuilds it).
-- ``method``, ``status``, ``success``, ``message``, ``nit``.
-- ``sigma`` (k, k): the noise covariance on ``B x``.
-- ``privacy_cost`` (alpha = Delta_M^2), ``delta_m``, ``rho`` (zCDP), ``delta`` and
-  ``epsilon`` (the smallest epsilon at that delta, exact Gaussian mechanism).
-- ``profile`` (d,), ``variances`` (m,), ``max_ratio`` (max variance / c).
-- ``certificate``: ``lower_bound`` (certified lower bound on the optimal alpha of
-  Problem 1) and ``gap`` (relative).
-- ``target``: null, or ``epsilon``, ``delta``, ``k`` and ``k_lower_bound`` of Problem 2.
-- ``timings``: ``load_s``, ``solve_s``, ``total_s`` (wall-clock seconds).
+Exit statuses and files
+-----------------------
+0 success; 1 the solver failed, ran out of memory or overflowed (one line: the status,
+the cause, a remedy); 2 bad input (one line naming the file, field or argument and the
+fix); 130 interrupted by Ctrl-C (SIGINT); 143 terminated (SIGTERM). Whatever the
+status, nothing is written unless every check passed and the work finished: an output
+is written to a temporary file in its folder and renamed into place, so it is either
+complete or untouched (an existing file stays as it was), and no temporary file is
+left. An output that is also an input (the same file, also through a link) or that is
+read-only is refused before any work.
 """
 
 from __future__ import annotations
@@ -51,130 +34,59 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
-import math
-import os
+import signal
 import sys
+import threading
 import time
 import warnings
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
-from . import workloads
-from .version import __version__
-from .files import atomic_write_bytes
-from .mechanism import GaussianMechanism, check_histogram, problem2
-from .problem import FitnessProblem
-from .result import Solution, SolverError
+from .basis import BADLY_SCALED
+from .clifiles import InputError, check_output, read_histogram
+from .cliplot import plot_result
+from .files import Terminated, atomic_write_bytes, raise_terminated
+from .mechanism import GaussianMechanism, problem2
+from .memory import dense_bytes, human_bytes
+from .resultfile import (SCHEMA_VERSION, WORKLOADS, check_options, check_target, dump_result, load_result,
+                         load_spec, result_dict, spec_inputs)
+from .status import SolverError
 from .solvers import METHODS, solve
 
-__all__ = ["main", "SCHEMA_VERSION", "WORKLOADS", "load_spec", "load_result"]
+__all__ = ["main", "SCHEMA_VERSION", "WORKLOADS", "load_spec", "load_result", "InputError",
+           "EXIT_OK", "EXIT_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_TERMINATED"]
 
-SCHEMA_VERSION = 1
-#: Built-in workload builders a SPEC may name.
-WORKLOADS = ("prefix", "random_ranges", "random_pm1", "pl94", "age_pyramid", "marginals_a", "marginals_b")
-_SPEC_KEYS = {"workload", "params", "W", "c", "basis", "labels", "name", "options", "target"}
-#: Relative agreement required between a RESULT's recorded privacy cost and its sigma.
-_RESULT_RTOL = 1e-8
-
-
-class InputError(ValueError):
-    """Bad input from the command line: reported in one line with exit status 2."""
-
-
-# ---------------------------------------------------------------------------- files
-def _check_output(path: str, flag: str) -> Path:
-    """Fail early (before any work) if ``path`` cannot be written."""
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(f"{flag} {p} is a directory; give a file name")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"cannot write {flag} {p}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise InputError(f"cannot write {flag} {p}: directory {parent} is not writable")
-    return p
+EXIT_OK = 0
+#: The solver failed, ran out of memory or overflowed.
+EXIT_FAILED = 1
+#: Bad input: a file, field or argument (argparse uses 2 as well).
+EXIT_BAD_INPUT = 2
+#: Ctrl-C (128 + SIGINT).
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+#: SIGTERM (128 + SIGTERM).
+EXIT_TERMINATED = 128 + signal.SIGTERM
+#: Relative slack under which a variance counts as meeting its target.
+TARGET_RTOL = 1e-6
 
 
-def _read_text(path: Path, what: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"cannot read {what} {path}: not a UTF-8 text file") from None
+class _Run:
+    """One command's progress messages and what it has done so far (for the exit message)."""
 
-
-def _read_json(path: Path, what: str) -> dict:
-    text = _read_text(path, what)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON in {what} {path}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    if not isinstance(obj, dict):
-        raise InputError(f"{what} {path} must hold a JSON object, got {type(obj).__name__}")
-    return obj
-
-
-def _load_array(value, field: str, base: Path):
-    """An inline value, or the array stored at a path (.npy, .npz, .csv) relative to ``base``."""
-    if not isinstance(value, str):
-        return value
-    path = base / value
-    if not path.is_file():
-        raise InputError(f"`{field}`: file {path} not found")
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".npy":
-            return np.load(path, allow_pickle=False)
-        if suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                if field in z.files:
-                    return z[field]
-                if len(z.files) == 1:
-                    return z[z.files[0]]
-                raise InputError(f"`{field}`: {path} holds arrays {z.files}; name one `{field}`")
-        if suffix == ".csv":
-            return np.loadtxt(path, delimiter=",", ndmin=2 if field in ("W", "basis") else 1)
-    except (OSError, ValueError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(f"`{field}`: cannot read {path}: {exc}") from None
-    raise InputError(f"`{field}`: {path} must be .npy, .npz or .csv (or give the values inline)")
-
-
-def _json_value(obj):
-    """Numpy -> plain JSON values, non-finite floats -> None."""
-    if isinstance(obj, dict):
-        return {str(k): _json_value(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_value(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _json_value(obj.tolist())
-    if isinstance(obj, (np.floating, float)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    return obj
-
-
-def _nan(value) -> float:
-    return math.nan if value is None else float(value)
-
-
-# ---------------------------------------------------------------------------- progress
-class _Progress:
     def __init__(self, quiet: bool):
         self.quiet = quiet
         self.t0 = time.perf_counter()
+        self.written: list[Path] = []
+        self.problem = None
+        self.method = None
 
     def say(self, msg: str) -> None:
         if not self.quiet:
             print(f"ffu-cvx [{time.perf_counter() - self.t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    def write(self, path: Path, data: bytes) -> None:
+        atomic_write_bytes(path, data)
+        self.written.append(path)
 
     def callback(self, every: float = 2.0):
         """A solver callback printing the iteration count at most every ``every`` seconds."""
@@ -190,203 +102,76 @@ class _Progress:
         return cb
 
 
-# ---------------------------------------------------------------------------- spec and result
-def load_spec(path) -> tuple[FitnessProblem, dict]:
-    """Read a SPEC file (see the module docstring) and build its ``FitnessProblem``.
-
-    Returns ``(problem, spec)``; raises ``InputError`` (a ``ValueError``) on bad input.
-    """
-    path = Path(path)
-    spec = _read_json(path, "spec")
-    unknown = sorted(set(spec) - _SPEC_KEYS)
-    if unknown:
-        raise InputError(f"spec {path}: unknown key(s) {unknown}; allowed keys are {sorted(_SPEC_KEYS)}")
-    base = path.parent
-    if ("workload" in spec) == ("W" in spec):
-        raise InputError(f"spec {path} must give exactly one of `workload` (a built-in name) or `W` (a matrix)")
-    labels, name = spec.get("labels"), spec.get("name")
-    if "workload" in spec:
-        wname = spec["workload"]
-        if wname not in WORKLOADS or not hasattr(workloads, wname):
-            avail = [w for w in WORKLOADS if hasattr(workloads, w)]
-            raise InputError(f"spec {path}: unknown workload {wname!r}; available: {avail}")
-        params = spec.get("params", {})
-        if not isinstance(params, dict):
-            raise InputError(f"spec {path}: `params` must be an object of keyword arguments, got {params!r}")
-        try:
-            wl = getattr(workloads, wname)(**params)
-        except TypeError as exc:
-            raise InputError(f"spec {path}: bad `params` for workload {wname!r}: {exc}") from None
-        W = wl.W
-        c = _load_array(spec["c"], "c", base) if "c" in spec else wl.c
-        labels = wl.labels if labels is None else labels
-        name = wl.name if name is None else name
-    else:
-        if "c" not in spec:
-            raise InputError(f"spec {path}: `c` (variance targets) is required with `W`")
-        if "params" in spec:
-            raise InputError(f"spec {path}: `params` only goes with `workload`")
-        W = _load_array(spec["W"], "W", base)
-        c = _load_array(spec["c"], "c", base)
-    if isinstance(c, np.ndarray) and c.ndim == 2 and 1 in c.shape:
-        c = c.ravel()
-    basis = spec.get("basis", "auto")
-    if not isinstance(basis, str) or Path(basis).suffix.lower() in (".npy", ".npz", ".csv"):
-        basis = np.asarray(_load_array(basis, "basis", base), dtype=float)
-    problem = FitnessProblem(W, c, basis=basis, labels=labels, name=name or path.stem)
-    return problem, spec
+def _check_delta(delta: float, flag: str = "--delta") -> float:
+    if not 0 < delta < 1:
+        raise InputError(f"{flag} must be in (0, 1), got {delta!r}")
+    return delta
 
 
-def _check_target(spec: dict) -> tuple[float, float] | None:
-    target = spec.get("target")
-    if target is None:
-        return None
-    if not isinstance(target, dict) or set(target) != {"epsilon", "delta"}:
-        raise InputError(f"`target` must be {{\"epsilon\": e, \"delta\": d}}, got {target!r}")
-    eps, dlt = target["epsilon"], target["delta"]
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (eps, dlt)):
-        raise InputError(f"`target` epsilon and delta must be numbers, got {target!r}")
-    if not (eps > 0 and 0 < dlt < 1):
-        raise InputError(f"`target` needs epsilon > 0 and 0 < delta < 1, got {target!r}")
-    return float(eps), float(dlt)
-
-
-def _result_dict(sol: Solution, spec: dict, spec_path: Path, delta: float, target, timings: dict) -> dict:
-    problem: FitnessProblem = sol["problem"]
-    return _json_value({
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "ffu-cvx", "version": __version__},
-        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "spec_path": str(spec_path),
-        "spec": spec,
-        "problem": {"name": problem.name, "m": problem.m, "d": problem.d, "k": problem.k,
-                    "basis": problem.basis, "labels": list(problem.labels), "W": problem.W,
-                    "c": problem.c, "B": problem.B},
-        "method": sol["method"], "status": sol["status"], "success": sol["success"],
-        "message": sol["message"], "nit": sol.get("nit"),
-        "sigma": sol["sigma"],
-        "privacy_cost": sol["privacy_cost"], "delta_m": sol.delta_m, "rho": sol.rho,
-        "delta": delta, "epsilon": sol.epsilon(delta),
-        "profile": sol["profile"], "variances": sol["variances"], "max_ratio": sol["max_ratio"],
-        "certificate": {"lower_bound": sol["lower_bound"], "gap": sol["gap"]},
-        "target": target,
-        "timings": timings,
-    })
-
-
-def _dump_result(res: dict) -> str:
-    """Strict JSON with one top-level key per line and compact arrays (large matrices stay small)."""
-    items = (f"{json.dumps(k)}: {json.dumps(v, allow_nan=False, separators=(',', ':'))}" for k, v in res.items())
-    return "{\n" + ",\n".join(items) + "\n}\n"
-
-
-def load_result(path) -> tuple[Solution, dict]:
-    """Read a RESULT file and rebuild its Solution (without re-certifying).
-
-    Checks the schema version and that ``sigma`` reproduces the recorded privacy cost,
-    so an edited or corrupt file is refused rather than released.
-    """
-    path = Path(path)
-    res = _read_json(path, "result")
-    if res.get("schema_version") != SCHEMA_VERSION:
-        raise InputError(f"result {path}: schema_version {res.get('schema_version')!r} is not "
-                         f"{SCHEMA_VERSION}; re-run `ffu-cvx solve` with this version")
-    try:
-        pr = res["problem"]
-        problem = FitnessProblem(pr["W"], pr["c"], basis=np.asarray(pr["B"], dtype=float),
-                                 labels=pr["labels"] or None, name=pr["name"])
-        sigma = np.asarray(res["sigma"], dtype=float)
-        recorded = float(res["privacy_cost"])
-        method, status = res["method"], res["status"]
-    except (KeyError, TypeError) as exc:
-        raise InputError(f"result {path} is missing or has a malformed field ({exc!s})") from None
-    try:
-        sol = Solution.from_sigma(problem, sigma, method=method, status=status, certify=False)
-    except SolverError as exc:
-        raise InputError(f"result {path}: {exc}") from None
-    if not abs(sol["privacy_cost"] - recorded) <= _RESULT_RTOL * recorded:
-        raise InputError(f"result {path}: sigma gives privacy cost {sol['privacy_cost']:.12g} but the file "
-                         f"records {recorded:.12g}; the file was edited or is corrupt")
-    return sol, res
-
-
-def _read_histogram(path: Path, d: int) -> np.ndarray:
-    """Counts from a CSV: one cell per row (last column; an optional header), or one row of d values."""
-    text = _read_text(path, "data")
-    rows = [r for r in csv.reader(io.StringIO(text)) if any(f.strip() for f in r)]
-    if not rows:
-        raise InputError(f"data {path} is empty; it needs {d} counts")
-
-    def num(s: str, where: str) -> float:
-        try:
-            return float(s.strip())
-        except ValueError:
-            raise InputError(f"data {path}, {where}: {s.strip()!r} is not a number") from None
-
-    try:
-        float(rows[0][-1])
-    except ValueError:
-        rows = rows[1:]  # a header
-    if len(rows) == 1 and len(rows[0]) == d and d > 1:
-        values = [num(s, f"column {j + 1}") for j, s in enumerate(rows[0])]
-    else:
-        values = [num(r[-1], f"row {i + 1}") for i, r in enumerate(rows)]
-    return check_histogram(np.array(values), d, name=f"data {path}")
+def _scaling_note(problem) -> str:
+    spread = problem.scale_spread
+    if spread <= BADLY_SCALED:
+        return ""
+    return (f"the problem is badly scaled: its queries' normalised norms ||w_j|| / sqrt(c_j) span {spread:.1e} "
+            f"(more than {BADLY_SCALED:g}); rescale rows of W (and c by the squares) so that they are "
+            "closer, or solve the far apart queries separately")
 
 
 # ---------------------------------------------------------------------------- commands
-def _cmd_solve(args) -> int:
-    t0 = time.perf_counter()
-    progress = _Progress(args.quiet)
-    out = _check_output(args.out, "--out")
-    if not 0 < args.delta < 1:
-        raise InputError(f"--delta must be in (0, 1), got {args.delta!r}")
-    spec_path = Path(args.spec)
-    problem, spec = load_spec(spec_path)
-    target = _check_target(spec)
-    options = spec.get("options", {})
-    if not isinstance(options, dict):
-        raise InputError(f"`options` must be an object of solver options, got {options!r}")
-    t_load = time.perf_counter() - t0
-    progress.say(f"problem {problem.name!r}: m={problem.m} queries, d={problem.d} cells, "
-                 f"k={problem.k} (basis {problem.basis})")
-    progress.say(f"solving with method={args.method} ...")
-    t1 = time.perf_counter()
+def _solve(problem, args, options: dict, run: _Run):
+    note = _scaling_note(problem)
+    if note:
+        run.say(f"warning: {note}")
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            sol = solve(problem, method=args.method, callback=progress.callback(), **options)
+            sol = solve(problem, method=args.method, callback=run.callback(), **options)
     except TypeError as exc:
         raise InputError(f"bad solver `options` {sorted(options)} for method {args.method!r}: {exc}") from None
-    t_solve = time.perf_counter() - t1
+    except SolverError as exc:
+        if not note:
+            raise
+        raise SolverError(f"{exc}; {note}", status=exc.status, nit=exc.nit, residual=exc.residual) from None
     for msg in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
-        progress.say(f"solver warning: {msg}")
-    progress.say(f"solved: status {sol['status']}, alpha = {sol['privacy_cost']:.10g}, "
-                 f"max variance/target = {sol['max_ratio']:.6g}, certified gap = {sol['gap']:.2e}")
+        run.say(f"solver warning: {msg}")
+    return sol
+
+
+def _cmd_solve(args, run: _Run) -> int:
+    out = check_output(args.out, "--out")
+    _check_delta(args.delta)
+    spec_path = Path(args.spec)
+    problem, spec = load_spec(spec_path)
+    check_output(out, "--out", spec_inputs(spec, spec_path))
+    run.problem, run.method = problem, args.method
+    target = check_target(spec)
+    options = check_options(spec)
+    t_load = time.perf_counter() - run.t0
+    run.say(f"problem {problem.name!r}: m={problem.m} queries, d={problem.d} cells, "
+            f"k={problem.k} (basis {problem.basis})")
+    run.say(f"solving with method={args.method} ...")
+    t1 = time.perf_counter()
+    sol = _solve(problem, args, options, run)
+    t_solve = time.perf_counter() - t1
+    run.say(f"solved: status {sol['status']}, alpha = {sol['privacy_cost']:.10g}, "
+            f"max variance/target = {sol['max_ratio']:.6g}, certified gap = {sol['gap']:.2e}")
     target_info = None
     if target is not None:
         p2 = problem2(sol, *target)
-        sol = p2.solution
+        sol = p2.scaled_targets_solution
         target_info = {"epsilon": p2.epsilon, "delta": p2.delta, "k": p2.k, "k_lower_bound": p2.k_lower_bound}
-        progress.say(f"Problem 2: ({p2.epsilon:g}, {p2.delta:g})-DP at alpha = {p2.privacy_cost:.10g}; "
-                     f"every variance <= k c with k = {p2.k:.6g}")
-    timings = {"load_s": t_load, "solve_s": t_solve, "total_s": time.perf_counter() - t0}
-    res = _result_dict(sol, spec, spec_path, args.delta, target_info, timings)
-    atomic_write_bytes(out, _dump_result(res).encode())
-    progress.say(f"epsilon = {res['epsilon']:.6g} at delta = {args.delta:g}; rho-zCDP = {res['rho']:.6g}")
-    progress.say(f"wrote {out}")
-    return 0
+        run.say(f"Problem 2: ({p2.epsilon:g}, {p2.delta:g})-DP at alpha = {p2.privacy_cost:.10g}; "
+                f"every variance <= k c with k = {p2.k:.6g} (lower bound {sol['lower_bound']:.10g})")
+    timings = {"load_s": t_load, "solve_s": t_solve, "total_s": time.perf_counter() - run.t0}
+    res = result_dict(sol, spec, spec_path, args.delta, target_info, timings)
+    run.write(out, dump_result(res).encode())
+    run.say(f"epsilon = {res['epsilon']:.6g} at delta = {args.delta:g}; rho-zCDP = {res['rho']:.6g}; "
+            f"neighbours: {sol.neighbours}")
+    run.say(f"wrote {out}")
+    return EXIT_OK
 
 
-def _cmd_release(args) -> int:
-    progress = _Progress(args.quiet)
-    out = _check_output(args.out, "--out")
-    sol, res = load_result(args.result)
-    x = _read_histogram(Path(args.data), sol["problem"].d)
-    if not sol["success"]:
-        progress.say(f"warning: the solution's status is {sol['status']!r}; variance targets may not be met")
-    mech = GaussianMechanism(sol)
-    rel = mech.release(x, rng=args.seed, level=args.level)
+def _answers_csv(rel) -> bytes:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["query", "label", "answer", "variance", "std", "lower", "upper"])
@@ -394,76 +179,76 @@ def _cmd_release(args) -> int:
     for j in range(len(rel.answers)):
         w.writerow([j, labels[j], repr(float(rel.answers[j])), repr(float(rel.variances[j])),
                     repr(float(rel.std[j])), repr(float(rel.lower[j])), repr(float(rel.upper[j]))])
-    atomic_write_bytes(out, buf.getvalue().encode())
-    progress.say(mech.statement(res.get("delta") or 1e-6))
-    progress.say(f"wrote {len(rel.answers)} answers with {100 * rel.level:g}% intervals to {out}")
-    return 0
+    return buf.getvalue().encode()
 
 
-def _plot(sol: Solution, path: Path, k: float = 1.0) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    problem = sol["problem"]
-    fig = Figure(figsize=(11, 4), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax1, ax2 = fig.subplots(1, 2)
-    q = np.arange(problem.m)
-    ax1.bar(q, k * problem.c, width=1.0, color="0.85", label="target $c_j$" if k == 1 else f"$k c_j$, k = {k:.4g}")
-    ax1.plot(q, sol["variances"], "o", ms=3, color="C0", label="achieved variance")
-    ax1.set(xlabel="query $j$", ylabel="variance", title=f"{problem.name}: accuracy ({sol['method']})")
-    if problem.c.max() > 20 * problem.c.min():
-        ax1.set_yscale("log")
-    else:
-        ax1.set_ylim(0, 1.15 * max(k * problem.c.max(), sol["variances"].max()))
-    ax1.legend(loc="lower right")
-    cells = np.arange(problem.d)
-    ax2.bar(cells, sol["profile"], width=1.0, color="C1", label="profile $b_i^T\\Sigma^{-1}b_i$")
-    ax2.axhline(sol["privacy_cost"], color="k", lw=1, ls="--", label=f"privacy cost $\\alpha$ = {sol['privacy_cost']:.4g}")
-    ax2.set(xlabel="cell $i$", ylabel="privacy profile", title="privacy profile",
-            ylim=(0, 1.15 * sol["privacy_cost"]))
-    ax2.legend(loc="lower right")
-    buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix.lstrip(".").lower() or "png", dpi=120)
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def _cmd_report(args) -> int:
-    plot = _check_output(args.plot, "--plot") if args.plot else None
-    if plot is not None and plot.suffix.lower() not in (".png", ".pdf", ".svg"):
-        raise InputError(f"--plot {plot} must end in .png, .pdf or .svg")
+def _cmd_release(args, run: _Run) -> int:
+    out = check_output(args.out, "--out")
     sol, res = load_result(args.result)
-    delta = args.delta if args.delta is not None else (res.get("delta") or 1e-6)
-    if not 0 < delta < 1:
-        raise InputError(f"--delta must be in (0, 1), got {delta!r}")
-    problem = sol["problem"]
+    check_output(out, "--out", {"result": Path(args.result), "--data": Path(args.data)})
+    x = read_histogram(Path(args.data), sol["problem"].d)
+    if not sol["success"]:
+        run.say(f"warning: the solution's status is {sol['status']!r}; variance targets may not be met")
+    over = int(np.sum(sol["variances"] > sol["problem"].c * (1 + TARGET_RTOL)))
+    if over:
+        run.say(f"warning: {over} of {sol['problem'].m} queries exceed their variance target "
+                f"(max variance/target = {sol['max_ratio']:.6g})")
     mech = GaussianMechanism(sol)
-    # Under a Problem 2 target the promise is variance <= k c, not <= c.
-    k = _nan(res["target"]["k"]) if res.get("target") else 1.0
-    ratio = sol["variances"] / (k * problem.c)
-    cert = res.get("certificate") or {}
+    rel = mech.release(x, rng=args.seed, level=args.level)
+    run.write(out, _answers_csv(rel))
+    run.say(mech.statement(res["delta"]))
+    run.say(f"wrote {len(rel.answers)} answers with {100 * rel.level:g}% intervals to {out}")
+    return EXIT_OK
+
+
+def _report_lines(sol, res: dict, mech: GaussianMechanism, delta: float) -> list[str]:
+    problem = sol["problem"]
+    ratio = sol["variances"] / problem.c
+    target = res["target"]
+    cert = res["certificate"]
+    lower = np.nan if cert["lower_bound"] is None else cert["lower_bound"]
+    gap = np.nan if cert["gap"] is None else cert["gap"]
     lines = [
         f"workload      {problem.name}: m={problem.m}, d={problem.d}, k={problem.k}, basis {res['problem']['basis']}",
         f"method        {sol['method']} (status {sol['status']})",
         f"privacy cost  alpha = {mech.privacy_cost:.10g}, Delta_M = {mech.delta_m:.10g}",
         f"privacy       ({mech.epsilon(delta):.6g}, {delta:g})-DP, {mech.rho:.6g}-zCDP",
-        f"accuracy      max variance/{'(k target)' if res.get('target') else 'target'} = {ratio.max():.6g}; "
-        f"{int(np.sum(ratio <= 1 + 1e-6))}/{problem.m} queries within it",
-        f"certificate   lower bound {_nan(cert.get('lower_bound')):.10g}, gap {_nan(cert.get('gap')):.2e}",
+        f"neighbours    {mech.neighbours} (histograms differing by one in one cell)",
+        f"accuracy      max variance/{'(k target)' if target else 'target'} = {ratio.max():.6g}; "
+        f"{int(np.sum(ratio <= 1 + TARGET_RTOL))}/{problem.m} queries within it",
+        f"certificate   lower bound {lower:.10g} on alpha at these targets, gap {gap:.2e}",
     ]
-    if res.get("target"):
-        t = res["target"]
-        lines.append(f"Problem 2     target ({t['epsilon']:g}, {t['delta']:g}): k = {_nan(t['k']):.6g} "
-                     f"(certified k >= {_nan(t['k_lower_bound']):.6g})")
-    print("\n".join(lines))
+    if target:
+        klb = np.nan if target["k_lower_bound"] is None else target["k_lower_bound"]
+        lines.append(f"Problem 2     target ({target['epsilon']:g}, {target['delta']:g}): targets scaled by "
+                     f"k = {target['k']:.6g} (certified k >= {klb:.6g})")
+    return lines
+
+
+def _cmd_report(args, run: _Run) -> int:
+    plot = check_output(args.plot, "--plot") if args.plot else None
+    if plot is not None and plot.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise InputError(f"--plot {plot} must end in .png, .pdf or .svg")
+    if args.delta is not None:
+        _check_delta(args.delta)
+    sol, res = load_result(args.result)
     if plot is not None:
-        _plot(sol, plot, k)
+        check_output(plot, "--plot", {"result": Path(args.result)})
+    delta = args.delta if args.delta is not None else res["delta"]
+    mech = GaussianMechanism(sol)
+    print("\n".join(_report_lines(sol, res, mech, delta)))
+    if plot is not None:
+        k = res["target"]["k"] if res["target"] else 1.0
+        plot_result(sol, plot, epsilon=mech.epsilon(delta), delta=delta, k=k)
+        run.written.append(plot)
         print(f"plot          {plot}")
-    return 0
+    return EXIT_OK
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ffu-cvx", description="Fitness-for-use differential privacy for linear queries.")
+    p = argparse.ArgumentParser(prog="ffu-cvx", description="Fitness-for-use differential privacy for linear queries.",
+                                epilog="exit status: 0 ok, 1 solver failure, 2 bad input, 130 interrupted, "
+                                       "143 terminated; outputs are atomic and never overwrite an input")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("solve", help="optimise the noise covariance for a workload spec")
     s.add_argument("spec", help="workload spec (JSON)")
@@ -474,7 +259,7 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_solve)
     r = sub.add_parser("release", help="release noisy answers for a histogram")
     r.add_argument("result", help="result file from `ffu-cvx solve`")
-    r.add_argument("--data", required=True, help="histogram CSV: one count per row (last column)")
+    r.add_argument("--data", required=True, help="histogram CSV: `cell,count` rows, or one count per row")
     r.add_argument("--out", required=True, help="answers file to write (CSV)")
     r.add_argument("--seed", type=int, default=None, help="seed for reproducible noise (testing only)")
     r.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
@@ -484,26 +269,78 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("result", help="result file from `ffu-cvx solve`")
     t.add_argument("--plot", default=None, help="figure to write (.png, .pdf or .svg)")
     t.add_argument("--delta", type=float, default=None, help="delta for epsilon (default: the result's)")
-    t.set_defaults(func=_cmd_report)
+    t.set_defaults(func=_cmd_report, quiet=True)
     return p
 
 
+# ---------------------------------------------------------------------------- exit
+def _memory_message(run: _Run) -> str:
+    """What the command ran out of memory on, what it would need and what to use instead."""
+    pr = run.problem
+    if pr is None:
+        return "ffu-cvx: out of memory while reading the input; use a smaller problem"
+    m, d, k = pr.m, pr.d, pr.k
+    dense = dense_bytes(m, d) + dense_bytes(m, k) + dense_bytes(k, d)
+    # Clarabel factors a dense block of order n(n+1)/2 for an LMI of order n = 2k.
+    sdp = dense_bytes(k * (2 * k + 1), k * (2 * k + 1))
+    smii = dense_bytes(4 * m + 2 * d + 6 * k, k)
+    fix = ("use --method smii (about " + human_bytes(dense + smii) + ") or a smaller problem"
+           if run.method == "sdp" else "use a smaller problem (smaller d or fewer queries)")
+    return (f"ffu-cvx: out of memory solving m={m}, d={d}, k={k} with method {run.method}: W, L and B take "
+            f"{human_bytes(dense)}, the SDP's dense factor about {human_bytes(sdp)}; {fix}")
+
+
+def _interrupted(what: str, run: _Run) -> str:
+    done = f"already wrote {', '.join(map(str, run.written))}" if run.written else "no output written"
+    return f"ffu-cvx: {what}; {done}"
+
+
+def _run_command(args) -> int:
+    run = _Run(args.quiet)
+    try:
+        return args.func(args, run)
+    except KeyboardInterrupt:
+        print(_interrupted("interrupted (Ctrl-C)", run), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Terminated:
+        print(_interrupted("terminated (SIGTERM)", run), file=sys.stderr)
+        return EXIT_TERMINATED
+    except SolverError as exc:
+        print(f"ffu-cvx: solver failed (status {exc.status}, iterations {exc.nit}, residual {exc.residual}): "
+              f"{' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_FAILED
+    except MemoryError:
+        print(_memory_message(run), file=sys.stderr)
+        return EXIT_FAILED
+    except (OverflowError, FloatingPointError, ZeroDivisionError) as exc:
+        note = _scaling_note(run.problem) if run.problem is not None else ""
+        print(f"ffu-cvx: numerical failure ({type(exc).__name__}: {exc}); "
+              f"{note or 'the problem may be badly scaled: rescale W and c'}", file=sys.stderr)
+        return EXIT_FAILED
+    except (ValueError, OSError) as exc:
+        print(f"ffu-cvx: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
 def main(argv=None) -> int:
-    """Run ``ffu-cvx`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    """Run ``ffu-cvx`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    SIGTERM is turned into :class:`ffu_cvx.files.Terminated` for the command's duration
+    (in the main thread), so that it unwinds like Ctrl-C: one line, status 143, no
+    temporary file, an existing output untouched.
+    """
     parser = _parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse has printed its usage message
-        return exc.code if isinstance(exc.code, int) else 2
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    if threading.current_thread() is not threading.main_thread():
+        return _run_command(args)
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
-        return args.func(args)
-    except SolverError as exc:
-        print(f"ffu-cvx: solver failed (status {exc.status}, iterations {exc.nit}, residual {exc.residual}): "
-              f"{' '.join(str(exc).split())}", file=sys.stderr)
-        return 1
-    except (ValueError, OSError) as exc:
-        print(f"ffu-cvx: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+        return _run_command(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,375 @@
+"""The command line's two file formats: SPEC (a workload to solve) and RESULT (a solved mechanism).
+
+Interfaces layer: imports numpy, ``workloads``, ``problem``, ``result``, ``status``,
+``privacy``, ``jsonio``, ``version`` and ``clifiles``. Every error is an
+:class:`~ffu_cvx.clifiles.InputError` naming the file and the field.
+
+SPEC (JSON object; relative paths are resolved against the spec's directory)
+----------------------------------------------------------------------------
+``workload``: a built-in builder of :mod:`ffu_cvx.workloads` (``prefix``, ``random_ranges``,
+``random_pm1``, ``pl94``, ``age_pyramid``, ``marginals_a``, ``marginals_b``) with
+``params``: its keyword arguments, e.g. ``{"workload": "prefix", "params": {"d": 16}}``;
+or ``W``: the (m, d) matrix inline (list of rows) or a path to ``.npy``, ``.npz`` (array
+``W`` or the only array) or ``.csv`` (comma separated, no header). ``c``: the (m,) variance
+targets (a number, a list or a path; required with ``W``, replaces the builder's targets
+with ``workload``). Optional: ``basis`` (``"auto"``, ``"identity"``, ``"upper"``, ``"rows"``,
+or a (k, d) matrix / path), ``labels`` (m strings), ``name``, ``options`` (keyword options
+of the solver), ``target`` (``{"epsilon": e, "delta": d}``: solve Problem 2 instead, i.e.
+rescale Sigma to meet (e, d) exactly and report the uniform scaling ``k`` of ``c``).
+
+RESULT (JSON, ``schema_version`` 2; non-finite numbers are written as null)
+-------------------------------------------------------------------------------
+- ``schema_version`` (2), ``tool`` {name, version}, ``created_utc``, ``spec_path``, ``spec``.
+- ``problem``: ``name``, ``m``, ``d``, ``k``, ``basis`` (name of the basis used), ``labels``
+  (m,), ``W`` (m, d), ``c`` (m,), ``B`` (k, d). ``c`` holds the targets of the problem the
+  mechanism solves: the spec's, times ``target.k`` under a Problem 2 target. ``L`` is not
+  stored: it is the unique solution of ``L B = W``.
+- ``method``, ``status``, ``success``, ``message``, ``nit``.
+- ``sigma`` (k, k): the noise covariance on ``B x``.
+- ``privacy_cost`` (alpha = Delta_M^2), ``delta_m``, ``rho`` (zCDP), ``delta`` and
+  ``epsilon`` (the smallest epsilon at that delta, exact Gaussian mechanism),
+  ``neighbours`` (the neighbouring relation all of these hold for).
+- ``profile`` (d,), ``variances`` (m,), ``max_ratio`` (max variance / c).
+- ``certificate``: ``lower_bound`` (certified lower bound on the optimal alpha at the
+  targets ``c``) and ``gap`` (relative).
+- ``target``: null, or ``epsilon``, ``delta``, ``k`` and ``k_lower_bound`` of Problem 2.
+- ``timings``: ``load_s``, ``solve_s``, ``total_s`` (wall-clock seconds).
+
+:func:`load_result` checks all of it at once (types, shapes, ``W = L B``, ``sigma``
+positive definite and reproducing every recorded number) before anything is used.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from . import jsonio, privacy, workloads
+from .clifiles import InputError, load_array, read_json
+from .problem import FitnessProblem
+from .result import Solution
+from .status import STATUSES, SUCCESS, SolverError
+from .version import __version__
+
+__all__ = ["SCHEMA_VERSION", "WORKLOADS", "load_spec", "spec_inputs", "check_target", "check_options",
+           "result_dict", "dump_result", "load_result"]
+
+SCHEMA_VERSION = 2
+#: Built-in workload builders a SPEC may name.
+WORKLOADS = ("prefix", "random_ranges", "random_pm1", "pl94", "age_pyramid", "marginals_a", "marginals_b")
+SPEC_KEYS = {"workload", "params", "W", "c", "basis", "labels", "name", "options", "target"}
+#: Relative agreement required between a number a RESULT records and the same number
+#: recomputed from its ``sigma`` (they agree to rounding when the file is as written).
+RESULT_RTOL = 1e-8
+_ARRAY_SUFFIXES = (".npy", ".npz", ".csv")
+
+
+# ---------------------------------------------------------------------------- SPEC
+def _builder_workload(spec: dict, path: Path):
+    wname = spec["workload"]
+    if not isinstance(wname, str) or wname not in WORKLOADS:
+        raise InputError(f"spec {path}: unknown `workload` {wname!r}; available: {list(WORKLOADS)}")
+    params = spec.get("params", {})
+    if not isinstance(params, dict):
+        raise InputError(f"spec {path}: `params` must be an object of keyword arguments, got {params!r}")
+    try:
+        return getattr(workloads, wname)(**params)
+    except TypeError as exc:
+        raise InputError(f"spec {path}: bad `params` for workload {wname!r}: {exc}") from None
+    except ValueError as exc:
+        raise InputError(f"spec {path}: `params` of workload {wname!r}: {exc}") from None
+
+
+def load_spec(path) -> tuple[FitnessProblem, dict]:
+    """Read a SPEC file (see the module docstring) and build its ``FitnessProblem``.
+
+    Returns ``(problem, spec)``; raises ``InputError`` (a ``ValueError``) on bad input.
+    """
+    path = Path(path)
+    spec = read_json(path, "spec")
+    unknown = sorted(set(spec) - SPEC_KEYS)
+    if unknown:
+        raise InputError(f"spec {path}: unknown key(s) {unknown}; allowed keys are {sorted(SPEC_KEYS)}")
+    base = path.parent
+    if ("workload" in spec) == ("W" in spec):
+        raise InputError(f"spec {path} must give exactly one of `workload` (a built-in name) or `W` (a matrix)")
+    labels, name = spec.get("labels"), spec.get("name")
+    if name is not None and not isinstance(name, str):
+        raise InputError(f"spec {path}: `name` must be a string, got {name!r}")
+    if "workload" in spec:
+        wl = _builder_workload(spec, path)
+        W = wl.W
+        c = load_array(spec["c"], "c", base) if "c" in spec else wl.c
+        labels = wl.labels if labels is None else labels
+        name = wl.name if name is None else name
+    else:
+        if "c" not in spec:
+            raise InputError(f"spec {path}: `c` (variance targets) is required with `W`")
+        if "params" in spec:
+            raise InputError(f"spec {path}: `params` only goes with `workload`")
+        W = load_array(spec["W"], "W", base)
+        c = load_array(spec["c"], "c", base)
+    if isinstance(c, np.ndarray) and c.ndim == 2 and 1 in c.shape:
+        c = c.ravel()
+    basis = spec.get("basis", "auto")
+    if not isinstance(basis, str) or Path(basis).suffix.lower() in _ARRAY_SUFFIXES:
+        basis = load_array(basis, "basis", base)
+        try:
+            basis = np.asarray(basis, dtype=float)
+        except (TypeError, ValueError):
+            raise InputError(f"spec {path}: `basis` must be a name or a numeric (k, d) matrix") from None
+    try:
+        problem = FitnessProblem(W, c, basis=basis, labels=labels, name=name or path.stem)
+    except InputError:
+        raise
+    except ValueError as exc:
+        raise InputError(f"spec {path}: {exc}") from None
+    return problem, spec
+
+
+def spec_inputs(spec: dict, path) -> dict:
+    """The files a spec reads: ``{"spec": path, "`W` file": ..., ...}`` (for the output checks)."""
+    path = Path(path)
+    found = {"spec": path}
+    for field in ("W", "c", "basis"):
+        value = spec.get(field)
+        if isinstance(value, str) and Path(value).suffix.lower() in _ARRAY_SUFFIXES:
+            found[f"`{field}` file"] = path.parent / value
+    return found
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_target(spec: dict) -> tuple[float, float] | None:
+    """The spec's Problem 2 ``target`` as ``(epsilon, delta)``, or ``None``."""
+    target = spec.get("target")
+    if target is None:
+        return None
+    if not isinstance(target, dict) or set(target) != {"epsilon", "delta"}:
+        raise InputError(f"`target` must be {{\"epsilon\": e, \"delta\": d}}, got {target!r}")
+    eps, dlt = target["epsilon"], target["delta"]
+    if not all(_is_number(v) for v in (eps, dlt)):
+        raise InputError(f"`target` epsilon and delta must be numbers, got {target!r}")
+    if not (eps > 0 and 0 < dlt < 1):
+        raise InputError(f"`target` needs epsilon > 0 and 0 < delta < 1, got {target!r}")
+    return float(eps), float(dlt)
+
+
+def check_options(spec: dict) -> dict:
+    """The spec's solver ``options`` (an object), default none."""
+    options = spec.get("options", {})
+    if not isinstance(options, dict):
+        raise InputError(f"`options` must be an object of solver options, got {options!r}")
+    return options
+
+
+# ---------------------------------------------------------------------------- RESULT: writing
+def result_dict(sol: Solution, spec: dict, spec_path: Path, delta: float, target, timings: dict) -> dict:
+    """The RESULT of ``sol`` (see the module docstring) as plain JSON values."""
+    problem: FitnessProblem = sol["problem"]
+    return jsonio.jsonable({
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "ffu-cvx", "version": __version__},
+        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "spec_path": str(spec_path),
+        "spec": spec,
+        "problem": {"name": problem.name, "m": problem.m, "d": problem.d, "k": problem.k,
+                    "basis": problem.basis, "labels": list(problem.labels), "W": problem.W,
+                    "c": problem.c, "B": problem.B},
+        "method": sol["method"], "status": sol["status"], "success": sol["success"],
+        "message": sol["message"], "nit": sol.get("nit"),
+        "sigma": sol["sigma"],
+        "privacy_cost": sol["privacy_cost"], "delta_m": sol.delta_m, "rho": sol.rho,
+        "delta": delta, "epsilon": sol.epsilon(delta), "neighbours": sol.neighbours,
+        "profile": sol["profile"], "variances": sol["variances"], "max_ratio": sol["max_ratio"],
+        "certificate": {"lower_bound": sol["lower_bound"], "gap": sol["gap"]},
+        "target": target,
+        "timings": timings,
+    })
+
+
+def dump_result(res: dict) -> str:
+    """Strict JSON with one top-level key per line and compact arrays (large matrices stay small)."""
+    items = (f"{json.dumps(k)}: {jsonio.dumps(v, separators=(',', ':'))}" for k, v in res.items())
+    return "{\n" + ",\n".join(items) + "\n}\n"
+
+
+# ---------------------------------------------------------------------------- RESULT: reading
+class _Checker:
+    """Typed access to a RESULT's fields; every failure names the file and the field."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, field: str, msg: str):
+        raise InputError(f"result {self.path}: `{field}` {msg}; the file was edited or is corrupt "
+                         "(re-run `ffu-cvx solve` to get a valid one)")
+
+    def get(self, obj: dict, key: str, field: str):
+        if not isinstance(obj, dict) or key not in obj:
+            self.fail(field, "is missing")
+        return obj[key]
+
+    def object(self, obj: dict, key: str, field: str, null: bool = False) -> dict | None:
+        v = self.get(obj, key, field)
+        if v is None and null:
+            return None
+        if not isinstance(v, dict):
+            self.fail(field, f"must be an object{' or null' if null else ''}, got {type(v).__name__}")
+        return v
+
+    def string(self, obj: dict, key: str, field: str) -> str:
+        v = self.get(obj, key, field)
+        if not isinstance(v, str):
+            self.fail(field, f"must be a string, got {type(v).__name__}")
+        return v
+
+    def integer(self, obj: dict, key: str, field: str, null: bool = False) -> int | None:
+        v = self.get(obj, key, field)
+        if v is None and null:
+            return None
+        if not isinstance(v, int) or isinstance(v, bool):
+            self.fail(field, f"must be an integer, got {v!r:.40}")
+        return v
+
+    def number(self, obj: dict, key: str, field: str, null: bool = False) -> float:
+        v = self.get(obj, key, field)
+        if v is None and null:
+            return float("nan")
+        if not _is_number(v):
+            self.fail(field, f"must be a number{' or null' if null else ''}, got {v!r:.40}")
+        return float(v)
+
+    def array(self, obj: dict, key: str, field: str, shape: tuple) -> np.ndarray:
+        v = self.get(obj, key, field)
+        try:
+            arr = np.asarray(v)
+        except ValueError:
+            self.fail(field, f"must be a numeric array of shape {shape}, got a ragged list")
+        if arr.dtype.kind not in "iuf" or arr.shape != shape:
+            self.fail(field, f"must be a numeric array of shape {shape}, got "
+                             f"{'shape ' + str(arr.shape) if arr.dtype.kind in 'iuf' else type(v).__name__ + ' of ' + str(arr.dtype)}")
+        arr = arr.astype(float)
+        if not np.all(np.isfinite(arr)):
+            self.fail(field, "contains a non-finite number (null)")
+        return arr
+
+    def agrees(self, recorded: float, actual: float, field: str, scale: float | None = None) -> None:
+        scale = abs(actual) if scale is None else scale
+        if not abs(recorded - actual) <= RESULT_RTOL * scale:
+            self.fail(field, f"records {recorded:.12g} but sigma and the problem give {actual:.12g}")
+
+
+def _result_problem(ck: _Checker, res: dict) -> FitnessProblem:
+    pr = ck.object(res, "problem", "problem")
+    m, d, k = (ck.integer(pr, key, f"problem.{key}") for key in ("m", "d", "k"))
+    if min(m, d, k) < 1 or k > min(m, d):
+        ck.fail("problem", f"has impossible sizes m={m}, d={d}, k={k}")
+    W = ck.array(pr, "W", "problem.W", (m, d))
+    c = ck.array(pr, "c", "problem.c", (m,))
+    if np.any(c <= 0):
+        ck.fail("problem.c", "must hold positive variance targets")
+    B = ck.array(pr, "B", "problem.B", (k, d))
+    labels = ck.get(pr, "labels", "problem.labels")
+    if not isinstance(labels, list) or not all(isinstance(s, str) for s in labels) or len(labels) not in (0, m):
+        ck.fail("problem.labels", f"must be a list of {m} strings")
+    name = ck.string(pr, "name", "problem.name")
+    ck.string(pr, "basis", "problem.basis")
+    try:
+        return FitnessProblem(W, c, basis=B, labels=labels or None, name=name)
+    except ValueError as exc:
+        ck.fail("problem.B", f"does not decompose problem.W as W = L B ({' '.join(str(exc).split())})")
+
+
+def _result_solution(ck: _Checker, res: dict, problem: FitnessProblem) -> Solution:
+    sigma = ck.array(res, "sigma", "sigma", (problem.k, problem.k))
+    status = ck.string(res, "status", "status")
+    if status not in STATUSES:
+        ck.fail("status", f"{status!r} is not one of {list(STATUSES)}")
+    success = ck.get(res, "success", "success")
+    if success is not (status in SUCCESS):
+        ck.fail("success", f"is {success!r} but status {status!r} means {status in SUCCESS}")
+    cert = ck.object(res, "certificate", "certificate")
+    lb = ck.number(cert, "lower_bound", "certificate.lower_bound", null=True)
+    gap = ck.number(cert, "gap", "certificate.gap", null=True)
+    try:
+        sol = Solution.from_sigma(problem, sigma, method=ck.string(res, "method", "method"), status=status,
+                                  message=ck.string(res, "message", "message"),
+                                  nit=ck.integer(res, "nit", "nit", null=True),
+                                  lower_bound=lb if np.isfinite(lb) else None, certify=False)
+    except SolverError as exc:
+        ck.fail("sigma", f"is not a noise covariance: {' '.join(str(exc).split())}")
+    if np.isfinite(lb):
+        if lb <= 0 or lb > sol["privacy_cost"] * sol["max_ratio"] * (1 + 1e-6):
+            ck.fail("certificate.lower_bound", f"{lb:.12g} is not a lower bound below the normalised cost "
+                                               f"{sol['privacy_cost'] * sol['max_ratio']:.12g}")
+        ck.agrees(gap, sol["gap"], "certificate.gap", scale=1.0)
+    return sol
+
+
+def _check_recorded(ck: _Checker, res: dict, sol: Solution) -> float:
+    """Every recorded privacy and accuracy number against ``sol``; returns the recorded delta."""
+    ck.agrees(ck.number(res, "privacy_cost", "privacy_cost"), sol["privacy_cost"], "privacy_cost")
+    ck.agrees(ck.number(res, "delta_m", "delta_m"), sol.delta_m, "delta_m")
+    ck.agrees(ck.number(res, "rho", "rho"), sol.rho, "rho")
+    delta = ck.number(res, "delta", "delta")
+    if not 0 < delta < 1:
+        ck.fail("delta", f"must be in (0, 1), got {delta!r}")
+    ck.agrees(ck.number(res, "epsilon", "epsilon"), sol.epsilon(delta), "epsilon", scale=max(sol.epsilon(delta), 1.0))
+    neighbours = ck.string(res, "neighbours", "neighbours")
+    if neighbours != sol.neighbours:
+        ck.fail("neighbours", f"is {neighbours!r}, but this mechanism's statements hold for {sol.neighbours!r}")
+    problem = sol["problem"]
+    for key, n in (("profile", problem.d), ("variances", problem.m)):
+        arr = ck.array(res, key, key, (n,))
+        worst = int(np.argmax(np.abs(arr - sol[key])))
+        ck.agrees(float(arr[worst]), float(sol[key][worst]), f"{key}[{worst}]", scale=float(np.max(sol[key])))
+    ck.agrees(ck.number(res, "max_ratio", "max_ratio"), sol["max_ratio"], "max_ratio (or problem.c)")
+    return delta
+
+
+def _check_target(ck: _Checker, res: dict, sol: Solution) -> None:
+    target = ck.object(res, "target", "target", null=True)
+    if target is None:
+        return
+    eps, delta = ck.number(target, "epsilon", "target.epsilon"), ck.number(target, "delta", "target.delta")
+    if not (eps > 0 and 0 < delta < 1):
+        ck.fail("target", f"needs epsilon > 0 and 0 < delta < 1, got ({eps!r}, {delta!r})")
+    k = ck.number(target, "k", "target.k")
+    if not k > 0:
+        ck.fail("target.k", f"must be > 0, got {k!r}")
+    ck.number(target, "k_lower_bound", "target.k_lower_bound", null=True)
+    ck.agrees(sol["privacy_cost"], privacy.gaussian_max_delta_m(eps, delta) ** 2, "privacy_cost (or target)")
+
+
+def load_result(path) -> tuple[Solution, dict]:
+    """Read a RESULT file, check it whole, and rebuild its Solution (without re-certifying).
+
+    Checked once, before anything is used: the schema version; every field's presence,
+    type and shape; ``W = L B`` for the stored ``B``; ``sigma`` symmetric positive
+    definite; and every recorded number (privacy cost, Delta_M, rho, epsilon at the
+    recorded delta, profile, variances, max ratio, the certificate's gap, Problem 2's
+    target) equal to what ``sigma`` gives. Any failure is an ``InputError`` naming the
+    file and the field.
+    """
+    path = Path(path)
+    res = read_json(path, "result")
+    ck = _Checker(path)
+    version = res.get("schema_version")
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        raise InputError(f"result {path}: schema_version {version!r} is not {SCHEMA_VERSION}; "
+                         "re-run `ffu-cvx solve` with this version")
+    for key in ("spec", "tool", "timings"):
+        ck.object(res, key, key)
+    ck.string(res, "spec_path", "spec_path")
+    ck.string(res, "created_utc", "created_utc")
+    problem = _result_problem(ck, res)
+    sol = _result_solution(ck, res, problem)
+    _check_recorded(ck, res, sol)
+    _check_target(ck, res, sol)
+    return sol, res
