@@ -22,11 +22,15 @@ import io
 import json
 import math
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
 
 from .mechanism import check_histogram
+
+#: Write permission for anyone: a file with none is read-only, even to root.
+_ANY_WRITE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
 __all__ = ["InputError", "check_output", "read_text", "read_json", "load_array", "read_histogram"]
 
@@ -57,7 +61,7 @@ def check_output(path, flag: str, inputs: dict | None = None) -> Path:
             if src is not None and Path(src).exists() and os.path.samefile(p, src):
                 raise InputError(f"{flag} {p} is the same file as the {what} {src}; writing it would destroy "
                                  f"the input: choose another {flag}")
-        if not os.access(p, os.W_OK):
+        if not os.access(p, os.W_OK) or not p.stat().st_mode & _ANY_WRITE:
             raise InputError(f"{flag} {p} exists and is read-only; it is left as it is: choose another {flag} "
                              "or make it writable")
     return p

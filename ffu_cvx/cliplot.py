@@ -17,7 +17,7 @@ import numpy as np
 
 from .files import atomic_write_bytes
 
-__all__ = ["LOG_SPAN", "plot_result"]
+__all__ = ["LOG_SPAN", "result_figure", "plot_result"]
 
 #: An axis is logarithmic when its positive values span more than this factor.
 LOG_SPAN = 20.0
@@ -91,8 +91,8 @@ def _profile(ax, sol) -> None:
     ax.legend(loc="lower right", fontsize=8)
 
 
-def plot_result(sol, path: Path, *, epsilon: float, delta: float, k: float = 1.0) -> Path:
-    """Draw ``sol``'s accuracy and privacy profile to ``path`` (.png, .pdf, .svg), atomically.
+def result_figure(sol, *, epsilon: float, delta: float, k: float = 1.0):
+    """The matplotlib ``Figure`` of ``sol``'s accuracy (left) and privacy profile (right).
 
     ``epsilon`` at ``delta`` is the privacy level stated in the title; ``k`` is the
     Problem 2 scaling already in ``sol``'s targets (named in the legend).
@@ -108,6 +108,12 @@ def plot_result(sol, path: Path, *, epsilon: float, delta: float, k: float = 1.0
     _profile(ax2, sol)
     fig.suptitle(f"{problem.name} (m = {problem.m}, d = {problem.d}): ({epsilon:.4g}, {delta:g})-DP, "
                  f"{sol.rho:.4g}-zCDP; neighbours: {sol.neighbours}")
+    return fig
+
+
+def plot_result(sol, path: Path, *, epsilon: float, delta: float, k: float = 1.0) -> Path:
+    """Draw :func:`result_figure` to ``path`` (.png, .pdf, .svg), atomically."""
+    fig = result_figure(sol, epsilon=epsilon, delta=delta, k=k)
     buf = io.BytesIO()
     fig.savefig(buf, format=path.suffix.lstrip(".").lower() or "png", dpi=120)
     return atomic_write_bytes(path, buf.getvalue())
