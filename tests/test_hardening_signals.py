@@ -1,0 +1,102 @@
+"""Issue 13, categories 5 (CLI part) and 6: SIGINT and SIGTERM stop cleanly and leave no file behind."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env():
+    return dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+
+
+def _signal_solve(tmp_path, spec, method, sig, wait_for="solving with method"):
+    """Start ``ffu-cvx solve``, send ``sig`` once it is solving; return (returncode, stderr)."""
+    (tmp_path / "s.json").write_text(json.dumps(spec))
+    out = tmp_path / "r.json"
+    out.write_text("previous result\n")
+    proc = subprocess.Popen([sys.executable, "-m", "ffu_cvx.cli", "solve", str(tmp_path / "s.json"),
+                             "--method", method, "--out", str(out)], stderr=subprocess.PIPE, text=True, env=_env())
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if wait_for in line:
+            break
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    rest = proc.communicate(timeout=120)[1]
+    err = "".join(lines) + rest
+    assert out.read_text() == "previous result\n"  # the existing --out is intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "s.json"]  # no partial or temp file
+    return proc.returncode, err
+
+
+RANGES = {"workload": "random_ranges", "params": {"d": 384}}  # SM-II takes about 3 s
+PREFIX_CLARABEL = {"workload": "prefix", "params": {"d": 24}, "options": {"solver": "CLARABEL"}}
+PREFIX_SCS = {"workload": "prefix", "params": {"d": 48}, "options": {"solver": "SCS"}}
+
+
+@pytest.mark.parametrize("spec, method", [(RANGES, "smii"), (PREFIX_CLARABEL, "sdp")], ids=["smii", "sdp-clarabel"])
+def test_sigint_in_solve_exits_130_in_one_line(tmp_path, spec, method):
+    code, err = _signal_solve(tmp_path, spec, method, signal.SIGINT)
+    assert code == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "ffu-cvx: interrupted (Ctrl-C); no output written"
+
+
+@pytest.mark.xfail(strict=True, reason="SCS turns SIGINT into a solver failure until cvx.py re-raises "
+                                       "KeyboardInterrupt (the exact-solver helper's part of issue 13)")
+def test_sigint_in_an_scs_solve_exits_130(tmp_path):
+    code, err = _signal_solve(tmp_path, PREFIX_SCS, "sdp", signal.SIGINT)
+    assert code == 130, err
+
+
+def test_sigterm_in_solve_exits_143_in_one_line(tmp_path):
+    code, err = _signal_solve(tmp_path, RANGES, "smii", signal.SIGTERM)
+    assert code == 143, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "ffu-cvx: terminated (SIGTERM); no output written"
+
+
+WRITER = """
+import os, sys, time
+from ffu_cvx import files
+real_fsync = os.fsync
+def slow_fsync(fd):
+    real_fsync(fd)
+    print("writing", flush=True)
+    time.sleep(30)
+os.fsync = slow_fsync
+files.atomic_write_bytes(sys.argv[1], b"x" * 5_000_000)
+"""
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, -signal.SIGINT)])
+def test_a_signal_during_an_atomic_write_leaves_no_temp_file(tmp_path, sig, code):
+    target = tmp_path / "big.bin"
+    target.write_bytes(b"old")
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env())
+    assert proc.stdout.readline().strip() == "writing"
+    assert len(list(tmp_path.iterdir())) == 2  # the temporary file exists now
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err  # SIGINT: Python re-raises an uncaught KeyboardInterrupt's signal
+    assert [p.name for p in tmp_path.iterdir()] == ["big.bin"]
+    assert target.read_bytes() == b"old"
+
+
+def test_sigterm_handler_is_restored_after_a_write(tmp_path):
+    from ffu_cvx import files
+
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    files.atomic_write_text(tmp_path / "a.txt", "hi")
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert (tmp_path / "a.txt").read_text() == "hi"
