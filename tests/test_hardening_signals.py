@@ -40,7 +40,6 @@ def _signal_solve(tmp_path, spec, method, sig, wait_for="solving with method"):
 
 RANGES = {"workload": "random_ranges", "params": {"d": 384}}  # SM-II takes about 3 s
 PREFIX_CLARABEL = {"workload": "prefix", "params": {"d": 24}, "options": {"solver": "CLARABEL"}}
-PREFIX_SCS = {"workload": "prefix", "params": {"d": 48}, "options": {"solver": "SCS"}}
 
 
 @pytest.mark.parametrize("spec, method", [(RANGES, "smii"), (PREFIX_CLARABEL, "sdp")], ids=["smii", "sdp-clarabel"])
@@ -49,13 +48,6 @@ def test_sigint_in_solve_exits_130_in_one_line(tmp_path, spec, method):
     assert code == 130, err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "ffu-cvx: interrupted (Ctrl-C); no output written"
-
-
-@pytest.mark.xfail(strict=True, reason="SCS turns SIGINT into a solver failure until cvx.py re-raises "
-                                       "KeyboardInterrupt (the exact-solver helper's part of issue 13)")
-def test_sigint_in_an_scs_solve_exits_130(tmp_path):
-    code, err = _signal_solve(tmp_path, PREFIX_SCS, "sdp", signal.SIGINT)
-    assert code == 130, err
 
 
 def test_sigterm_in_solve_exits_143_in_one_line(tmp_path):
