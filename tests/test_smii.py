@@ -8,6 +8,10 @@ from scipy import linalg
 
 import ffu_cvx as ffu
 from ffu_cvx import smii, workloads
+from ffu_cvx.smii import bounds, driver, polish
+from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
+from ffu_cvx.smii.newton import conjugate_gradient
+from ffu_cvx.smii.polish import LevelPoint, LevelWhitened, epigraph_max
 from ffu_cvx.result import MAX_ITER, OPTIMAL, USER_STOPPED, SolverError
 
 # Exact optima of prefix(d) (the SDP's six-decimal values, see tests/test_sdp.py) and
@@ -159,7 +163,7 @@ def test_refinement_zero_column_and_fallback(monkeypatch):
     def fail(*args, **kwargs):
         raise SolverError("refinement level: the starting Sigma is not strictly feasible", nit=0)
 
-    monkeypatch.setattr(smii, "refine_smii", fail)
+    monkeypatch.setattr(polish, "refine_smii", fail)
     with pytest.warns(RuntimeWarning, match="returning the unrefined optimum"):
         sol = ffu.solve(problem, method="smii")
     assert "not strictly feasible" in sol.info["refine_failed"]
@@ -192,16 +196,16 @@ def test_level_gradient_and_hessp_match_finite_differences(fixed):
     t, scale = 7.0, 1.3 * g.max()
 
     def point(s):
-        return smii._LevelPoint.at(problem.B, problem.L, problem.c, s, free, caps, scale, t)
+        return LevelPoint.at(problem.B, problem.L, problem.c, s, free, caps, scale, t)
 
     def grad_sigma(s):
         p = point(s)
-        G = smii._LevelWhitened(p, problem.L, problem.c).grad
+        G = LevelWhitened(p, problem.L, problem.c).grad
         A = linalg.solve_triangular(p.R, G, lower=True, trans="T")
         return linalg.solve_triangular(p.R, A.T, lower=True, trans="T")
 
     p = point(sigma)
-    op = smii._LevelWhitened(p, problem.L, problem.c)
+    op = LevelWhitened(p, problem.L, problem.c)
     D = 0.1 * random_symmetric(k, rng) * np.abs(sigma).max()
     Dw = linalg.solve_triangular(p.R, D, lower=True)
     E = linalg.solve_triangular(p.R, Dw.T, lower=True)
@@ -214,7 +218,7 @@ def test_level_gradient_and_hessp_match_finite_differences(fixed):
     np.testing.assert_allclose(HE, fd_h, rtol=1e-5, atol=1e-6 * np.abs(fd_h).max())
     assert np.vdot(E, HE) > 0  # the level objective is convex
     # The epigraph max's multipliers sum to 1 and its value bounds the max from above.
-    phi, lam, _ = smii._epigraph_max(g / scale, t)
+    phi, lam, _ = epigraph_max(g / scale, t)
     assert lam.sum() == pytest.approx(1.0, rel=1e-12) and np.all(lam > 0)
     assert g.max() / scale < phi
 
@@ -309,7 +313,7 @@ def test_maxiter_status():
 
 
 def test_line_search_failure_raises(monkeypatch):
-    monkeypatch.setattr(smii, "_line_search", lambda *a, **k: (1e-18, None))
+    monkeypatch.setattr(driver, "line_search", lambda *a, **k: (1e-18, None))
     with pytest.raises(SolverError, match="line search made no progress at iteration 0") as info:
         ffu.solve(prefix_problem(4), method="smii")
     assert info.value.nit == 0 and info.value.residual > 0
@@ -375,8 +379,8 @@ def test_preconditioner_is_spd_and_keeps_the_newton_direction(t):
     rng = np.random.default_rng(11)
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(10, targets="random", seed=3))
     sigma = random_spd(problem.k, rng)
-    p = smii._evaluate(problem.B, problem.L, problem.c, sigma, t, t)
-    op = smii._Whitened(p, problem.L, problem.c, rotate=True)
+    p = evaluate(problem.B, problem.L, problem.c, sigma, t, t)
+    op = Whitened(p, problem.L, problem.c, rotate=True)
     Q = op.Q
     np.testing.assert_allclose(op.RQ, p.R @ Q)
     pre = op.preconditioner()
@@ -384,12 +388,12 @@ def test_preconditioner_is_spd_and_keeps_the_newton_direction(t):
     assert np.vdot(X, pre(Y)) == pytest.approx(np.vdot(pre(X), Y), rel=1e-9)
     assert np.vdot(X, pre(X)) > 0 and np.vdot(Y, pre(Y)) > 0
     n = problem.k * (problem.k + 1) // 2
-    E_pre, _ = smii._conjugate_gradient(op, 4 * n, 1e-20 * np.vdot(op.grad, op.grad), 1e12, precond=pre)
+    E_pre, _ = conjugate_gradient(op, 4 * n, 1e-20 * np.vdot(op.grad, op.grad), 1e12, precond=pre)
     res = op.hvp(E_pre) + op.grad
     assert np.linalg.norm(res) <= 1e-8 * np.linalg.norm(op.grad)
     # the directions themselves agree
-    plain = smii._Whitened(p, problem.L, problem.c)
-    E_plain, _ = smii._conjugate_gradient(plain, 4 * n, 1e-24, 1e12)
+    plain = Whitened(p, problem.L, problem.c)
+    E_plain, _ = conjugate_gradient(plain, 4 * n, 1e-24, 1e12)
     np.testing.assert_allclose(Q @ E_pre @ Q.T, E_plain, rtol=0, atol=1e-7 * np.abs(E_plain).max())
     # and it is the Newton direction of Problem 4 in the coordinates of Sigma
     D = _sym(p.R @ Q @ E_pre @ Q.T @ p.R.T)
@@ -464,9 +468,9 @@ def test_t_shift_is_validated(bad):
 def test_default_start_is_the_cheapest_candidate():
     # Random ranges on a row basis: the identity start costs far more than the chosen one.
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=0))
-    start = smii._initial_sigma(problem, None)
-    eye = smii._initial_sigma(problem, np.eye(problem.k))
-    cost = [ffu.privacy.privacy_cost(S, problem.B) * smii._variance_ratios(problem.L, S, problem.c).max()
+    start = initial_sigma(problem, None)
+    eye = initial_sigma(problem, np.eye(problem.k))
+    cost = [ffu.privacy.privacy_cost(S, problem.B) * variance_ratios(problem.L, S, problem.c).max()
             for S in (start, eye)]
     assert cost[0] < cost[1] / 5
 
@@ -478,7 +482,7 @@ def test_regressed_multiplier_iterates_resume_from_the_best(monkeypatch):
     # default run.
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=0))
     default = ffu.solve(problem, method="smii", refine=False)
-    monkeypatch.setattr(smii, "_REGRESS", 1.0)
+    monkeypatch.setattr(driver, "REGRESS", 1.0)
     strict = ffu.solve(problem, method="smii", refine=False)
     for sol in (default, strict):
         check_solution(sol)
@@ -490,7 +494,7 @@ def test_large_basis_certificate_is_the_bound_of_the_returned_multipliers(monkey
     # Above _CHEAP_CERTIFY_K the stopping bound is that of the soft-max weights alone
     # (no dual ascent): it must still certify tol, be exactly the bound of the returned
     # (lam, mu), and lie below the exact optimum.
-    monkeypatch.setattr(smii, "_CHEAP_CERTIFY_K", 0)
+    monkeypatch.setattr(bounds, "CHEAP_CERTIFY_K", 0)
     problem = prefix_problem(16)
     sol = ffu.solve(problem, method="smii", refine=False)
     check_solution(sol)
