@@ -148,8 +148,7 @@ class Run:
     """
 
     def __init__(self, problem: FitnessProblem, opts: Options, Q, method: Method, callback):
-        self.problem, self.opts, self.callback = problem, opts, callback
-        self.how, self.method, self.direction = method, method.name, method.direction
+        self.problem, self.opts, self.method, self.callback = problem, opts, method, callback
         self.start = time.perf_counter()
         self.log = IterationLog(opts.verbose, f"{method.title} (ffu-cvx {__version__})", problem,
                                 dict(t1=opts.t1, t2=opts.t2, mu=opts.mu, maxcg=opts.maxcg, tol2=opts.tol2,
@@ -194,7 +193,7 @@ class Run:
         p, opts = self.p, self.opts
         if self.settled or not self.last_decrease >= STALL * threshold:
             return None
-        d = self.direction(p, self.problem.L, self.c_int, self.cg_budget, opts.tol2, opts.radius)
+        d = self.method.direction(p, self.problem.L, self.c_int, self.cg_budget, opts.tol2, opts.radius)
         self.n_hvp += d.n_cg  # each CG iteration is one Hessian product
         self.n_cg += d.n_cg
         if not abs(d.delta) >= threshold:
@@ -208,7 +207,7 @@ class Run:
         if q is None:
             if abs(d.delta) > ROUNDING * abs(p.F):
                 raise SolverError(
-                    f"{self.method}: line search made no progress at iteration {self.nit} (t1 = {self.t1:.3g}, "
+                    f"{self.method.name}: line search made no progress at iteration {self.nit} (t1 = {self.t1:.3g}, "
                     f"t2 = {self.t2:.3g}, objective = {p.F:.12g}, directional derivative = {d.delta:.3e}, "
                     f"last step = {step:.3e}); try a smaller `mu` or a looser `tol`",
                     nit=self.nit, residual=abs(d.delta))
@@ -241,7 +240,7 @@ class Run:
         self.log.row(nit, self.t1, self.t2, p.F, alpha, ratio, n_cg, step, gap)
         if self.callback is None:
             return
-        state = IntermediateResult(method=self.method, nit=nit, privacy_cost=alpha,
+        state = IntermediateResult(method=self.method.name, nit=nit, privacy_cost=alpha,
                                    lower_bound=self.bounds.lower_bound, gap=gap,
                                    sigma=p.sigma / (p.h.max() * self.kappa), t1=self.t1, t2=self.t2,
                                    objective=p.F, alpha=alpha, ratio=ratio, step=step, n_cg=n_cg)
@@ -315,17 +314,18 @@ class Run:
             sigma, extra, nh = polish(problem, sigma, lb, opts.tol, self.log)
             self.n_hvp += nh
         elapsed = time.perf_counter() - self.start
-        sol = Solution.from_sigma(problem, sigma, method=self.method, status=status, message=self.message,
+        sol = Solution.from_sigma(problem, sigma, method=self.method.name, status=status, message=self.message,
                                   lam=self.bounds.lam, mu=self.bounds.mu, lower_bound=lb, nit=self.nit,
                                   n_hvp=self.n_hvp, time=elapsed, history=self.history, n_cg=self.n_cg,
                                   t1=self.t1, t2=self.t2, restarts=self.restarts, **extra)
         self.log.note(f"status {status}: {self.message}; alpha = {sol.privacy_cost:.10g}, lower bound = "
                       f"{sol.lower_bound:.10g}, gap = {sol.gap:.2e}, {self.nit} iterations, {self.n_hvp} Hessian "
                       f"products, {elapsed:.2f} s")
-        if status in self.how.warn_on and not sol.gap <= opts.tol:
+        if status in self.method.warn_on and not sol.gap <= opts.tol:
             # stacklevel: _finish <- run <- solve_smii / solve_gd <- its caller
             short = "" if status == OPTIMAL_INACCURATE else f" at certified gap {sol.gap:.2e} > tol = {opts.tol:g}"
-            warnings.warn(f"{self.method}: {self.message}{short}; {self.how.remedy}", RuntimeWarning, stacklevel=4)
+            warnings.warn(f"{self.method.name}: {self.message}{short}; {self.method.remedy}", RuntimeWarning,
+                          stacklevel=4)
         return sol
 
 
