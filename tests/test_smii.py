@@ -476,7 +476,7 @@ def test_default_start_is_the_cheapest_candidate():
 
 
 def test_regressed_multiplier_iterates_resume_from_the_best(monkeypatch):
-    # With _REGRESS = 1 every shifted sub-problem that does not improve on the best gap
+    # With driver.REGRESS = 1 every shifted sub-problem that does not improve on the best gap
     # sends the solver back to the best iterate with a sharper t: the run must still
     # certify (a restart at the same t would repeat itself forever) and agree with the
     # default run.
@@ -491,7 +491,7 @@ def test_regressed_multiplier_iterates_resume_from_the_best(monkeypatch):
 
 
 def test_large_basis_certificate_is_the_bound_of_the_returned_multipliers(monkeypatch):
-    # Above _CHEAP_CERTIFY_K the stopping bound is that of the soft-max weights alone
+    # Above bounds.CHEAP_CERTIFY_K the stopping bound is that of the soft-max weights alone
     # (no dual ascent): it must still certify tol, be exactly the bound of the returned
     # (lam, mu), and lie below the exact optimum.
     monkeypatch.setattr(bounds, "CHEAP_CERTIFY_K", 0)

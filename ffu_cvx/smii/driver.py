@@ -337,6 +337,8 @@ def _check_problem(problem) -> None:
 def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> Solution:
     """Solve Problem 1 by SM-II (Algorithm 1 of the paper) with a certified stop.
 
+    Every option is a keyword, checked by :class:`~ffu_cvx.smii.options.Options`.
+
     Parameters
     ----------
     problem : FitnessProblem
@@ -355,34 +357,34 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         the cheapest of ``Q = I`` (the paper's), ``Sigma_0 = B B^T``, the Gaussian
         mechanism on the target-scaled workload and the ``Sigma`` of uniform dual
         multipliers (see :func:`ffu_cvx.smii.model.initial_sigma`).
-    t1, t2 : float
+    t1, t2 : float, default 1.0
         Initial soft-max sharpness of the profile and variance terms (paper: 1).
-    mu : float
+    mu : float, default 10.0
         Factor by which ``t1, t2`` grow between sub-problems (paper: 2, 5 or 10).
-    maxcg, tol2 : int, float
+    maxcg, tol2 : int, float, default 5, 1e-10
         CG iterations per Newton step and CG residual tolerance (paper: 5, 1e-10).
-    maxcg_cap : int, optional
+    maxcg_cap : int or None, default None
         When full Newton steps gain less than half of what the previous one gained (the
         truncated direction limits progress), the CG budget doubles, up to
         ``maxcg_cap``; ``maxcg_cap = maxcg`` keeps the paper's fixed budget. Default:
         ``maxcg`` when CG is preconditioned (with shifted soft maxes the sub-problems stay
         at moderate ``t``, and more products per step cost more than they save: at
         d = 512 a cap of 40 took 1.1-1.3x longer), else 40.
-    nttol, ntrel : float
+    nttol, ntrel : float, default 1e-10, 1e-3
         A sub-problem ends when ``|<s, grad F>| < max(nttol, ntrel / t1)`` (NTTOL; the
         relative part stops early sub-problems once they are solved well past the
         accuracy the soft max itself has at that ``t1``), or after a full step that
         decreased ``F`` by less than 100 times that bound.
-    sigma_ls, beta : float
+    sigma_ls, beta : float, default 0.01, 0.5
         Armijo fraction and backtracking factor of the line search (paper: 0.01, 0.5).
-    maxiter : int
-        Newton iterations in all (MAXITER). ``max_time`` (s) caps the wall-clock time.
-    tol : float
+    maxiter, max_time : int, float or None, default 2000, None
+        Newton iterations in all (MAXITER); ``max_time`` (s) caps the wall-clock time.
+    tol : float, default 1e-4
         Certified relative gap at which to stop (replaces the paper's ``(d+m)/t1 < TOL``).
-    t_max : float
+    t_max : float, default 1e9
         Largest ``t1``: past it the best certified iterate is returned as
         ``"optimal_inaccurate"``.
-    t_shift : float or None
+    t_shift : float or None, default 30.0
         Sharpness at which ``t1`` stops growing by default (None or inf: never, the
         paper's schedule). From there on each sub-problem's soft maxes are weighted by
         the previous one's, ``smax = (1/t) log sum_i lam_i exp(t x_i)``, with ``log lam``
@@ -393,24 +395,24 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         most 3) only when two shifted sub-problems in a row do not improve on the best
         certified gap, or one takes no step. Shifted sub-problems end at a hundredth of
         the Newton-decrement threshold below.
-    radius : float
+    radius : float, default 1.0
         Truncated CG stops on the ball ``||E||_F <= radius sqrt(k)`` in whitened
         coordinates (a relative change of ``Sigma`` of about ``radius`` per direction).
-    refine : bool or "auto"
+    refine : bool or "auto", default "auto"
         After a certified ("optimal") solve, polish ``Sigma`` to the unique ≺R-minimal
         optimum (Theorem 5) by :func:`refine_smii`; "auto" does so when
         ``k <= REFINE_AUTO_MAX_K``. The soft max alone does not single it out when
         Problem 1 has many optima: at the ``t`` a small gap needs, the weights of the
         columns that are not tight underflow.
-    precondition : bool or "auto"
+    precondition : bool or "auto", default "auto"
         Run CG in the eigenbasis of the profile term's ``M`` with a diagonal-plus-rank-two
         approximate inverse of the Hessian (:meth:`ffu_cvx.smii.model.Whitened.preconditioner`); False
         gives the paper's plain CG; "auto" preconditions when ``k > PRECONDITION_MIN_K``
         (below, its eigendecomposition per Newton step costs more than it saves).
-    float32 : bool
+    float32 : bool, default False
         Evaluate the Hessian products inside CG in single precision (about twice as fast
         at large ``k``); gradients, line search and certificate stay in float64.
-    verbose : bool
+    verbose : bool, default False
         Print an iteration log (:mod:`ffu_cvx.smii.log`).
 
     Returns

@@ -222,7 +222,8 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = SL
     k, d = problem.k, problem.d
     sigma = np.asarray(sigma, dtype=float)
     if sigma.shape != (k, k) or not np.all(np.isfinite(sigma)):
-        raise ValueError(f"`sigma` must be a finite ({k}, {k}) matrix on the basis coordinates, got shape {sigma.shape}")
+        raise ValueError(f"`sigma` must be a finite ({k}, {k}) matrix on the basis coordinates, "
+                         f"got shape {sigma.shape}")
     if not validation.positive(slack, "slack") < MAX_SLACK:
         raise ValueError(f"`slack` must lie in (0, {MAX_SLACK:g}), got {slack!r}")
     validation.fraction(threshold, "threshold")
