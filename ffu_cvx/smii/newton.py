@@ -1,6 +1,6 @@
 """SM-II's step solver: truncated Newton-CG directions and one backtracking Cholesky line search.
 
-Solver layer (SM-II): imports numpy, scipy and :mod:`ffu_cvx.smii.model` only. Shared by
+Solver layer (SM-II): imports numpy and :mod:`ffu_cvx.smii.model` only. Shared by
 the main loop (:mod:`ffu_cvx.smii.driver`, Problem 4) and the ≺R polish levels
 (:mod:`ffu_cvx.smii.polish`, a barrier objective): both hand it an operator with
 ``grad`` (k, k), ``RQ`` (k, k) and a pure ``hvp(E)``, and a function that evaluates a
