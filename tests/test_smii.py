@@ -8,6 +8,10 @@ from scipy import linalg
 
 import ffu_cvx as ffu
 from ffu_cvx import smii, workloads
+from ffu_cvx.smii import bounds, driver, polish
+from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
+from ffu_cvx.smii.newton import conjugate_gradient
+from ffu_cvx.smii.polish import LevelPoint, LevelWhitened, epigraph_max
 from ffu_cvx.result import MAX_ITER, OPTIMAL, USER_STOPPED, SolverError
 
 # Exact optima of prefix(d) (the SDP's six-decimal values, see tests/test_sdp.py) and
@@ -159,7 +163,7 @@ def test_refinement_zero_column_and_fallback(monkeypatch):
     def fail(*args, **kwargs):
         raise SolverError("refinement level: the starting Sigma is not strictly feasible", nit=0)
 
-    monkeypatch.setattr(smii, "refine_smii", fail)
+    monkeypatch.setattr(polish, "refine_smii", fail)
     with pytest.warns(RuntimeWarning, match="returning the unrefined optimum"):
         sol = ffu.solve(problem, method="smii")
     assert "not strictly feasible" in sol.info["refine_failed"]
@@ -192,16 +196,16 @@ def test_level_gradient_and_hessp_match_finite_differences(fixed):
     t, scale = 7.0, 1.3 * g.max()
 
     def point(s):
-        return smii._LevelPoint.at(problem.B, problem.L, problem.c, s, free, caps, scale, t)
+        return LevelPoint.at(problem.B, problem.L, problem.c, s, free, caps, scale, t)
 
     def grad_sigma(s):
         p = point(s)
-        G = smii._LevelWhitened(p, problem.L, problem.c).grad
+        G = LevelWhitened(p, problem.L, problem.c).grad
         A = linalg.solve_triangular(p.R, G, lower=True, trans="T")
         return linalg.solve_triangular(p.R, A.T, lower=True, trans="T")
 
     p = point(sigma)
-    op = smii._LevelWhitened(p, problem.L, problem.c)
+    op = LevelWhitened(p, problem.L, problem.c)
     D = 0.1 * random_symmetric(k, rng) * np.abs(sigma).max()
     Dw = linalg.solve_triangular(p.R, D, lower=True)
     E = linalg.solve_triangular(p.R, Dw.T, lower=True)
@@ -214,7 +218,7 @@ def test_level_gradient_and_hessp_match_finite_differences(fixed):
     np.testing.assert_allclose(HE, fd_h, rtol=1e-5, atol=1e-6 * np.abs(fd_h).max())
     assert np.vdot(E, HE) > 0  # the level objective is convex
     # The epigraph max's multipliers sum to 1 and its value bounds the max from above.
-    phi, lam, _ = smii._epigraph_max(g / scale, t)
+    phi, lam, _ = epigraph_max(g / scale, t)
     assert lam.sum() == pytest.approx(1.0, rel=1e-12) and np.all(lam > 0)
     assert g.max() / scale < phi
 
@@ -309,7 +313,7 @@ def test_maxiter_status():
 
 
 def test_line_search_failure_raises(monkeypatch):
-    monkeypatch.setattr(smii, "_line_search", lambda *a, **k: (1e-18, None))
+    monkeypatch.setattr(driver, "line_search", lambda *a, **k: (1e-18, None))
     with pytest.raises(SolverError, match="line search made no progress at iteration 0") as info:
         ffu.solve(prefix_problem(4), method="smii")
     assert info.value.nit == 0 and info.value.residual > 0
@@ -375,8 +379,8 @@ def test_preconditioner_is_spd_and_keeps_the_newton_direction(t):
     rng = np.random.default_rng(11)
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(10, targets="random", seed=3))
     sigma = random_spd(problem.k, rng)
-    p = smii._evaluate(problem.B, problem.L, problem.c, sigma, t, t)
-    op = smii._Whitened(p, problem.L, problem.c, rotate=True)
+    p = evaluate(problem.B, problem.L, problem.c, sigma, t, t)
+    op = Whitened(p, problem.L, problem.c, rotate=True)
     Q = op.Q
     np.testing.assert_allclose(op.RQ, p.R @ Q)
     pre = op.preconditioner()
@@ -384,12 +388,12 @@ def test_preconditioner_is_spd_and_keeps_the_newton_direction(t):
     assert np.vdot(X, pre(Y)) == pytest.approx(np.vdot(pre(X), Y), rel=1e-9)
     assert np.vdot(X, pre(X)) > 0 and np.vdot(Y, pre(Y)) > 0
     n = problem.k * (problem.k + 1) // 2
-    E_pre, _ = smii._conjugate_gradient(op, 4 * n, 1e-20 * np.vdot(op.grad, op.grad), 1e12, precond=pre)
+    E_pre, _ = conjugate_gradient(op, 4 * n, 1e-20 * np.vdot(op.grad, op.grad), 1e12, precond=pre)
     res = op.hvp(E_pre) + op.grad
     assert np.linalg.norm(res) <= 1e-8 * np.linalg.norm(op.grad)
     # the directions themselves agree
-    plain = smii._Whitened(p, problem.L, problem.c)
-    E_plain, _ = smii._conjugate_gradient(plain, 4 * n, 1e-24, 1e12)
+    plain = Whitened(p, problem.L, problem.c)
+    E_plain, _ = conjugate_gradient(plain, 4 * n, 1e-24, 1e12)
     np.testing.assert_allclose(Q @ E_pre @ Q.T, E_plain, rtol=0, atol=1e-7 * np.abs(E_plain).max())
     # and it is the Newton direction of Problem 4 in the coordinates of Sigma
     D = _sym(p.R @ Q @ E_pre @ Q.T @ p.R.T)
@@ -464,21 +468,21 @@ def test_t_shift_is_validated(bad):
 def test_default_start_is_the_cheapest_candidate():
     # Random ranges on a row basis: the identity start costs far more than the chosen one.
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=0))
-    start = smii._initial_sigma(problem, None)
-    eye = smii._initial_sigma(problem, np.eye(problem.k))
-    cost = [ffu.privacy.privacy_cost(S, problem.B) * smii._variance_ratios(problem.L, S, problem.c).max()
+    start = initial_sigma(problem, None)
+    eye = initial_sigma(problem, np.eye(problem.k))
+    cost = [ffu.privacy.privacy_cost(S, problem.B) * variance_ratios(problem.L, S, problem.c).max()
             for S in (start, eye)]
     assert cost[0] < cost[1] / 5
 
 
 def test_regressed_multiplier_iterates_resume_from_the_best(monkeypatch):
-    # With _REGRESS = 1 every shifted sub-problem that does not improve on the best gap
+    # With driver.REGRESS = 1 every shifted sub-problem that does not improve on the best gap
     # sends the solver back to the best iterate with a sharper t: the run must still
     # certify (a restart at the same t would repeat itself forever) and agree with the
     # default run.
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=0))
     default = ffu.solve(problem, method="smii", refine=False)
-    monkeypatch.setattr(smii, "_REGRESS", 1.0)
+    monkeypatch.setattr(driver, "REGRESS", 1.0)
     strict = ffu.solve(problem, method="smii", refine=False)
     for sol in (default, strict):
         check_solution(sol)
@@ -487,13 +491,134 @@ def test_regressed_multiplier_iterates_resume_from_the_best(monkeypatch):
 
 
 def test_large_basis_certificate_is_the_bound_of_the_returned_multipliers(monkeypatch):
-    # Above _CHEAP_CERTIFY_K the stopping bound is that of the soft-max weights alone
+    # Above bounds.CHEAP_CERTIFY_K the stopping bound is that of the soft-max weights alone
     # (no dual ascent): it must still certify tol, be exactly the bound of the returned
     # (lam, mu), and lie below the exact optimum.
-    monkeypatch.setattr(smii, "_CHEAP_CERTIFY_K", 0)
+    monkeypatch.setattr(bounds, "CHEAP_CERTIFY_K", 0)
     problem = prefix_problem(16)
     sol = ffu.solve(problem, method="smii", refine=False)
     check_solution(sol)
     assert sol.lower_bound == pytest.approx(ffu.certificate.lower_bound(problem, sol.lam, sol.mu), rel=1e-12)
     assert sol.lower_bound <= PREFIX_OPT[16] * (1 + 1e-6)
     assert sol.privacy_cost == pytest.approx(PREFIX_OPT[16], rel=1e-4)
+
+
+# --- the package's pieces: callback contract, log gap, pure hvp, options, warnings ----------------------------
+
+
+def test_callback_gets_intermediate_results_with_the_certified_gap():
+    # Before the first certificate lower_bound and gap are NaN; after it every state's
+    # gap is its normalised cost against the best bound so far, which never decreases.
+    seen = []
+    sol = ffu.solve(prefix_problem(8), method="smii", callback=seen.append, refine=False)
+    assert all(isinstance(s, ffu.status.IntermediateResult) for s in seen) and smii.SMIIState is ffu.status.IntermediateResult
+    assert {s.method for s in seen} == {"smii"} and [s.nit for s in seen] == list(range(1, sol.nit + 1))
+    certified = [s for s in seen if np.isfinite(s.lower_bound)]
+    assert np.isnan(seen[0].gap) and np.isnan(seen[0].lower_bound) and len(certified) >= 2
+    assert all(np.isnan(s.gap) for s in seen[:len(seen) - len(certified)])  # NaN only before the first
+    for s in certified:
+        assert s.privacy_cost == s.alpha and s.gap == pytest.approx(s.alpha / s.lower_bound - 1.0, rel=1e-12)
+        assert s.lower_bound <= PREFIX_OPT[8] * (1 + 1e-9)
+    bounds_seen = [s.lower_bound for s in certified]
+    assert bounds_seen == sorted(bounds_seen) and bounds_seen[-1] == pytest.approx(sol.lower_bound, rel=1e-12)
+    assert certified[-1].gap <= 1e-4
+
+
+def test_verbose_log_shows_the_gap_once_certified(capsys):
+    ffu.solve(prefix_problem(8), method="smii", verbose=True, refine=False)
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line[:6].strip().isdigit()]
+    gaps = [float(r[-1]) for r in rows]
+    first = next(i for i, g in enumerate(gaps) if not np.isnan(g))
+    assert 0 < first < len(gaps) and all(np.isnan(g) for g in gaps[:first])
+    assert not any(np.isnan(g) for g in gaps[first:]) and 0 <= gaps[-1] <= 1e-4
+
+
+def test_whitened_hvp_is_pure_and_float32_close():
+    rng = np.random.default_rng(3)
+    problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(10, targets="random", seed=1))
+    p = evaluate(problem.B, problem.L, problem.c, random_spd(problem.k, rng), 2.0, 3.0)
+    E = random_symmetric(problem.k, rng)
+    op = Whitened(p, problem.L, problem.c, rotate=True)
+    def snapshot():  # every attribute, arrays copied (a tuple of arrays as a list of copies)
+        return {k: [np.copy(x) for x in v] if isinstance(v, tuple) else np.copy(v) if isinstance(v, np.ndarray) else v
+                for k, v in vars(op).items()}
+
+    before = snapshot()
+    first, second = op.hvp(E), op.hvp(E)
+    np.testing.assert_array_equal(first, second)
+    after = snapshot()
+    assert after.keys() == before.keys()
+    for k, v in before.items():
+        if isinstance(v, list):
+            for x, y in zip(v, after[k]):
+                np.testing.assert_array_equal(x, y)
+        elif isinstance(v, np.ndarray):
+            np.testing.assert_array_equal(v, after[k])
+        else:
+            assert after[k] == v, k  # counters included: hvp changes nothing
+    low = Whitened(p, problem.L, problem.c, rotate=True, float32=True).hvp(E)
+    assert low.dtype == np.float64
+    np.testing.assert_allclose(low, first, rtol=0, atol=1e-5 * np.abs(first).max())
+
+
+def test_options_are_one_frozen_validated_value():
+    import dataclasses
+    from ffu_cvx.smii.options import MAXCG_CAP, gd_options, smii_options
+    opts = smii_options(tol=1e-5, t_shift=None)
+    assert opts.t_shift == np.inf and opts.tol == 1e-5
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.tol = 1.0
+    small, big = opts.resolved(smii.PRECONDITION_MIN_K), opts.resolved(smii.PRECONDITION_MIN_K + 1)
+    assert (small.precondition, small.maxcg_cap, small.refine) == (False, MAXCG_CAP, False)
+    assert (big.precondition, big.maxcg_cap) == (True, opts.maxcg)
+    assert opts.resolved(smii.REFINE_AUTO_MAX_K).refine is True
+    with pytest.raises(TypeError, match="not_an_option"):
+        smii_options(not_an_option=1)
+    with pytest.raises(TypeError, match="maxcg"):
+        gd_options(maxcg=3)  # gradient descent has no CG
+    gd = gd_options()
+    assert (gd.maxiter, gd.max_time, gd.t_shift, gd.refine) == (100_000, 60.0, np.inf, False)
+    for bad, name in ((dict(maxcg_cap=0), "`maxcg_cap`"), (dict(radius=-1.0), "`radius`"),
+                      (dict(ntrel=-1e-3), "`ntrel`"), (dict(verbose="yes"), "`verbose`")):
+        with pytest.raises(ValueError, match=name):
+            smii_options(**bad)
+
+
+def test_gd_short_of_tol_warns_and_advises_smii():
+    problem = prefix_problem(8)
+    with pytest.warns(RuntimeWarning, match=r'reached maxiter = 40 at certified gap .* > tol = 0.0001; .*method="smii"'):
+        sol = ffu.solve(problem, method="gd", maxiter=40)
+    assert sol.status == MAX_ITER and sol.gap > 1e-4
+    import warnings
+
+    def stop(state):
+        raise StopIteration
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a user stop or a certified run does not warn
+        assert ffu.solve(problem, method="gd", maxiter=40, callback=stop).status == USER_STOPPED
+        W = np.array([[1.0, 1.0], [1.0, 0.0]])
+        assert ffu.solve(ffu.FitnessProblem(W, 1.0, basis=W), method="gd", tol=1e-3).status == OPTIMAL
+
+
+def test_inaccurate_smii_warns():
+    with pytest.warns(RuntimeWarning, match="t_max"):
+        sol = ffu.solve(prefix_problem(8), method="smii", t_max=1.0, tol=1e-9)
+    assert sol.status == ffu.status.OPTIMAL_INACCURATE and sol.success and sol.gap > 1e-9
+
+
+def test_polish_shares_the_main_loop_line_search(monkeypatch):
+    # One line search serves SM-II's steps and the polish's barrier levels.
+    from ffu_cvx.smii import newton
+    assert driver.line_search is newton.line_search is polish.line_search
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return newton.line_search(*args, **kwargs)
+
+    monkeypatch.setattr(polish, "line_search", counting)
+    raw = ffu.solve(diagonal_problem(), method="smii", refine=False)
+    sigma, levels, n_newton, _ = smii.refine_smii(diagonal_problem(), raw.sigma)
+    assert n_newton >= 1 and len(calls) >= n_newton
+    np.testing.assert_allclose(sigma, np.diag([1.0, 100.0, 4.0]), rtol=1e-5, atol=1e-5)

@@ -1,0 +1,462 @@
+"""SM-II's driver: Algorithm 1 as a small state machine, and ``solve_smii`` / ``solve_gd``.
+
+Solver layer (SM-II), top of the package: imports numpy, ``problem``, ``result``,
+``status``, ``version`` and the submodules :mod:`~ffu_cvx.smii.model`,
+:mod:`~ffu_cvx.smii.newton`, :mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`,
+:mod:`~ffu_cvx.smii.polish` and :mod:`~ffu_cvx.smii.log`.
+
+A run (:class:`Run`) moves between four states: **step** (a direction from the step
+solver and a line search), **end of sub-problem** (the Newton decrement is below the
+threshold, progress stalled, or the last full step settled it), **certify** (the best
+lower bound so far, :class:`~ffu_cvx.smii.bounds.BoundKeeper`) and **next t** (sharper
+soft maxes, or shifted ones). Gradient descent is the same run with the gradient as
+direction. Beyond the paper:
+
+- The CG budget starts at the paper's MAXCG and doubles (to ``maxcg_cap``) while full
+  Newton steps gain less and less; a sub-problem also ends when the Newton decrement is
+  below ``ntrel / t1`` (well under the soft max's own error at that ``t1``), after a
+  full step that gained less than ``SETTLE`` times that (the step is kept and no
+  direction is spent confirming the end), or when progress stalls. The soft-max error,
+  hence the gap, falls like ``1 / t``, so near the goal ``t`` grows by less than ``mu``.
+- Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` it stops growing and
+  each sub-problem weights its soft maxes by the previous one's weights,
+  ``smax = (1/t) log sum_i lam_i exp(t x_i)`` (``log lam`` moved ``SHIFT_DAMP`` of the
+  way to the log of the last weights, falling by at most ``SHIFT_CAP`` per update
+  relative to the largest; :func:`damped_shift`): a damped exponential method of
+  multipliers, whose fixed points are Problem 3's KKT points at any ``t``. The soft
+  max's bias of order ``log(d) / t`` is then removed by the multipliers instead of by
+  sharpening, and the sub-problems stay as well conditioned as at ``t_shift``: a few
+  truncated Newton steps each. ``t`` grows again (by at most ``SHIFT_GROW``) only when
+  ``SHIFT_PATIENCE`` shifted sub-problems in a row do not improve on the best gap (the
+  multiplier method's iterates need not improve it every time). A shifted sub-problem
+  whose gap is more than ``REGRESS`` times the best one sends the solver back to the
+  best iterate with a sharper ``t``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from ..problem import FitnessProblem
+from ..result import Solution
+from ..status import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
+from ..version import __version__
+from .bounds import BoundKeeper
+from .log import IterationLog
+from .model import Point, evaluate, initial_sigma, logits, normalise
+from .newton import Step, gradient_direction, line_search, smii_direction
+from .options import Options, gd_options, smii_options
+from .polish import polish
+
+__all__ = ["SMIIState", "solve_smii", "solve_gd"]
+
+#: The old name of what ``callback`` receives.
+SMIIState = IntermediateResult
+
+#: A shifted sub-problem ends at this fraction of the Newton-decrement threshold ``ntrel / t1``
+#: (at 0.1 the damped updates stalled at gap 1.1e-3 on random ranges d = 1024).
+SHIFT_NTREL = 0.01
+#: Shifted sub-problems in a row that do not improve on the best gap before ``t`` grows
+#: again (also after one that takes no step), by at most ``SHIFT_GROW``.
+SHIFT_PATIENCE = 2
+SHIFT_GROW = 3.0
+#: Step of the multiplier update in the log domain. At 1 (the plain exponential method of
+#: multipliers) the iterates alternated between good and poor ones on random ranges
+#: d = 1024 (212 s); 0.5 converged steadily (gap x 0.58 per sub-problem, 96 s), 0.7 in 80 s.
+SHIFT_DAMP = 0.7
+#: Largest drop of a log multiplier (relative to the largest) per update. Uncapped, the
+#: multipliers of slack constraints fall by ``0.7 t`` times their slack each time and the
+#: soft max soon stops seeing them (see ``REGRESS``); capped at 2, random ranges
+#: d = 1024 took 43 / 47 / 57 s for seeds 0 / 1 / 2 against 47 / 69 / 68 s.
+SHIFT_CAP = 2.0
+#: A sub-problem also ends after a full Newton step that decreased ``F`` by less than
+#: this multiple of the Newton-decrement threshold: the step is kept, and the direction
+#: that would only confirm the end (a frame and MAXCG products) is not computed. Random
+#: ranges d = 1024: 30 took 58 s, 100 52 s, 300 82 s (seed 0).
+SETTLE = 100.0
+#: A shifted sub-problem whose gap exceeds this multiple of the best gap so far has gone
+#: astray: the multipliers of slack constraints decay geometrically, the soft max at
+#: moderate ``t`` stops seeing them, and the iterate can drift where ``F`` is flat while
+#: the cost rises (random ranges d = 1024, seed 1: gap 8e-3 to 0.7 in three steps).
+#: The solver then goes back to the best iterate, sharpens ``t`` by ``SHIFT_GROW`` and
+#: no longer ends sub-problems by ``SETTLE``.
+REGRESS = 3.0
+#: A sub-problem has stalled (it ends without another direction) when the last step
+#: decreased ``F`` by less than this fraction of the Newton-decrement threshold.
+STALL = 0.1
+#: A failed line search along a direction whose derivative is below this fraction of
+#: ``|F|`` is rounding, not failure: the sub-problem ends.
+ROUNDING = 1e-12
+#: The CG budget doubles after a full step that gained more than this fraction of the
+#: previous step's gain (the truncated direction, not the line search, limits progress).
+CG_GROW_GAIN = 0.5
+#: Between unshifted sub-problems ``t`` grows by ``min(mu, max(MIN_GROW, MIN_GROW gap / tol))``.
+MIN_GROW = 2.0
+
+
+def damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
+    """The next log multipliers (n,): ``(1 - theta) shift + theta log w``, ``w`` the
+    weights of :func:`ffu_cvx.smii.model.softmax` (computed in the log domain, finite
+    where they underflow), ``theta = SHIFT_DAMP``; ``shift = None`` counts as uniform.
+    Relative to the largest, no entry falls by more than ``SHIFT_CAP`` in one update."""
+    y, _ = logits(x, t, shift)
+    logw = y - math.log(float(np.exp(y).sum()))
+    if shift is None:
+        new, before = SHIFT_DAMP * logw, 0.0
+    else:
+        new, before = (1.0 - SHIFT_DAMP) * shift + SHIFT_DAMP * logw, shift - shift.max()
+    top = float(new.max())
+    return top + np.maximum(new - top, before - SHIFT_CAP)
+
+
+class Best(NamedTuple):
+    """The iterate with the smallest certified gap so far (``kappa``: its target scale)."""
+
+    gap: float
+    point: Point
+    kappa: float
+
+
+class Method(NamedTuple):
+    """What tells SM-II and gradient descent apart.
+
+    ``direction(p, L, c, maxcg, tol2, radius) -> Step`` is the step solver's direction
+    (:func:`~ffu_cvx.smii.newton.smii_direction` or
+    :func:`~ffu_cvx.smii.newton.gradient_direction`); a run that ends with a status in
+    ``warn_on`` short of ``tol`` warns, with ``remedy``.
+    """
+
+    name: str
+    title: str
+    direction: object
+    warn_on: tuple
+    remedy: str
+
+
+class Run:
+    """One SM-II or gradient-descent run on ``problem``: the state of Algorithm 1.
+
+    ``opts`` are resolved :class:`~ffu_cvx.smii.options.Options`, ``Q`` the optional
+    start (§6.3). The iterate ``p`` lives on the internal targets ``c_int = kappa c``
+    (see :func:`~ffu_cvx.smii.model.normalise`).
+    """
+
+    def __init__(self, problem: FitnessProblem, opts: Options, Q, method: Method, callback):
+        self.problem, self.opts, self.method, self.callback = problem, opts, method, callback
+        self.start = time.perf_counter()
+        self.log = IterationLog(opts.verbose, f"{method.title} (ffu-cvx {__version__})", problem,
+                                dict(t1=opts.t1, t2=opts.t2, mu=opts.mu, maxcg=opts.maxcg, tol2=opts.tol2,
+                                     nttol=opts.nttol, tol=opts.tol))
+        sigma, self.c_int, self.kappa = normalise(initial_sigma(problem, Q), problem.B, problem.L, problem.c)
+        self.t1, self.t2 = opts.t1, opts.t2
+        self.p = evaluate(problem.B, problem.L, self.c_int, sigma, self.t1, self.t2)
+        self.bounds = BoundKeeper(problem, opts.tol)
+        self.best: Best | None = None
+        self.nit = self.n_hvp = self.n_cg = self.restarts = 0
+        self.history: list[dict] = []
+        self.status, self.message = None, ""
+        # The schedule of the current sub-problem (see the module docstring).
+        self.cg_budget, self.last_decrease = opts.maxcg, math.inf
+        self.sub_steps, self.settled, self.settle = 0, False, SETTLE
+        self.shift_best, self.misses = math.inf, 0  # best gap of the shifted sub-problems, sub-problems since
+
+    def run(self) -> Solution:
+        """Steps and sub-problem ends until a status is set; then the Solution."""
+        while self.status is None and not self._out_of_budget():
+            threshold = max(self.opts.nttol, self.opts.ntrel / self.t1)
+            if self.p.s1 is not None:  # a shifted sub-problem must be solved more finely (see t_shift)
+                threshold *= SHIFT_NTREL
+            found = self._try_step(threshold)
+            if found is None:
+                # Sub-problem solved: Newton decrement below threshold, progress stalled or at rounding level.
+                self._end_subproblem()
+            else:
+                self._accept(*found, threshold)
+        return self._finish()
+
+    def _out_of_budget(self) -> bool:
+        opts = self.opts
+        if self.nit >= opts.maxiter:
+            self.status, self.message = MAX_ITER, f"reached maxiter = {opts.maxiter}"
+        elif opts.max_time is not None and time.perf_counter() - self.start > opts.max_time:
+            self.status, self.message = MAX_ITER, f"reached max_time = {opts.max_time} s"
+        return self.status is not None
+
+    def _try_step(self, threshold: float) -> tuple[float, Point, Step] | None:
+        """``(step, new point, direction)``, or None when the sub-problem is over."""
+        p, opts = self.p, self.opts
+        if self.settled or not self.last_decrease >= STALL * threshold:
+            return None
+        d = self.method.direction(p, self.problem.L, self.c_int, self.cg_budget, opts.tol2, opts.radius)
+        self.n_hvp += d.n_cg  # each CG iteration is one Hessian product
+        self.n_cg += d.n_cg
+        if not abs(d.delta) >= threshold:
+            return None
+        B, L, c_int = self.problem.B, self.problem.L, self.c_int
+
+        def at(step):
+            return evaluate(B, L, c_int, p.sigma + step * d.D, p.t1, p.t2, h=p.h + step * d.e, s1=p.s1, s2=p.s2)
+
+        step, q = line_search(at, p.F, d.delta, opts.sigma_ls, opts.beta)
+        if q is None:
+            if abs(d.delta) > ROUNDING * abs(p.F):
+                raise SolverError(
+                    f"{self.method.name}: line search made no progress at iteration {self.nit} (t1 = {self.t1:.3g}, "
+                    f"t2 = {self.t2:.3g}, objective = {p.F:.12g}, directional derivative = {d.delta:.3e}, "
+                    f"last step = {step:.3e}); try a smaller `mu` or a looser `tol`",
+                    nit=self.nit, residual=abs(d.delta))
+            return None
+        return step, q, d
+
+    def _accept(self, step: float, q: Point, d: Step, threshold: float) -> None:
+        """Move to ``q``; grow the CG budget, decide whether the sub-problem has settled, report."""
+        decrease = self.p.F - q.F
+        if self.opts.maxcg_cap > self.cg_budget and step == 1.0 and decrease > CG_GROW_GAIN * self.last_decrease:
+            # Full steps that gain less and less: the truncated direction, not the
+            # line search, limits progress, so give CG more iterations.
+            self.cg_budget = min(2 * self.cg_budget, self.opts.maxcg_cap)
+        self.last_decrease = decrease
+        self.p = q
+        self.nit += 1
+        self.sub_steps += 1
+        alpha = q.cost(self.kappa)
+        # End the sub-problem when the best bound so far already certifies this iterate,
+        # or after a full step that gained little (see SETTLE).
+        self.settled = self.bounds.certifies(alpha) or (step == 1.0 and decrease < self.settle * threshold)
+        self._report(alpha, step, d.n_cg)
+
+    def _report(self, alpha: float, step: float, n_cg: int) -> None:
+        """History, log row and callback for the iterate just accepted."""
+        p, nit = self.p, self.nit
+        ratio, gap = p.ratio(self.kappa), self.bounds.gap(alpha)
+        self.history.append({"nit": nit, "t1": self.t1, "t2": self.t2, "objective": p.F, "alpha": alpha,
+                             "ratio": ratio, "n_cg": n_cg, "step": step, "time": time.perf_counter() - self.start})
+        self.log.row(nit, self.t1, self.t2, p.F, alpha, ratio, n_cg, step, gap)
+        if self.callback is None:
+            return
+        state = IntermediateResult(method=self.method.name, nit=nit, privacy_cost=alpha,
+                                   lower_bound=self.bounds.lower_bound, gap=gap,
+                                   sigma=p.sigma / (p.h.max() * self.kappa), t1=self.t1, t2=self.t2,
+                                   objective=p.F, alpha=alpha, ratio=ratio, step=step, n_cg=n_cg)
+        try:
+            self.callback(state)
+        except StopIteration:
+            self.status, self.message = USER_STOPPED, f"callback raised StopIteration at iteration {nit}"
+
+    def _end_subproblem(self) -> None:
+        """Certify the sub-problem's solution; stop, or go on to the next ``t``."""
+        p, opts = self.p, self.opts
+        gap = self.bounds.certify(p, self.kappa, self.c_int, force=False)
+        if self.best is None or gap < self.best.gap:
+            self.best = Best(gap, p, self.kappa)
+        self.log.note(f"sub-problem t1 = {self.t1:.3g} done: alpha = {p.cost(self.kappa):.8g}, "
+                      f"lower bound = {self.bounds.value:.8g}, gap = {gap:.2e}")
+        if gap <= opts.tol:
+            self.status, self.message = OPTIMAL, f"certified relative gap {gap:.2e} <= tol = {opts.tol:g}"
+        elif self.t1 >= opts.t_max:
+            self.status, self.message = OPTIMAL_INACCURATE, (f"t1 reached t_max = {opts.t_max:g} with certified gap "
+                                                             f"{gap:.2e} > tol = {opts.tol:g}")
+        else:
+            self._next_t(gap)
+
+    def _next_t(self, gap: float) -> None:
+        """The next sub-problem: sharper soft maxes, or (past ``t_shift``) shifted ones."""
+        opts = self.opts
+        # The soft-max error, hence the gap, falls like 1/t: near the goal a smaller
+        # factor than mu reaches it with an easier sub-problem.
+        grow = min(opts.mu, max(MIN_GROW, MIN_GROW * gap / opts.tol))
+        shifted = self.t1 >= opts.t_shift
+        if shifted and gap > REGRESS * self.best.gap:
+            # The multiplier iterates went astray: resume from the best one, sharper.
+            self.p, self.misses, self.settle, self.restarts = self.best.point, SHIFT_PATIENCE, 0.0, self.restarts + 1
+            self.log.note(f"gap {gap:.2e} > {REGRESS:g} x best {self.best.gap:.2e}: back to the best iterate")
+        p = self.p
+        s1, s2 = p.s1, p.s2
+        if shifted:
+            # Exponential multipliers: the next soft maxes are weighted by this one's weights.
+            s1, s2 = damped_shift(p.g, p.t1, s1), damped_shift(p.h, p.t2, s2)
+            # The iterates of the multiplier method need not improve the gap every
+            # time: t grows only after SHIFT_PATIENCE sub-problems without a new best.
+            self.misses = 0 if gap < self.shift_best else self.misses + 1
+            self.shift_best = min(self.shift_best, gap)
+            if self.sub_steps > 0 and self.misses < SHIFT_PATIENCE:
+                grow = 1.0
+            else:
+                grow, self.misses = min(grow, SHIFT_GROW), 0
+        else:
+            grow = min(grow, max(opts.t_shift / self.t1, 1.0))
+        self.sub_steps, self.settled = 0, False
+        self.t1, self.t2 = self.t1 * grow, self.t2 * grow
+        sigma, self.c_int, a = normalise(p.sigma, self.problem.B, self.problem.L, self.c_int)
+        self.kappa *= a
+        self.p = evaluate(self.problem.B, self.problem.L, self.c_int, sigma, self.t1, self.t2, s1=s1, s2=s2)
+        self.last_decrease = math.inf
+
+    def _finish(self) -> Solution:
+        """The one Solution: the best certified iterate (or the last), rescaled, polished if asked."""
+        problem, opts, status = self.problem, self.opts, self.status
+        # The best certified iterate wins unless the run went on past it (user stop, limits).
+        if status == OPTIMAL or (self.best is not None and status == OPTIMAL_INACCURATE):
+            p, kappa = self.best.point, self.best.kappa
+        else:
+            p, kappa = self.p, self.kappa
+            self.bounds.certify(p, kappa, self.c_int)
+        lb = self.bounds.value
+        sigma = p.sigma / p.ratio(kappa)
+        extra = {}
+        if opts.refine and status == OPTIMAL:
+            sigma, extra, nh = polish(problem, sigma, lb, opts.tol, self.log)
+            self.n_hvp += nh
+        elapsed = time.perf_counter() - self.start
+        sol = Solution.from_sigma(problem, sigma, method=self.method.name, status=status, message=self.message,
+                                  lam=self.bounds.lam, mu=self.bounds.mu, lower_bound=lb, nit=self.nit,
+                                  n_hvp=self.n_hvp, time=elapsed, history=self.history, n_cg=self.n_cg,
+                                  t1=self.t1, t2=self.t2, restarts=self.restarts, **extra)
+        self.log.note(f"status {status}: {self.message}; alpha = {sol.privacy_cost:.10g}, lower bound = "
+                      f"{sol.lower_bound:.10g}, gap = {sol.gap:.2e}, {self.nit} iterations, {self.n_hvp} Hessian "
+                      f"products, {elapsed:.2f} s")
+        if status in self.method.warn_on and not sol.gap <= opts.tol:
+            # stacklevel: _finish <- run <- solve_smii / solve_gd <- its caller
+            short = "" if status == OPTIMAL_INACCURATE else f" at certified gap {sol.gap:.2e} > tol = {opts.tol:g}"
+            warnings.warn(f"{self.method.name}: {self.message}{short}; {self.method.remedy}", RuntimeWarning,
+                          stacklevel=4)
+        return sol
+
+
+def _check_problem(problem) -> None:
+    if not isinstance(problem, FitnessProblem):
+        raise ValueError(f"`problem` must be a FitnessProblem, got {type(problem).__name__}")
+
+
+def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> Solution:
+    """Solve Problem 1 by SM-II (Algorithm 1 of the paper) with a certified stop.
+
+    Every option is a keyword, checked by :class:`~ffu_cvx.smii.options.Options`.
+
+    Parameters
+    ----------
+    problem : FitnessProblem
+        ``B`` (k, d), ``L`` (m, k), targets ``c`` (m,).
+    callback : callable, optional
+        ``callback(intermediate_result)`` after every iteration, with an
+        :class:`ffu_cvx.status.IntermediateResult` (``SMIIState`` is its old name):
+        ``method``, ``nit``, ``privacy_cost`` (the normalised cost ``alpha`` of the
+        iterate), ``lower_bound`` and ``gap`` (the best certified bound so far and the
+        iterate's gap against it; NaN before the first certificate), ``sigma`` (the
+        iterate rescaled to meet every target), ``t1``, ``t2``, ``objective``, ``alpha``,
+        ``ratio`` (worst variance ratio before rescaling), ``step`` and ``n_cg``.
+        ``StopIteration`` stops with status ``"user_stopped"``.
+    Q : (q, k) array, optional
+        Initial strategy on the basis coordinates (§6.3); full column rank. Default:
+        the cheapest of ``Q = I`` (the paper's), ``Sigma_0 = B B^T``, the Gaussian
+        mechanism on the target-scaled workload and the ``Sigma`` of uniform dual
+        multipliers (see :func:`ffu_cvx.smii.model.initial_sigma`).
+    t1, t2 : float, default 1.0
+        Initial soft-max sharpness of the profile and variance terms (paper: 1).
+    mu : float, default 10.0
+        Factor by which ``t1, t2`` grow between sub-problems (paper: 2, 5 or 10).
+    maxcg, tol2 : int, float, default 5, 1e-10
+        CG iterations per Newton step and CG residual tolerance (paper: 5, 1e-10).
+    maxcg_cap : int or None, default None
+        When full Newton steps gain less than half of what the previous one gained (the
+        truncated direction limits progress), the CG budget doubles, up to
+        ``maxcg_cap``; ``maxcg_cap = maxcg`` keeps the paper's fixed budget. Default:
+        ``maxcg`` when CG is preconditioned (with shifted soft maxes the sub-problems stay
+        at moderate ``t``, and more products per step cost more than they save: at
+        d = 512 a cap of 40 took 1.1-1.3x longer), else 40.
+    nttol, ntrel : float, default 1e-10, 1e-3
+        A sub-problem ends when ``|<s, grad F>| < max(nttol, ntrel / t1)`` (NTTOL; the
+        relative part stops early sub-problems once they are solved well past the
+        accuracy the soft max itself has at that ``t1``), or after a full step that
+        decreased ``F`` by less than 100 times that bound.
+    sigma_ls, beta : float, default 0.01, 0.5
+        Armijo fraction and backtracking factor of the line search (paper: 0.01, 0.5).
+    maxiter, max_time : int, float or None, default 2000, None
+        Newton iterations in all (MAXITER); ``max_time`` (s) caps the wall-clock time.
+    tol : float, default 1e-4
+        Certified relative gap at which to stop (replaces the paper's ``(d+m)/t1 < TOL``).
+    t_max : float, default 1e9
+        Largest ``t1``: past it the best certified iterate is returned as
+        ``"optimal_inaccurate"``.
+    t_shift : float or None, default 30.0
+        Sharpness at which ``t1`` stops growing by default (None or inf: never, the
+        paper's schedule). From there on each sub-problem's soft maxes are weighted by
+        the previous one's, ``smax = (1/t) log sum_i lam_i exp(t x_i)``, with ``log lam``
+        moved 0.7 of the way to the log of the last weights but by at most 2 below the
+        largest (a damped exponential method of multipliers): its fixed points are
+        Problem 3's KKT points at any ``t``, so the soft-max bias no longer needs
+        ``t ~ log(d) / tol``. ``t1, t2`` grow again (by at
+        most 3) only when two shifted sub-problems in a row do not improve on the best
+        certified gap, or one takes no step. Shifted sub-problems end at a hundredth of
+        the Newton-decrement threshold below.
+    radius : float, default 1.0
+        Truncated CG stops on the ball ``||E||_F <= radius sqrt(k)`` in whitened
+        coordinates (a relative change of ``Sigma`` of about ``radius`` per direction).
+    refine : bool or "auto", default "auto"
+        After a certified ("optimal") solve, polish ``Sigma`` to the unique ≺R-minimal
+        optimum (Theorem 5) by :func:`refine_smii`; "auto" does so when
+        ``k <= REFINE_AUTO_MAX_K``. The soft max alone does not single it out when
+        Problem 1 has many optima: at the ``t`` a small gap needs, the weights of the
+        columns that are not tight underflow.
+    precondition : bool or "auto", default "auto"
+        Run CG in the eigenbasis of the profile term's ``M`` with a diagonal-plus-rank-two
+        approximate inverse of the Hessian (:meth:`ffu_cvx.smii.model.Whitened.preconditioner`); False
+        gives the paper's plain CG; "auto" preconditions when ``k > PRECONDITION_MIN_K``
+        (below, its eigendecomposition per Newton step costs more than it saves).
+    float32 : bool, default False
+        Evaluate the Hessian products inside CG in single precision (about twice as fast
+        at large ``k``); gradients, line search and certificate stay in float64.
+    verbose : bool, default False
+        Print an iteration log (:mod:`ffu_cvx.smii.log`).
+
+    Returns
+    -------
+    Solution
+        ``sigma`` (k, k) meeting every target (max ratio 1), ``privacy_cost``,
+        ``lower_bound``, ``gap``, ``lam`` (d,) and ``mu`` (m,) (soft-max weights, ``mu``
+        divided by ``c``), ``nit``, ``n_hvp``, ``time``, ``history``; ``info`` holds
+        ``n_cg``, the final ``t1`` and ``t2``, ``restarts`` (returns to the best
+        iterate after a shifted sub-problem went astray) and, when refined,
+        ``refine_levels`` (list of ``{"value", "columns"}``, decreasing),
+        ``refine_newton``, ``refine_time`` and, if the polish was rejected,
+        ``refine_failed``.
+
+    Raises
+    ------
+    ValueError
+        On a malformed ``problem``, ``Q`` or option (named in the message); an unknown
+        option is a ``TypeError``.
+    SolverError
+        When the line search cannot decrease ``F`` along a descent direction.
+    """
+    _check_problem(problem)
+    opts = smii_options(**options).resolved(problem.k)
+    direction = functools.partial(smii_direction, precondition=opts.precondition, float32=opts.float32)
+    method = Method("smii", "SM-II: Newton-CG on soft maxes", direction, (OPTIMAL_INACCURATE,),
+                    "raise `t_max` or loosen `tol`")
+    return Run(problem, opts, Q, method, callback).run()
+
+
+def solve_gd(problem: FitnessProblem, *, callback=None, Q=None, **options) -> Solution:
+    """Plain gradient descent on Problem 4 (Table 3's baseline): SM-II with ``s = -grad F``.
+
+    Same objective, schedule of ``t1, t2`` (never shifted), line search, certificate and
+    outputs as :func:`solve_smii` (see there). Options: ``t1``, ``t2``, ``mu``,
+    ``nttol``, ``ntrel``, ``sigma_ls``, ``beta``, ``maxiter`` (default 100000), ``tol``,
+    ``t_max``, ``max_time`` (s, default 60) and ``verbose``. A run stopped by
+    ``max_time`` or ``maxiter`` short of ``tol`` ends with status ``"max_iter"`` and a
+    ``RuntimeWarning`` naming the gap reached: gradient descent is far slower than
+    Newton-CG (Table 3), use ``method="smii"`` for a certified optimum.
+    """
+    _check_problem(problem)
+    opts = gd_options(**options).resolved(problem.k)
+    method = Method("gd", "Gradient descent on soft maxes", gradient_direction, (MAX_ITER, OPTIMAL_INACCURATE),
+                    'gradient descent converges slowly (Table 3): method="smii" runs Newton-CG on the same '
+                    "objective and reaches tol far sooner")
+    return Run(problem, opts, Q, method, callback).run()

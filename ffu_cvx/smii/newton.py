@@ -1,0 +1,142 @@
+"""SM-II's step solver: truncated Newton-CG directions and one backtracking Cholesky line search.
+
+Solver layer (SM-II): imports numpy and :mod:`ffu_cvx.smii.model` only. Shared by
+the main loop (:mod:`ffu_cvx.smii.driver`, Problem 4) and the ≺R polish levels
+(:mod:`ffu_cvx.smii.polish`, a barrier objective): both hand it an operator with
+``grad`` (k, k), ``RQ`` (k, k) and a pure ``hvp(E)``, and a function that evaluates a
+trial point.
+
+- :func:`conjugate_gradient`: Algorithm 2 of the paper, with Steihaug's guard: CG stops
+  on the ball ``||E||_F <= radius sqrt(k)`` or at non-positive curvature (at large
+  ``t`` the Hessian is nearly singular along directions no tight constraint sees).
+  Each iteration is one Hessian-vector product, so its count is the product count.
+- :func:`newton_direction`: the whitened CG solution turned into ``D`` in ``Sigma``'s
+  coordinates; :func:`smii_direction` and :func:`gradient_direction` are the main
+  loop's two directions (SM-II and plain gradient descent, Table 3).
+- :func:`line_search`: Algorithm 3, backtracking from step 1 with the Cholesky test of
+  positive definiteness (the trial evaluation returns ``None`` outside the domain).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .model import Point, Whitened, inner, symmetrise, unwhiten_dual, variance_ratios
+
+#: Backtracking halvings before the line search gives up (step ``beta**60``).
+MAX_BACKTRACK = 60
+
+
+class Step(NamedTuple):
+    """A search direction of the main loop: ``D`` (k, k) in ``Sigma``'s coordinates,
+    ``delta = <D, grad F>``, ``e`` (m,) the directional derivatives of ``h`` and ``n_cg``
+    the CG iterations (= Hessian products) it cost."""
+
+    D: np.ndarray
+    delta: float
+    e: np.ndarray
+    n_cg: int
+
+
+def _to_boundary(s: np.ndarray, p: np.ndarray, radius: float) -> np.ndarray:
+    """``s + tau p`` with ``tau >= 0`` on the sphere ``||.||_F = radius`` (``||s|| <= radius``)."""
+    sp, pp, ss = inner(s, p), inner(p, p), inner(s, s)
+    if pp == 0.0:  # zero gradient: already stationary, no direction to follow
+        return s
+    tau = (-sp + math.sqrt(max(sp * sp + pp * (radius * radius - ss), 0.0))) / pp
+    return s + tau * p
+
+
+def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None) -> tuple[np.ndarray, int]:
+    """Algorithm 2 on ``H[E] = -grad`` in whitened coordinates; returns ``(E, iterations)``.
+
+    Stops after ``maxcg`` iterations or when ``<r, r> <= tol2``. As in Steihaug's
+    truncated CG, an iterate that would leave the ball ``||E||_F <= radius``, or a
+    direction of non-positive curvature, ends the loop on the ball's boundary: at large
+    ``t`` the Hessian is nearly singular along directions no tight constraint sees,
+    and an unguarded CG step there is huge and useless. ``precond`` (a symmetric
+    positive definite map ``(k, k) -> (k, k)``, approximately ``H^{-1}``) turns it
+    into preconditioned CG. Every iteration calls ``op.hvp`` once.
+    """
+    s = np.zeros_like(op.grad)
+    r = -op.grad
+    z = r if precond is None else precond(r)
+    p = z.copy()
+    rzold = inner(r, z)
+    it = 0
+    for it in range(1, maxcg + 1):
+        Hp = op.hvp(p)
+        curv = inner(p, Hp)
+        if not curv > 0:
+            return _to_boundary(s, p, radius), it
+        a = rzold / curv
+        s_next = s + a * p
+        if inner(s_next, s_next) >= radius * radius:
+            return _to_boundary(s, p, radius), it
+        s = s_next
+        r -= a * Hp
+        if inner(r, r) <= tol2:
+            break
+        z = r if precond is None else precond(r)
+        rznew = inner(r, z)
+        p = z + (rznew / rzold) * p
+        rzold = rznew
+    return s, it
+
+
+def newton_direction(op, maxcg: int, tol2: float, radius: float, precond=None, *,
+                     descent_fallback: bool = False) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """Truncated Newton-CG at ``op``: ``(E, D, delta, n_cg)``.
+
+    ``E`` (k, k) is the symmetrised whitened CG solution (ball of radius
+    ``radius sqrt(k)``), ``D = RQ E RQ^T`` the same direction in ``Sigma``'s coordinates
+    and ``delta = <E, grad>``. A truncated CG direction is a descent one unless rounding
+    bites; then ``descent_fallback=True`` takes ``E = -grad`` instead, and otherwise
+    the caller sees ``delta >= 0``.
+    """
+    E, n_cg = conjugate_gradient(op, maxcg, tol2, radius * math.sqrt(op.grad.shape[0]), precond=precond)
+    E = symmetrise(E)
+    delta = inner(E, op.grad)
+    if descent_fallback and not delta < 0:
+        E = -op.grad
+        delta = -inner(E, E)
+    return E, symmetrise(op.RQ @ E @ op.RQ.T), delta, n_cg
+
+
+def smii_direction(p: Point, L, c, maxcg, tol2, radius, precondition=True, float32=False) -> Step:
+    """SM-II's step solver: truncated Newton-CG on Problem 4 at ``p``.
+
+    ``precondition``: CG in the eigenbasis of ``M`` with :meth:`Whitened.preconditioner`;
+    ``float32``: Hessian products in single precision (the direction only; the line
+    search and certificate stay in float64).
+    """
+    op = Whitened(p, L, c, rotate=precondition, float32=float32)
+    pre = op.preconditioner() if precondition else None
+    E, D, delta, n_cg = newton_direction(op, maxcg, tol2, radius, pre, descent_fallback=True)
+    return Step(D, delta, op.dh(E), n_cg)
+
+
+def gradient_direction(p: Point, L, c, maxcg, tol2, radius) -> Step:
+    """Plain gradient descent (Table 3): ``D = -grad F`` in the coordinates of ``Sigma``."""
+    G = unwhiten_dual(p.R, Whitened(p, L, c).grad)  # grad F = R^{-T} G R^{-1}
+    D = -G
+    return Step(D, -inner(G, G), variance_ratios(L, D, c), 0)
+
+
+def line_search(at, F0: float, delta: float, sigma_ls: float, beta: float):
+    """Algorithm 3: backtracking from step 1 with a Cholesky test; ``(step, point)`` or ``(step, None)``.
+
+    ``at(step)`` evaluates the trial point ``sigma + step D`` (``None`` when it is not
+    positive definite or leaves the objective's domain); a step is accepted when the
+    point's ``F`` is finite and at most ``F0 + step sigma_ls delta`` (Armijo).
+    """
+    step = 1.0
+    for _ in range(MAX_BACKTRACK):
+        q = at(step)
+        if q is not None and np.isfinite(q.F) and q.F <= F0 + step * sigma_ls * delta:
+            return step, q
+        step *= beta
+    return step, None

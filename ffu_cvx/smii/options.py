@@ -1,0 +1,110 @@
+"""SM-II's options: one frozen, validated value (the keywords of ``solve_smii`` and ``solve_gd``).
+
+Solver layer (SM-II): imports ``validation`` and :mod:`ffu_cvx.smii.polish` (for
+``REFINE_AUTO_MAX_K``) only. Every option is checked when the value is built (a
+``ValueError`` names it, says what was seen and what is allowed; an unknown keyword is
+a ``TypeError``); :meth:`Options.resolved` replaces the ``"auto"`` and ``None``
+defaults by what they mean for a basis of size ``k``. :func:`ffu_cvx.smii.solve_smii`
+documents each option.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from .. import validation
+from .polish import REFINE_AUTO_MAX_K
+
+__all__ = ["PRECONDITION_MIN_K", "Options", "smii_options", "gd_options"]
+
+#: ``precondition="auto"`` preconditions CG for bases larger than this (below, the
+#: eigendecomposition per Newton step costs more than it saves).
+PRECONDITION_MIN_K = 96
+#: ``maxcg_cap=None`` without preconditioning: the CG budget may double up to this.
+#: Preconditioned, it stays at ``maxcg`` (with shifted soft maxes the sub-problems stay
+#: at moderate ``t``, and more products per step cost more than they save: at d = 512
+#: a cap of 40 took 1.1-1.3x longer).
+MAXCG_CAP = 40
+#: The options :func:`ffu_cvx.smii.solve_gd` accepts, and its own defaults for the rest
+#: (a long run of plain gradient steps on the paper's unshifted schedule).
+GD_OPTIONS = ("t1", "t2", "mu", "nttol", "ntrel", "sigma_ls", "beta", "maxiter", "tol", "t_max", "max_time",
+              "verbose")
+GD_DEFAULTS = dict(maxiter=100_000, max_time=60.0, maxcg=1, maxcg_cap=1, t_shift=math.inf, refine=False,
+                   precondition=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The settings of one SM-II (or gradient-descent) run; see :func:`ffu_cvx.smii.solve_smii`."""
+
+    t1: float = 1.0
+    t2: float = 1.0
+    mu: float = 10.0
+    maxcg: int = 5
+    maxcg_cap: int | None = None
+    tol2: float = 1e-10
+    nttol: float = 1e-10
+    sigma_ls: float = 0.01
+    beta: float = 0.5
+    maxiter: int = 2000
+    tol: float = 1e-4
+    t_max: float = 1e9
+    radius: float = 1.0
+    ntrel: float = 1e-3
+    max_time: float | None = None
+    t_shift: float | None = 30.0
+    refine: bool | str = "auto"
+    precondition: bool | str = "auto"
+    float32: bool = False
+    verbose: bool = False
+
+    def __post_init__(self):
+        checked = {name: validation.positive(getattr(self, name), name)
+                   for name in ("t1", "t2", "tol2", "nttol", "tol", "t_max", "radius")}
+        if not validation.positive(self.mu, "mu") > 1:
+            raise ValueError(f"`mu` (the factor that grows t1, t2) must be > 1, got {self.mu!r}")
+        checked.update(mu=float(self.mu), sigma_ls=validation.fraction(self.sigma_ls, "sigma_ls"),
+                       beta=validation.fraction(self.beta, "beta"),
+                       ntrel=validation.nonnegative(self.ntrel, "ntrel"),
+                       max_time=validation.positive(self.max_time, "max_time", allow_none=True),
+                       maxcg=validation.positive_int(self.maxcg, "maxcg"),
+                       maxiter=validation.positive_int(self.maxiter, "maxiter"),
+                       refine=validation.flag(self.refine, "refine", extra=("auto",)),
+                       precondition=validation.flag(self.precondition, "precondition", extra=("auto",)),
+                       float32=validation.flag(self.float32, "float32"),
+                       verbose=validation.flag(self.verbose, "verbose"))
+        if self.maxcg_cap is not None:
+            checked["maxcg_cap"] = validation.positive_int(self.maxcg_cap, "maxcg_cap")
+        # t_shift: None or inf never shifts (the paper's schedule).
+        t_shift = validation.positive(self.t_shift, "t_shift", allow_none=True, allow_inf=True)
+        checked["t_shift"] = math.inf if t_shift is None else t_shift
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+    def resolved(self, k: int) -> "Options":
+        """These options with ``precondition``, ``maxcg_cap`` and ``refine`` made concrete for a basis of size ``k``."""
+        precondition = k > PRECONDITION_MIN_K if self.precondition == "auto" else self.precondition
+        maxcg_cap = self.maxcg_cap
+        if maxcg_cap is None:
+            maxcg_cap = self.maxcg if precondition else MAXCG_CAP
+        refine = k <= REFINE_AUTO_MAX_K if self.refine == "auto" else self.refine
+        return dataclasses.replace(self, precondition=precondition, maxcg_cap=maxcg_cap, refine=refine)
+
+
+def _check_names(options: dict, allowed, who: str) -> None:
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise TypeError(f"{who}() got unexpected option(s) {unknown}; it accepts {sorted(allowed)}")
+
+
+def smii_options(**options) -> Options:
+    """:class:`Options` of an SM-II run; an unknown keyword is a ``TypeError`` listing the valid ones."""
+    _check_names(options, [f.name for f in dataclasses.fields(Options)], "solve_smii")
+    return Options(**options)
+
+
+def gd_options(**options) -> Options:
+    """:class:`Options` of a gradient-descent run: ``GD_OPTIONS`` by keyword over ``GD_DEFAULTS``."""
+    _check_names(options, GD_OPTIONS, "solve_gd")
+    return Options(**{**GD_DEFAULTS, **options})
