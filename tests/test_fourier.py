@@ -11,7 +11,7 @@ import pytest
 
 import ffu_cvx as ffu
 from ffu_cvx import fourier as F
-from ffu_cvx._fourier_release import dense_workload
+from ffu_cvx.fourier import dense_workload
 
 
 def _near(value, given, digits):
