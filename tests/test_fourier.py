@@ -11,7 +11,7 @@ import pytest
 
 import ffu_cvx as ffu
 from ffu_cvx import fourier as F
-from ffu_cvx._fourier_release import dense_workload
+from ffu_cvx.fourier import dense_workload
 
 
 def _near(value, given, digits):
@@ -225,6 +225,31 @@ def test_brute_force_oracle_sum_product():
 
 
 # ----------------------------------------------------------------------------- toolkit Solution / SDP
+def test_neighbours_stated_add_remove_on_mechanisms_and_releases():
+    marg = F.min_privacy_cost((2, 3), {(0, 1): 1.0})
+    for mech in (marg, F.sum_optimal(F.MarginalWorkload.from_targets(*EX4)), F.max_optimal(_ex5()),
+                 marg.scaled(0.25)):
+        assert mech.neighbours == ffu.privacy.ADD_REMOVE
+    rel = marg.release(np.array([[0, 1], [1, 2]]), rng=0)
+    assert rel.neighbours == ffu.privacy.ADD_REMOVE and rel.privacy_cost == marg.privacy_cost
+
+
+@pytest.mark.parametrize("targets", [{(0,): 1.0, (1,): 1.0}, {(0,): 1.0, (1,): 3.0}])
+def test_privacy_cost_is_the_add_remove_cost_not_substitution(targets):
+    """On the dense equivalent, ``privacy_cost`` is ``max_x ||B e_x||^2_{Sigma^-1}`` (add/remove);
+    moving a record between the cells of (2, 2) costs ``sum_S (4 / eta_S)`` over the 1-way
+    components instead (the total count does not change), a different number."""
+    mech = F.min_privacy_cost((2, 2), targets)
+    sol = mech.to_solution()
+    Y = np.linalg.solve(np.linalg.cholesky(sol.sigma), sol.problem.B)  # columns: whitened b_x
+    add_remove = float(np.max(np.sum(Y ** 2, axis=0)))
+    substitute = max(float(np.sum((Y[:, i] - Y[:, j]) ** 2)) for i in range(4) for j in range(4))
+    costs = mech.component_costs  # d_S / eta_S with d_S = 1 on binary attributes
+    assert add_remove == pytest.approx(mech.privacy_cost, rel=1e-9)
+    assert substitute == pytest.approx(4 * (costs[(0,)] + costs[(1,)]), rel=1e-9)
+    assert substitute > 1.5 * mech.privacy_cost
+
+
 def test_to_solution_is_certified_and_reproduces_covariance():
     for wl in (F.MarginalWorkload.from_targets(*EX4), _ex5()):
         mech = F.max_optimal(wl)

@@ -382,6 +382,57 @@ def test_min_noise_scale_k1024_difference():
     assert pml.leakage(W, b, 1e-4, "sign") <= 1.0 < pml.leakage(W, b * (1 - 1e-9), 1e-4, "sign")
 
 
+# --------------------------------------------------------------------------- neighbouring relations
+
+SENSITIVITIES = [  # workload, k, (substitution, add/remove): the builders' closed forms
+    ("histogram", 8, (2, 1)), ("prefix", 8, (7, 8)), ("range", 8, (20, 20)), ("range", 5, (9, 9)),
+    ("haar", 8, (6, 4)), ("haar", 16, (8, 5)), ("difference", 8, (4, 2)), ("difference", 3, (3, 2)),
+    ("difference", 2, (2, 1)),
+]
+
+
+@pytest.mark.parametrize("name, k, expected", SENSITIVITIES)
+def test_l1_sensitivity_under_each_relation(name, k, expected):
+    W = pml.pml_workload(name, k)
+    sub = pml.l1_sensitivity(W, neighbours=pml.SUBSTITUTE)
+    add = pml.l1_sensitivity(W, neighbours=pml.ADD_REMOVE)
+    assert (sub, add) == expected
+    assert pml.l1_sensitivity(W) == sub  # the default is the spec's (substitution)
+    assert add == np.abs(W).sum(axis=0).max()  # the definition: one record's column
+    assert pml.dp_leakage(W, 4.0, neighbours=pml.ADD_REMOVE) == add / 4
+    assert pml.dp_leakage(W, 4.0) == sub / 4
+
+
+def test_add_remove_counts_constant_rows_substitution_does_not():
+    W = np.vstack([np.ones(6), 3 * np.eye(6)])  # the total count beside a scaled histogram
+    assert pml.l1_sensitivity(W) == 6.0  # moving a record leaves the total unchanged
+    assert pml.l1_sensitivity(W, neighbours=pml.ADD_REMOVE) == 4.0  # adding one moves it by 1
+    assert pml.sign_bound(W, 1.0, 0.1).structure == "histogram"
+
+
+def test_laplace_release_states_its_relation():
+    x = np.array([5, 3, 0, 2, 7, 1, 1, 9])
+    sub = pml.laplace_release(x, 1.0, 0.05, rng=7)
+    add = pml.laplace_release(x, 1.0, 0.05, rng=7, neighbours=pml.ADD_REMOVE)
+    assert sub.neighbours == pml.SUBSTITUTE and add.neighbours == pml.ADD_REMOVE
+    assert add.b == sub.b and np.array_equal(add.answers, sub.answers)  # calibrated to PML either way
+    assert (sub.dp_epsilon, add.dp_epsilon) == (pytest.approx(2 / sub.b), pytest.approx(1 / sub.b))
+    W = pml.differences(8)
+    r = pml.laplace_release(x, 1.0, 0.05, W=W, rng=7, neighbours=pml.ADD_REMOVE)
+    assert r.dp_epsilon == pytest.approx(2 / r.b) and r.b == pytest.approx(3.544449, abs=5e-7)
+    assert pml.sign_bound(W, 1.0, 0.05).neighbours == pml.SUBSTITUTE
+
+
+@pytest.mark.parametrize("call", [
+    lambda: pml.l1_sensitivity(np.eye(3), neighbours="bounded"),
+    lambda: pml.dp_leakage(np.eye(3), 1.0, neighbours=None),
+    lambda: pml.laplace_release([1, 2, 1], 1.0, 0.1, rng=0, neighbours="add/remove"),
+])
+def test_bad_neighbours_names_the_argument_and_the_choices(call):
+    with pytest.raises(ValueError, match=r"`neighbours` must be one of .*add/remove one record"):
+        call()
+
+
 # --------------------------------------------------------------------------- release
 
 def test_laplace_release_histogram():

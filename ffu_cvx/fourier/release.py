@@ -1,4 +1,12 @@
-"""Release, exact covariances and the dense equivalent of a :class:`~ffu_cvx.fourier.FourierMechanism`.
+"""Release, exact covariances and the dense equivalent of a Fourier mechanism.
+
+Solver layer: imports numpy, scipy, :mod:`ffu_cvx.privacy` (the neighbouring relation),
+:mod:`ffu_cvx.problem`, :mod:`ffu_cvx.result`, :mod:`ffu_cvx.validation` and the
+Fourier modules ``workload`` and ``groups``, never ``mechanism``: every function here
+takes the mechanism as an argument and reads only its ``workload``, ``components``,
+``spectra``, ``variances``, ``privacy_cost``, ``lam``, ``status``, ``objective`` and
+``time``, so :class:`~ffu_cvx.fourier.FourierMechanism` (one module up) can call them
+as methods without an import cycle.
 
 Release (spec §§ 2, 4): for every component ``S`` the ``S``-marginal ``m_S`` (read off a
 workload marginal ``A ⊇ S``, itself counted from the records) is projected on the pure
@@ -15,11 +23,19 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import linalg
 
-from .fourier import (DENSE_MAX_CELLS, FourierMechanism, MarginalWorkload, ProductWorkload, _size)
+from .. import privacy, validation
+from ..problem import FitnessProblem
+from ..result import Solution
+from .groups import taus_array
+from .workload import MarginalWorkload, ProductWorkload, as_workload, components, set_size
 
-__all__ = ["FourierRelease", "release", "marginal_covariance", "answer_covariance", "dense_workload",
-           "to_solution"]
+__all__ = ["DENSE_MAX_CELLS", "FourierRelease", "release", "marginal_covariance", "answer_covariance",
+           "cell_covariance", "dense_workload", "to_solution"]
+
+#: Largest full domain (``prod(n_i)``) for which dense matrices are built (``to_solution``).
+DENSE_MAX_CELLS = 4096
 
 
 # ----------------------------------------------------------------------------- covariances
@@ -62,7 +78,7 @@ def marginal_covariance(domain, spectra: dict, A, B) -> np.ndarray:
             if S not in spectra:
                 continue
             ker = _kernel(domain, S, spectra[S])
-            scale = _size(domain, set(A) - set(S)) * _size(domain, set(B) - set(S))
+            scale = set_size(domain, set(A) - set(S)) * set_size(domain, set(B) - set(S))
             if not S:
                 out += float(ker) / scale
                 continue
@@ -70,6 +86,18 @@ def marginal_covariance(domain, spectra: dict, A, B) -> np.ndarray:
             diff = (ca[[A.index(i) for i in S]][:, :, None] - cb[[B.index(i) for i in S]][:, None, :]) % n
             out += ker[tuple(diff)] / scale
     return out
+
+
+def cell_covariance(workload: MarginalWorkload, taus, i: int, j: int) -> np.ndarray:
+    """Exact covariance (N_Ai, N_Aj) between the cells of marginals ``sets[i]`` and ``sets[j]``.
+
+    ``Cov(m_A[s], m_B[t]) = sum_{S ⊆ A∩B} tau_S prod_{l in S}(1[s_l = t_l] - 1/n_l) / (N_{A\\S} N_{B\\S})``;
+    cells are in C order of the sorted attribute set.
+    """
+    comps = components(workload)
+    t = taus_array(workload, comps, taus)
+    spectra = {S: float(tau) for S, tau in zip(comps, t)}
+    return marginal_covariance(workload.domain, spectra, workload.sets[i], workload.sets[j])
 
 
 def _family_matrix(domain, family) -> np.ndarray:
@@ -82,11 +110,11 @@ def _family_matrix(domain, family) -> np.ndarray:
     return G
 
 
-def _spectra(mech: FourierMechanism) -> dict:
+def _spectra(mech) -> dict:
     return dict(zip(mech.components, mech.spectra))
 
 
-def answer_covariance(mech: FourierMechanism, i: int, j: int) -> np.ndarray:
+def answer_covariance(mech, i: int, j: int) -> np.ndarray:
     """Exact noise covariance (N_i, N_j) between the answers of sets / families i and j."""
     wl = mech.workload
     A, B = wl.sets[i], wl.sets[j]
@@ -103,9 +131,7 @@ def dense_workload(workload, *, max_cells: int = DENSE_MAX_CELLS):
     Rows of set / family k are its ``N_A`` cells (or shifts) in C order. Refuses domains
     with more than ``max_cells`` cells.
     """
-    wl = workload
-    if not isinstance(wl, (MarginalWorkload, ProductWorkload)):
-        raise ValueError(f"`workload` must be a MarginalWorkload or ProductWorkload, got {type(wl).__name__}")
+    wl = as_workload(workload)
     if wl.n_cells > max_cells:
         raise ValueError(f"the full domain has {wl.n_cells} cells > max_cells={max_cells}; dense matrices "
                          "are for small domains only (raise `max_cells` if you really want them)")
@@ -123,7 +149,7 @@ def dense_workload(workload, *, max_cells: int = DENSE_MAX_CELLS):
     return np.vstack(rows), np.array(c), tuple(labels)
 
 
-def to_solution(mech: FourierMechanism, *, max_cells: int = DENSE_MAX_CELLS, certify: bool = True):
+def to_solution(mech, *, max_cells: int = DENSE_MAX_CELLS, certify: bool = True):
     """The mechanism as a :class:`ffu_cvx.Solution` of ``FitnessProblem(W, c, basis="rows")``.
 
     ``W`` (m, N) is :func:`dense_workload`; ``Sigma`` (k, k) is the unique covariance on the
@@ -132,11 +158,6 @@ def to_solution(mech: FourierMechanism, *, max_cells: int = DENSE_MAX_CELLS, cer
     multipliers of the max program (uniform over cells, ``lam_A / (c_A N_A)`` per query)
     seed the certificate. Cost: dense ``m x m`` covariance and a ``k x k`` eigensolve.
     """
-    from scipy import linalg
-
-    from .problem import FitnessProblem
-    from .result import Solution
-
     wl = mech.workload
     W, c, labels = dense_workload(wl, max_cells=max_cells)
     problem = FitnessProblem(W, c, basis="rows", labels=labels, name=f"fourier:{type(wl).__name__}")
@@ -148,7 +169,7 @@ def to_solution(mech: FourierMechanism, *, max_cells: int = DENSE_MAX_CELLS, cer
     sigma = 0.5 * (sigma + sigma.T)
     lam = mu = None
     if mech.lam is not None:
-        sizes = np.array([_size(wl.domain, A) for A in wl.sets])
+        sizes = np.array([set_size(wl.domain, A) for A in wl.sets])
         mu = np.repeat(mech.lam / np.array(wl.targets) / sizes, sizes)
         lam = np.full(W.shape[1], 1.0 / W.shape[1])
     return Solution.from_sigma(problem, sigma, method="fourier", status=mech.status,
@@ -167,13 +188,20 @@ class FourierRelease:
         are unbiased on those frequencies only; the family answers are unbiased.
     answers : tuple, per set / family k, an array of shape (n_i)_{i in A_k}: the marginal
         itself, or for a product family the answer at every shift ``t``.
-    variances : (K,) per-answer noise variance; privacy_cost : float.
+    variances : (K,) per-answer noise variance; privacy_cost : float, ``alpha = Delta_M^2``
+        of the mechanism that made the release.
+    neighbours : :data:`ffu_cvx.privacy.ADD_REMOVE`, the relation ``privacy_cost`` holds for.
     """
 
     marginals: dict
     answers: tuple
     variances: np.ndarray
     privacy_cost: float
+
+    @property
+    def neighbours(self) -> str:
+        """The neighbouring relation of ``privacy_cost``: add/remove one record (``||x - x'||_1 = 1``)."""
+        return privacy.ADD_REMOVE
 
 
 def _check_records(records, domain) -> np.ndarray:
@@ -200,7 +228,7 @@ def _count(records, domain, sets, chunk) -> dict:
     Temporary memory is ``O(chunk x d)`` (the chunk shrinks so the int64 columns stay
     near 16 MiB), independent of ``prod(n_i)``.
     """
-    out = {A: np.zeros(_size(domain, A), dtype=np.int64) for A in sets}
+    out = {A: np.zeros(set_size(domain, A), dtype=np.int64) for A in sets}
     used = sorted({i for A in sets for i in A})
     chunk = min(chunk, max(4096, (1 << 21) // max(len(used), 1)))
     for start in range(0, records.shape[0], chunk):
@@ -224,7 +252,7 @@ def _count(records, domain, sets, chunk) -> dict:
 
 def _from_histogram(histogram, domain, sets) -> dict:
     h = np.asarray(histogram, dtype=float)
-    N = _size(domain, range(len(domain)))
+    N = set_size(domain, range(len(domain)))
     if h.size != N or (h.ndim != 1 and h.shape != tuple(domain)):
         raise ValueError(f"`histogram` must have shape {tuple(domain)} or ({N},), got {h.shape}")
     if not np.all(np.isfinite(h)):
@@ -239,7 +267,7 @@ def _centre(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def release(mech: FourierMechanism, records=None, *, histogram=None, rng=None, chunk: int = 1 << 16) -> FourierRelease:
+def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 16) -> FourierRelease:
     """Sample the mechanism's release on ``records`` (n, d) ints in ``0..n_i-1`` or a ``histogram``.
 
     Parameters
@@ -263,16 +291,15 @@ def release(mech: FourierMechanism, records=None, *, histogram=None, rng=None, c
     dom = wl.domain
     if (records is None) == (histogram is None):
         raise ValueError("give exactly one of `records` (n, d) or `histogram`")
-    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
-        raise ValueError(f"`chunk` must be a positive integer, got {chunk!r}")
+    chunk = validation.positive_int(chunk, "chunk")
     rng = np.random.default_rng(rng)
     sets = tuple(dict.fromkeys(wl.sets))
     if records is not None:
-        base = _count(_check_records(records, dom), dom, sets, int(chunk))
+        base = _count(_check_records(records, dom), dom, sets, chunk)
     else:
         base = _from_histogram(histogram, dom, sets)
     source = {}  # component -> the smallest workload set containing it
-    for A in sorted(sets, key=lambda A: _size(dom, A)):
+    for A in sorted(sets, key=lambda A: set_size(dom, A)):
         for q in range(len(A) + 1):
             for S in itertools.combinations(A, q):
                 source.setdefault(S, A)
@@ -293,7 +320,7 @@ def release(mech: FourierMechanism, records=None, *, histogram=None, rng=None, c
         for q in range(len(A) + 1):
             for S in itertools.combinations(A, q):
                 shape = [dom[i] if i in S else 1 for i in A]
-                acc = acc + r[S].reshape(shape) / _size(dom, set(A) - set(S))
+                acc = acc + r[S].reshape(shape) / set_size(dom, set(A) - set(S))
         marginals[A] = acc
     if isinstance(wl, MarginalWorkload):
         answers = tuple(marginals[A] for A in wl.sets)

@@ -1,0 +1,120 @@
+"""The Laplace release calibrated to a PML target: ``y = W x + Lap(b)^m``.
+
+Mechanism layer: imports numpy, :mod:`ffu_cvx.privacy` (the neighbouring relations),
+:mod:`ffu_cvx.validation` and the PML modules ``analysis``, ``bounds``, ``calibration``
+and ``signs``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import validation
+from ..privacy import SUBSTITUTE
+from .analysis import Analysis, analyse, check_alpha, check_choice, check_matrix, check_neighbours
+from .bounds import BOUNDS, bound_value
+from .calibration import DEFAULT_RTOL, calibrate
+from .signs import DEFAULT_MAX_PATTERNS
+
+__all__ = ["LaplaceRelease", "laplace_release"]
+
+
+@dataclass(frozen=True)
+class LaplaceRelease:
+    """A Laplace release calibrated to a PML target.
+
+    Attributes
+    ----------
+    answers : numpy.ndarray, (m,)
+        ``W x + Z``, ``Z_l`` i.i.d. Laplace(b).
+    b : float
+        The calibrated scale (0.0 when no noise is needed, see :func:`min_noise_scale`).
+    epsilon, alpha : float
+        The target and the context assumption.
+    bound : str
+        The bound that certifies the release.
+    leakage : float
+        That bound at ``b`` (<= epsilon); ``log(1/alpha)`` when ``b = 0``.
+    dp_epsilon : float
+        ``Delta_1/b``, the plain DP level of the same release under ``neighbours`` (inf
+        when b = 0).
+    neighbours : str
+        The relation of ``dp_epsilon``: :data:`~ffu_cvx.privacy.SUBSTITUTE` (``Delta_1 =
+        max_{j,j'} ||w_j - w_j'||_1``) or :data:`~ffu_cvx.privacy.ADD_REMOVE`
+        (``max_j ||w_j||_1``). ``leakage`` is always about one present record's class,
+        i.e. substitution.
+    """
+
+    answers: np.ndarray
+    b: float
+    epsilon: float
+    alpha: float
+    bound: str
+    leakage: float
+    dp_epsilon: float
+    neighbours: str
+
+
+def laplace_release(x, epsilon, alpha, *, rng, W=None, bound: str = "safe", structure: str = "auto",
+                    max_patterns: int = DEFAULT_MAX_PATTERNS, neighbours: str = SUBSTITUTE) -> LaplaceRelease:
+    """Release ``W x`` with Laplace noise at the smallest scale meeting ``epsilon``-PML.
+
+    Parameters
+    ----------
+    x : array_like, (k,)
+        Histogram of non-negative integer counts.
+    epsilon : float
+        Target leakage in nats, > 0.
+    alpha : float
+        Prior lower bound on every class probability, in (0, 1/k].
+    rng : numpy.random.Generator or int
+        Source of the noise (an int seeds a new Generator; use a fresh
+        ``numpy.random.default_rng()`` for a real release).
+    W : array_like, (m, k), optional
+        Queries; the identity (the histogram itself) by default.
+    bound : {"safe", "sign", "corollary"}
+        The bound used for calibration; the default always holds.
+    structure, max_patterns
+        As in :func:`sign_bound`.
+    neighbours : :data:`~ffu_cvx.privacy.SUBSTITUTE` (default) or :data:`~ffu_cvx.privacy.ADD_REMOVE`
+        The relation of the release's ``dp_epsilon``; calibration is to the PML target,
+        whatever the relation.
+
+    Returns
+    -------
+    LaplaceRelease
+    """
+    try:
+        counts = np.array(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"`x` must be a 1-D array of counts, got {type(x).__name__}") from None
+    if counts.ndim != 1 or counts.size < 2:
+        raise ValueError(f"`x` must be a 1-D histogram with k >= 2 cells, got shape {counts.shape}")
+    if not np.all(np.isfinite(counts)) or np.any(counts < 0) or np.any(counts != np.round(counts)):
+        raise ValueError("`x` must hold finite non-negative integer counts (a histogram)")
+    neighbours = check_neighbours(neighbours)
+    if W is None:  # the histogram itself, without materialising I_k
+        an = Analysis(None, counts.size, "histogram", 1.0, 1.0)
+        exact = counts
+    else:
+        an = analyse(W, structure)
+        if an.k != counts.size:
+            raise ValueError(f"`x` has {counts.size} cells but `W` has {an.k} columns")
+        exact = check_matrix(W) @ counts
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        rng = np.random.default_rng(int(rng))
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"`rng` must be a numpy.random.Generator or an int seed, got {rng!r}")
+    eps, alpha = validation.positive(epsilon, "epsilon"), check_alpha(alpha, an.k)
+    bound = check_choice(bound, "bound", BOUNDS)
+    max_patterns = validation.positive_int(max_patterns, "max_patterns")
+    b = calibrate(an, eps, alpha, bound, max_patterns, DEFAULT_RTOL)
+    if b == 0.0:  # calibrate has warned why
+        return LaplaceRelease(exact, 0.0, eps, alpha, bound, -math.log(alpha), math.inf, neighbours)
+    answers = exact + rng.laplace(0.0, b, size=exact.size)
+    return LaplaceRelease(answers, b, eps, alpha, bound, bound_value(an, b, alpha, bound, max_patterns),
+                          an.sensitivity(neighbours) / b, neighbours)
+
