@@ -19,7 +19,7 @@ import numpy as np
 
 import ffu_cvx as ffu
 from ffu_cvx import fourier as F
-from ffu_cvx._fourier_release import dense_workload
+from ffu_cvx.fourier import dense_workload
 
 from . import common
 
