@@ -1,0 +1,92 @@
+"""The solve contract, checked for every method in ``ffu.METHODS`` (scipy.optimize's contract tests)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import ffu_cvx as ffu
+from ffu_cvx.status import STATUSES, SUCCESS, USER_STOPPED, IntermediateResult
+
+METHODS = sorted(ffu.METHODS)
+#: Small problems every method certifies quickly: prefix(4) (one level), a two-block W.
+TOL = {"sdp": 1e-6, "smii": 1e-4, "gd": 1e-3}
+FIELDS = ("method", "status", "success", "message", "problem", "sigma", "profile", "variances", "privacy_cost",
+          "max_ratio", "lower_bound", "gap", "lam", "mu", "nit", "time", "info")
+
+
+def small_problem():
+    return ffu.FitnessProblem.from_workload(ffu.workloads.prefix(4))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_tol_is_the_certified_gap(method):
+    sol = ffu.solve(small_problem(), method=method, tol=TOL[method])
+    assert sol.status in SUCCESS and sol.success
+    assert 0 <= sol.gap <= TOL[method]
+    assert sol.privacy_cost == pytest.approx(1.758601, rel=2 * TOL[method])  # Table 2, d = 4
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_solution_is_complete_and_immutable(method):
+    problem = small_problem()
+    sol = ffu.solve(problem, method=method, tol=TOL[method])
+    for field in FIELDS:
+        assert field in sol, field
+    assert sol.method == method and sol.problem is problem and sol.status in STATUSES
+    assert sol.sigma.shape == (problem.k, problem.k) and sol.profile.shape == (problem.d,)
+    assert sol.privacy_cost == pytest.approx(float(sol.profile.max()))
+    assert sol.variances == pytest.approx(ffu.privacy.variances(problem.L, sol.sigma))
+    assert sol.max_ratio == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(TypeError, match="immutable"):
+        sol["status"] = "optimal"
+    with pytest.raises(TypeError, match="immutable"):
+        sol.gap = 0.0
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_callback_stop_gives_user_stopped(method):
+    seen = []
+
+    def stop(result):
+        seen.append(result)
+        raise StopIteration
+
+    sol = ffu.solve(small_problem(), method=method, callback=stop)
+    assert sol.status == USER_STOPPED and not sol.success
+    assert len(seen) == 1 and isinstance(seen[0], IntermediateResult)
+    r = seen[0]
+    assert r.method == method and r.nit >= 1 and r.sigma.shape == (4, 4)
+    assert math.isfinite(r.privacy_cost) and r.privacy_cost >= 1.758601 * (1 - 1e-6)
+    assert r["nit"] == r.nit
+    with pytest.raises(AttributeError):
+        r.nit = 0
+    assert not r.sigma.flags.writeable
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_unknown_option_raises_type_error(method):
+    with pytest.raises(TypeError, match="no_such_option"):
+        ffu.solve(small_problem(), method=method, no_such_option=1)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("bad", [float("nan"), -1.0, 0.0, float("inf")])
+def test_bad_tol_names_the_argument(method, bad):
+    with pytest.raises(ValueError, match="`tol`"):
+        ffu.solve(small_problem(), method=method, tol=bad)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_nan_input_is_refused_before_any_method_runs(method):
+    W = np.eye(3)
+    W[1, 2] = np.nan
+    with pytest.raises(ValueError, match="`W`"):
+        ffu.solve(ffu.FitnessProblem(W, 1.0), method=method)
+    with pytest.raises(ValueError, match="`problem`"):
+        ffu.solve(W, method=method)
+
+
+def test_unknown_method_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="valid methods"):
+        ffu.solve(small_problem(), method="newton")
