@@ -9,9 +9,9 @@ from scipy import linalg
 
 import ffu_cvx as ffu
 from ffu_cvx import privacy, workloads
-from ffu_cvx.refine import RETRY_CLARABEL_OPTIONS, refine, refine_from, tight_columns
+from ffu_cvx.refine import RETRY_CLARABEL_OPTIONS, tight_columns
 from ffu_cvx.result import USER_STOPPED, SolverError
-from ffu_cvx.sdp import solve_level, solve_sdp
+from ffu_cvx.sdp import refine, refine_from, solve_level, solve_sdp
 
 S51 = np.array([[1.0, 0.5], [0.5, 1.0]])  # §5.1 optimum for targets 1
 

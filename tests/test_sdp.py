@@ -154,7 +154,7 @@ def test_status_map_and_solver_failure():
 def test_inaccurate_solve_warns():
     # SCS meets its loose tolerance, but the certificate exposes the gap.
     with pytest.warns(RuntimeWarning, match="inaccurate"):
-        sol = solve_sdp(prefix_problem(8), solver="SCS", tol=1e-5, refine=False)
+        sol = solve_sdp(prefix_problem(8), solver="SCS", solver_tol=1e-5, refine=False)
     assert sol.status == "optimal_inaccurate" and sol.success
     assert 1e-6 < sol.gap < 1e-3 and "gap" in sol.message
 
@@ -166,7 +166,7 @@ def test_bad_options_raise_value_error():
     with pytest.raises(ValueError, match="solver"):
         solve_sdp(problem, solver="MOSEK")
     with pytest.raises(ValueError, match="tol"):
-        solve_sdp(problem, tol=0.0)
+        solve_sdp(problem, solver_tol=0.0)
     with pytest.raises(ValueError, match="problem"):
         solve_sdp(np.eye(3))
     with pytest.raises(ValueError, match="method"):
