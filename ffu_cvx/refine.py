@@ -27,7 +27,7 @@ level infeasible; a level the solver fails on is retried with the other formulat
 and a larger slack, and if all retries fail the levels found so far are returned
 with a warning (their ``Sigma`` is still an optimum of Problem 1).
 
-Solver layer, above :mod:`ffu_cvx.cvx`: imports numpy, ``certificate``, ``privacy``,
+Solver layer, above :mod:`ffu_cvx.cvx`: imports numpy, ``certificate``, ``privacy``, ``validation``,
 ``problem``, ``status`` and ``cvx``. The level solver is an argument
 (``solve_level=cvx.solve_level``), so this driver knows nothing of CVXPY and nothing
 above it; :mod:`ffu_cvx.sdp` builds the ``Solution`` (:func:`ffu_cvx.sdp.refine`).
