@@ -30,6 +30,9 @@ carries information outside the row space of ``W``: the Solution reports the tig
   strategy gives a feasible ``X = Sigma^{-1}`` of no larger cost, and any feasible ``X``
   is the strategy ``X^{1/2} B``). Its Lagrange dual, with ``R^T R = Q`` and ``a_i = R b_i``,
   is ``max_{nu in simplex} N(nu)^2`` with ``N(nu) = tr((A diag(nu) A^T)^{1/2})``.
+
+Mechanisms layer: imports numpy, scipy, ``problem``, ``result``, ``status``,
+``validation``, ``privacy`` and ``cvx`` (CA's exact conic program).
 """
 
 from __future__ import annotations
@@ -40,9 +43,10 @@ import time
 import numpy as np
 from scipy import linalg
 
-from . import cvx
+from . import cvx, privacy, validation
 from .problem import FitnessProblem
-from .result import BASELINE, Solution, SolverError
+from .result import Solution
+from .status import BASELINE, MAX_ITER, SOLVER_ERROR, USER_STOPPED, IntermediateResult, SolverError
 
 __all__ = [
     "strategy_solution", "strategy_cost", "gm", "hm", "ca", "hierarchical_branching",
@@ -87,11 +91,9 @@ def strategy_solution(problem: FitnessProblem, A, *, method: str = "strategy", c
     ``certify=True`` attaches Problem 1's dual lower bound (costs O(d^3) per ascent step).
     Raises ``ValueError`` when ``A`` does not span the workload's row space.
     """
-    A = np.asarray(A, dtype=float)
-    if A.ndim != 2 or A.shape[1] != problem.d:
+    A = validation.finite_array(A, "A", ndim=2)
+    if A.shape[1] != problem.d:
         raise ValueError(f"strategy `A` must have shape (p, {problem.d}), got {A.shape}")
-    if not np.all(np.isfinite(A)):
-        raise ValueError("strategy `A` contains NaN or inf")
     t0 = time.perf_counter()
     sigma = _sigma_from_strategy(problem.B, A)
     return Solution.from_sigma(problem, sigma, method=method, status=BASELINE, certify=certify,
@@ -120,8 +122,7 @@ def hierarchical_branching(n: int) -> int:
     returns the ``b`` in ``[2, n]`` minimising ``(b - 1) h^3 - 2 (b + 1) h^2 / 3``
     (ties go to the smallest ``b``): 16 for n = 232, 252, 256 and 32 for n = 1024.
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise ValueError(f"`n` must be an integer >= 2 (the number of cells), got {n!r}")
+    n = validation.positive_int(n, "n", minimum=2)
     best, best_b = math.inf, 2
     for b in range(2, int(n) + 1):
         h, reach = 0, 1
@@ -143,10 +144,8 @@ def hierarchical_strategy(n: int, branching: int) -> np.ndarray:
     cell is in exactly one node per level, so the unit-noise privacy cost is the number
     of levels ``ceil(log_b n) + 1``.
     """
-    if isinstance(branching, bool) or not isinstance(branching, (int, np.integer)) or branching < 2:
-        raise ValueError(f"`branching` must be an integer >= 2, got {branching!r}")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"`n` must be a positive integer, got {n!r}")
+    branching = validation.positive_int(branching, "branching", minimum=2)
+    n = validation.positive_int(n, "n")
     level = np.eye(n)
     rows = [level]
     while level.shape[0] > 1:
@@ -183,7 +182,7 @@ def _ca_eval(A: np.ndarray, nu: np.ndarray):
     M = (A * nu) @ A.T
     w, V = linalg.eigh(0.5 * (M + M.T), check_finite=False)
     if w[0] <= w[-1] * 1e-14:
-        raise SolverError("ca: the dual matrix A diag(nu) A^T became singular", status="numerical_error")
+        raise SolverError("ca: the dual matrix A diag(nu) A^T became singular", status=SOLVER_ERROR)
     Y = (V.T @ A) * (w ** -0.25)[:, None]
     return float(np.sum(np.sqrt(w))), np.einsum("ij,ij->j", Y, Y), w, V
 
@@ -194,8 +193,8 @@ def ca_dual_value(problem: FitnessProblem, nu) -> float:
     ``N(nu) = ||W diag(sqrt(nu / sum nu))||_*`` (nuclear norm), the Lagrange dual of
     ``min tr(Q X^{-1}) s.t. b_i^T X b_i <= 1`` at multipliers proportional to ``nu``.
     """
-    nu = np.asarray(nu, dtype=float)
-    if nu.shape != (problem.d,) or np.any(nu < 0) or nu.sum() <= 0:
+    nu = validation.finite_array(nu, "nu", shape=(problem.d,))
+    if np.any(nu < 0) or nu.sum() <= 0:
         raise ValueError(f"`nu` must be a non-negative ({problem.d},) vector, not all zero")
     sv = linalg.svdvals(problem.W * np.sqrt(nu / nu.sum()), check_finite=False)
     return float(np.sum(sv)) ** 2
@@ -208,8 +207,22 @@ def _ca_sigma(R: np.ndarray, w: np.ndarray, V: np.ndarray, scale: float) -> np.n
     return 0.5 * (S + S.T)
 
 
+def _ca_intermediate(problem: FitnessProblem, sigma: np.ndarray, *, nit: int, gap: float, total_variance: float,
+                     lower_bound: float) -> IntermediateResult:
+    """What CA passes to ``callback``: its best point ``sigma`` (privacy cost 1) seen as Problem 1's iterate.
+
+    ``sigma`` and ``privacy_cost`` are that point rescaled to meet every target;
+    ``lower_bound`` and ``gap`` certify CA's own objective, the total variance
+    (``total_variance``, ``total_variance_lower_bound``), not the privacy cost.
+    """
+    ratio = float(np.max(privacy.variances(problem.L, sigma) / problem.c))
+    return IntermediateResult(method="ca", nit=nit, privacy_cost=ratio, lower_bound=lower_bound, gap=gap,
+                              sigma=sigma / ratio, total_variance=total_variance,
+                              total_variance_lower_bound=lower_bound)
+
+
 def _ca_dual_ascent(problem, tol, max_iter, callback):
-    """Multiplicative ascent on the dual weights; returns Sigma and its certificate.
+    """Multiplicative ascent on the dual weights; returns Sigma, its certificate and whether the callback stopped it.
 
     Every ``nu`` gives a feasible primal point (``Sigma(nu)`` rescaled so that its
     largest profile entry is 1, total variance ``max(s) N``) and a dual bound ``N^2``;
@@ -231,17 +244,20 @@ def _ca_dual_ascent(problem, tol, max_iter, callback):
         gap = best_primal / best_dual - 1.0
         history.append(gap)
         if callback is not None:
-            callback({"nit": it, "gap": gap, "total_variance": best_primal, "lower_bound": best_dual})
+            try:
+                callback(_ca_intermediate(problem, _ca_sigma(R, *best), nit=it, gap=gap, total_variance=best_primal,
+                                          lower_bound=best_dual))
+            except StopIteration:
+                return _ca_sigma(R, *best), best_primal, best_dual, it, history, True
         if gap <= tol:
             break
         nu = nu * (s / smax) ** 2
         nu /= nu.sum()
     else:
         raise SolverError(f"ca: dual ascent did not reach gap {tol:g} in {max_iter} iterations "
-                          f"(gap {gap:.2e}); raise `max_iter` or `tol`", status="max_iter",
+                          f"(gap {gap:.2e}); raise `max_iter` or `tol`", status=MAX_ITER,
                           nit=max_iter, residual=gap)
-    w, V, smax = best
-    return _ca_sigma(R, w, V, smax), best_primal, best_dual, it, history
+    return _ca_sigma(R, *best), best_primal, best_dual, it, history, False
 
 
 def _ca_cvxpy(problem, tol):
@@ -271,29 +287,38 @@ def ca(problem: FitnessProblem, *, solver: str = "auto", tol: float = 1e-9, max_
         per iteration, scales to d = 1024); ``"cvxpy"``: the exact conic program with
         Clarabel (small ``k`` only); ``"auto"`` is ``"dual"``.
     tol : float
-        Relative duality gap of the total variance at which ``"dual"`` stops.
+        Relative duality gap of the total variance at which ``"dual"`` stops, in (0, 1).
+    max_iter : int
+        Iteration limit of ``"dual"``; reaching it raises ``SolverError`` (status ``"max_iter"``).
     callback : callable, optional
-        ``callback(state)`` each dual iteration with ``nit``, ``gap``, ``total_variance``.
+        ``callback(intermediate_result)`` after each dual iteration (``"dual"`` only: the
+        conic program has no iterations of ours), with an
+        :class:`ffu_cvx.status.IntermediateResult`: ``method="ca"``, ``nit``, ``gap`` and
+        ``lower_bound`` of the total variance (also ``total_variance_lower_bound``),
+        ``total_variance`` of the best point so far, and that point as Problem 1's
+        iterate (``sigma`` rescaled to meet every target, its ``privacy_cost``).
+        Raising ``StopIteration`` returns that best point with status ``"user_stopped"``.
 
     Returns
     -------
     Solution
-        ``sigma`` (k, k) at privacy cost 1 (every profile entry <= 1), ``info`` with the
-        total variance ``total_variance``, the dual bound ``total_variance_lower_bound``
-        and ``solver``.
+        ``sigma`` (k, k) at privacy cost 1 (every profile entry <= 1), status
+        ``"baseline"`` (``"user_stopped"`` after a callback's ``StopIteration``), ``info``
+        with the total variance ``total_variance``, the dual bound
+        ``total_variance_lower_bound`` and ``solver``.
     """
-    name = str(solver).lower()
-    if name not in ("auto", "dual", "cvxpy"):
-        raise ValueError(f"`solver` must be 'auto', 'dual' or 'cvxpy', got {solver!r}")
-    if not (isinstance(tol, (int, float)) and 0 < tol < 1):
-        raise ValueError(f"`tol` must be in (0, 1), got {tol!r}")
+    name = validation.choice(str(solver).lower(), "solver", ("auto", "dual", "cvxpy"))
+    tol = validation.fraction(tol, "tol")
+    max_iter = validation.positive_int(max_iter, "max_iter")
     t0 = time.perf_counter()
-    history = None
+    history, status, message = None, BASELINE, ""
     if name == "cvxpy":
         sigma, primal, dual, nit = _ca_cvxpy(problem, tol)
     else:
         name = "dual"
-        sigma, primal, dual, nit, history = _ca_dual_ascent(problem, tol, max_iter, callback)
-    return Solution.from_sigma(problem, sigma, method="ca", status=BASELINE, certify=certify, nit=nit,
+        sigma, primal, dual, nit, history, stopped = _ca_dual_ascent(problem, tol, max_iter, callback)
+        if stopped:
+            status, message = USER_STOPPED, f"stopped by the callback at iteration {nit} (gap {history[-1]:.2e})"
+    return Solution.from_sigma(problem, sigma, method="ca", status=status, message=message, certify=certify, nit=nit,
                                time=time.perf_counter() - t0, history=history, solver=name,
                                total_variance=primal, total_variance_lower_bound=dual)

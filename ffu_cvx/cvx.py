@@ -1,35 +1,126 @@
-"""The CVXPY adapter: the only module that imports CVXPY (lazily, inside functions).
+"""The CVXPY adapter: every conic model of the package and the one place CVXPY is imported.
 
-Solver layer, bottom: imports numpy and ``status``. Every conic model of the package
-lives here (Problem 1's SDP formulations, Fourier's max program, CA's exact program);
-callers get numpy arrays and one of our statuses back. One status map: CVXPY's
-``optimal`` and ``optimal_inaccurate`` map to ours, anything else is a ``SolverError``
-naming the solver, its status and a remedy.
+Solver layer, bottom: imports numpy, scipy, ``status``, ``validation``, ``problem``,
+``privacy`` and ``certificate`` (all core); CVXPY itself is imported inside the
+functions that build a model, so importing the package stays cheap. Nothing in the
+core imports this module.
+
+One status map (:data:`STATUS_MAP`) and one solve (:func:`solve_model`) serve every
+model: CVXPY's ``optimal`` and ``optimal_inaccurate`` map to ours, anything else is a
+``SolverError`` naming the solver, its own status and a remedy; an interrupt (Ctrl-C)
+during a solve raises ``KeyboardInterrupt``, whatever the solver makes of it.
+
+Problem 1's SDP (notation of the fitness-for-use paper: ``B`` (k, d) basis with
+columns ``b_i``, ``L`` (m, k) with ``W = L B``, targets ``c`` (m,), noise covariance
+``Sigma`` (k, k), privacy cost ``alpha``)
+
+    minimise alpha  s.t.  b_i^T Sigma^{-1} b_i <= alpha (i < d),  diag(L Sigma L^T) <= c
+
+has four exact formulations (Schur complements, no relaxation). They differ in the
+order of their one linear matrix inequality (LMI), which is what an interior-point
+solver pays for (Clarabel factors a dense block of size ``n(n+1)/2`` for order ``n``):
+
+``"pair"`` (default)
+    ``X = Sigma^{-1}`` relaxed to ``[[Sigma, I], [I, X]] >= 0`` (``X >= Sigma^{-1}``);
+    privacy ``diag(B^T X B) <= alpha`` and variances ``diag(L Sigma L^T) <= c`` are
+    then linear. LMI order ``2k``, whatever ``m`` and ``d``.
+``"schur"``
+    The textbook model ``[[Sigma, B], [B^T, D]] >= 0``, ``diag(D) <= alpha``: order ``k + d``.
+``"inverse"``
+    ``X = Sigma^{-1}`` as the variable: privacy is linear, the variances are
+    ``[[X, L^T], [L, Y]] >= 0``, ``diag(Y) <= c``: order ``k + m``.
+``"dual"``
+    The Lagrange dual ``max tr(Z)`` s.t. ``[[B diag(lam) B^T, Z], [Z^T, L^T diag(mu) L]] >= 0``,
+    ``sum(lam) = 1``, ``mu . c = 1``; ``alpha* = tr(Z)^2`` and ``Sigma`` is read off the
+    LMI's multiplier. Order ``2k``. Problem 1 only (no refinement levels).
+
+:func:`solve_level` solves one such model, optionally with some columns capped (the
+levels of :mod:`ffu_cvx.refine`), and returns a :class:`LevelResult` with the
+multipliers ``lam`` (d,) of the privacy and ``mu`` (m,) of the variance constraints.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import math
+import time
+import warnings
+from dataclasses import dataclass
 
+import numpy as np
+from scipy import linalg
+
+from . import certificate, privacy, validation
+from .problem import FitnessProblem
 from .status import OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, SolverError
 
-__all__ = ["STATUS_MAP", "solve_model", "reciprocal_program", "ca_program"]
+__all__ = [
+    "STATUS_MAP", "FORMULATIONS", "SOLVERS", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
+    "solve_model", "raw_status", "reciprocal_program", "ca_program",
+    "LevelResult", "lmi_order", "pick_solver", "solver_kwargs", "solve_level", "normalise_sigma", "reject_if_far",
+]
 
 #: CVXPY status -> ours. Anything unmapped (infeasible, unbounded, user limit, solver
 #: error, ...) is a failure.
 STATUS_MAP = {"optimal": OPTIMAL, "optimal_inaccurate": OPTIMAL_INACCURATE}
 
+#: A solver's own status containing this word means it caught SIGINT itself: SCS
+#: installs its own handler during a solve and returns status "interrupted" (which
+#: CVXPY reports as a solver failure), so Python never sees the Ctrl-C.
+INTERRUPT_WORD = "interrupt"
 
-def solve_model(prob, what: str, *, solver: str, remedy: str, **solver_options) -> tuple[str, int | None]:
+FORMULATIONS = ("pair", "schur", "inverse", "dual")
+SOLVERS = ("auto", "CLARABEL", "SCS")
+
+#: Default stopping tolerance per solver (gap and feasibility, relative): tight, because
+#: the certificate (not the solver) decides the status, and the refinement levels read
+#: tight columns off the multipliers.
+DEFAULT_SOLVER_TOL = {"CLARABEL": 1e-9, "SCS": 1e-9}
+
+#: "auto" uses Clarabel up to this LMI order and SCS above it. Clarabel's cost per
+#: iteration grows like order^6 (a dense factorisation of the LMI block); SCS only
+#: needs an eigendecomposition of the order-n block per iteration. Measured with
+#: ``python -m experiments.bench_sdp --solvers CLARABEL SCS --sizes 16 32``: at prefix
+#: d = 32 (order 64) SCS took 0.7-0.9 s and Clarabel 3.6-5.9 s, both certified to a gap
+#: below 1e-8.
+AUTO_CLARABEL_MAX_ORDER = 48
+
+#: An inaccurate solve of Problem 1 whose certified relative gap exceeds this is a failure.
+FAIL_GAP = 1e-3
+
+
+def raw_status(prob) -> str:
+    """The solver's own status string of a solved CVXPY problem (SCS: ``info["status"]``), else CVXPY's."""
+    extra = getattr(prob.solver_stats, "extra_stats", None)
+    if isinstance(extra, dict) and isinstance(extra.get("info"), dict) and "status" in extra["info"]:
+        return str(extra["info"]["status"])
+    return str(prob.status)
+
+
+def _interrupted(raw) -> bool:
+    """Whether a solver's raw output says it stopped on SIGINT."""
+    info = raw.get("info") if isinstance(raw, dict) else None
+    status = info.get("status", "") if isinstance(info, dict) else getattr(raw, "status", "")
+    return INTERRUPT_WORD in str(status).lower()
+
+
+def solve_model(prob, what: str, *, solver: str, remedy: str, verbose: bool = False,
+                **solver_options) -> tuple[str, int | None]:
     """Solve the CVXPY problem ``prob`` with ``solver``; return ``(status, iterations)``.
 
-    ``what`` names the model in messages; ``remedy`` is appended to a failure.
-    Raises ``SolverError`` on a solver exception or an unmapped status.
+    ``what`` names the model in messages; ``remedy`` is appended to a failure. The
+    solve is CVXPY's own three steps (compile, solve via data, unpack), so the raw
+    solver output can be read before CVXPY judges it: a solver that caught SIGINT
+    raises ``KeyboardInterrupt`` here, not ``SolverError``. Raises ``SolverError`` on a
+    solver failure or an unmapped status (its ``status`` is the solver's own string).
     """
     import cvxpy as cp
 
     try:
-        prob.solve(solver=solver, **solver_options)
+        data, chain, inverse = prob.get_problem_data(solver, verbose=verbose, solver_opts=solver_options)
+        raw = chain.solve_via_data(prob, data, False, verbose, solver_options)
+        if _interrupted(raw):
+            raise KeyboardInterrupt(f"{what}: {solver} was interrupted")
+        prob.unpack_results(raw, chain, inverse)
     except cp.error.SolverError as exc:
         raise SolverError(f"{what}: {solver} failed ({exc}); {remedy}", status=SOLVER_ERROR) from None
     stats = prob.solver_stats
@@ -37,7 +128,7 @@ def solve_model(prob, what: str, *, solver: str, remedy: str, **solver_options) 
     status = STATUS_MAP.get(prob.status)
     if status is None:
         raise SolverError(f"{what}: {solver} returned status {prob.status!r}; {remedy}",
-                          status=str(prob.status), nit=nit)
+                          status=raw_status(prob), nit=nit)
     return status, nit
 
 
@@ -80,3 +171,229 @@ def ca_program(R: np.ndarray, B: np.ndarray, tol: float) -> tuple[np.ndarray, np
         raise SolverError(f"ca: CLARABEL reported {prob.status!r} but returned no point; try solver='dual'")
     Xv = 0.5 * (X.value + X.value.T)
     return Xv, np.clip(np.asarray(cons[0].dual_value, dtype=float).ravel(), 0.0, None), nit
+
+
+# --------------------------------------------------------------------------- Problem 1's SDP
+
+@dataclass(frozen=True)
+class LevelResult:
+    """One SDP solve: minimise ``value`` = the largest free profile entry.
+
+    sigma (k, k) as returned by the solver (not rescaled); lam (d,) and mu (m,) the
+    multipliers of the privacy and variance constraints; status one of ours (by
+    :data:`STATUS_MAP`); solver the solver used; nit its iterations; compile_time and
+    solve_time in s; raw_status the solver's own status string.
+    """
+
+    value: float
+    sigma: np.ndarray
+    lam: np.ndarray
+    mu: np.ndarray
+    status: str
+    solver: str
+    nit: int
+    compile_time: float
+    solve_time: float
+    raw_status: str = ""
+
+
+def lmi_order(problem: FitnessProblem, formulation: str) -> int:
+    """Order of the one LMI of ``formulation`` for ``problem`` (what interior-point solvers pay for)."""
+    k, d, m = problem.k, problem.d, problem.m
+    return {"pair": 2 * k, "schur": k + d, "inverse": k + m, "dual": 2 * k}[formulation]
+
+
+def pick_solver(problem: FitnessProblem, solver: str, formulation: str) -> str:
+    """The solver "auto" resolves to (or ``solver`` upper-cased, validated)."""
+    name = str(solver).upper()
+    if name not in {n.upper() for n in SOLVERS}:
+        raise ValueError(f"`solver` must be one of {SOLVERS}, got {solver!r}")
+    if name == "AUTO":
+        return "CLARABEL" if lmi_order(problem, formulation) <= AUTO_CLARABEL_MAX_ORDER else "SCS"
+    return name
+
+
+def solver_kwargs(solver: str, solver_tol: float, solver_options: dict | None) -> dict:
+    """CVXPY keyword arguments for ``solver`` at tolerance ``solver_tol``, ``solver_options`` on top."""
+    if solver == "CLARABEL":
+        opts = {"tol_gap_abs": solver_tol, "tol_gap_rel": solver_tol, "tol_feas": solver_tol,
+                "tol_ktratio": min(1e-6, solver_tol * 1e3), "max_iter": 200}
+    else:
+        opts = {"eps_abs": solver_tol, "eps_rel": solver_tol, "max_iters": 200_000}
+    opts.update(solver_options or {})
+    return opts
+
+
+def normalise_sigma(problem: FitnessProblem, sigma: np.ndarray) -> tuple[np.ndarray, float]:
+    """Rescale ``sigma`` (k, k) so its largest variance ratio ``max_j var_j / c_j`` is 1.
+
+    Returns ``(sigma / r, r)``. Scaling is exact for Problem 1: the privacy cost is
+    multiplied by ``r``, so a solver's small infeasibility or slack is absorbed here.
+    """
+    r = float(np.max(privacy.variances(problem.L, sigma) / problem.c))
+    if not (math.isfinite(r) and r > 0):
+        raise SolverError(f"solver returned a Sigma with non-positive variances (max ratio {r!r})",
+                          status=SOLVER_ERROR)
+    return sigma / r, r
+
+
+def _privacy_expr(cp, B: np.ndarray, X):
+    """``diag(B^T X B)`` (d,) as one vectorised expression."""
+    if B.shape[0] == B.shape[1] and np.array_equal(B, np.eye(B.shape[0])):
+        return cp.diag(X)
+    return cp.sum(cp.multiply(B, X @ B), axis=0)
+
+
+def _variance_expr(cp, L: np.ndarray, S):
+    """``diag(L S L^T)`` (m,) without forming the (m, m) product."""
+    return cp.sum(cp.multiply(L @ S, L), axis=1)
+
+
+def _build_primal(cp, B: np.ndarray, L: np.ndarray, formulation: str, free: np.ndarray, caps: np.ndarray):
+    """Minimise beta s.t. profile_i <= beta on free columns, <= caps_i on the others, and
+    ``diag(L Sigma L^T) <= 1`` (``L`` has its rows divided by the square roots of the targets).
+    Returns ``(problem, sigma(), multipliers(), value(v))``."""
+    (k, d), m = B.shape, L.shape[0]
+    c = np.ones(m)
+    beta = cp.Variable(name="beta")
+    bound = beta * free.astype(float) + np.where(free, 0.0, caps)
+    if formulation == "pair":
+        S = cp.Variable((k, k), symmetric=True, name="Sigma")
+        X = cp.Variable((k, k), symmetric=True, name="X")
+        eye = np.eye(k)
+        cons = [cp.bmat([[S, eye], [eye, X]]) >> 0,
+                _privacy_expr(cp, B, X) <= bound, _variance_expr(cp, L, S) <= c]
+        sigma = lambda: S.value  # noqa: E731
+    elif formulation == "schur":
+        S = cp.Variable((k, k), symmetric=True, name="Sigma")
+        D = cp.Variable((d, d), symmetric=True, name="D")
+        cons = [cp.bmat([[S, B], [B.T, D]]) >> 0, cp.diag(D) <= bound, _variance_expr(cp, L, S) <= c]
+        sigma = lambda: S.value  # noqa: E731
+    else:  # inverse
+        X = cp.Variable((k, k), symmetric=True, name="X")
+        Y = cp.Variable((m, m), symmetric=True, name="Y")
+        cons = [cp.bmat([[X, L.T], [L, Y]]) >> 0, _privacy_expr(cp, B, X) <= bound, cp.diag(Y) <= c]
+
+        def sigma():
+            # The covariance itself is the output here, so X is inverted (via Cholesky).
+            Xv = 0.5 * (X.value + X.value.T)
+            return linalg.cho_solve(linalg.cho_factor(Xv, lower=True), np.eye(k), check_finite=False)
+    # CVXPY reports the multiplier of ``expr <= b`` as a non-negative vector.
+    return cp.Problem(cp.Minimize(beta), cons), sigma, (lambda: (cons[1].dual_value, cons[2].dual_value)), float
+
+
+def _build_dual(cp, B: np.ndarray, L: np.ndarray):
+    """The dual model; returns ``(problem, sigma(), multipliers(), value(v) = v^2)``."""
+    (k, d), m = B.shape, L.shape[0]
+    lam = cp.Variable(d, nonneg=True, name="lam")
+    mu = cp.Variable(m, nonneg=True, name="mu")
+    Z = cp.Variable((k, k), name="Z")
+    P = B @ cp.diag(lam) @ B.T
+    Q = L.T @ cp.diag(mu) @ L
+    lmi = cp.bmat([[P, Z], [Z.T, Q]]) >> 0
+    prob = cp.Problem(cp.Maximize(cp.trace(Z)), [lmi, cp.sum(lam) == 1, cp.sum(mu) == 1])
+
+    def sigma():
+        # The LMI multiplier is G = [[G11, G12], [G12^T, G22]] with G22 proportional to
+        # the optimal Sigma (stationarity in mu: l_j^T G22 l_j equal to c_j times a constant).
+        G = lmi.dual_value
+        return np.array(G[k:, k:], dtype=float)
+
+    return prob, sigma, (lambda: (lam.value, mu.value)), (lambda v: v * v)
+
+
+def _level_columns(problem: FitnessProblem, free, caps, formulation: str) -> tuple[np.ndarray, np.ndarray]:
+    """Validated ``(free (d,) bool, caps (d,))`` of a level."""
+    if formulation not in FORMULATIONS:
+        raise ValueError(f"`formulation` must be one of {FORMULATIONS}, got {formulation!r}")
+    d = problem.d
+    free = np.ones(d, dtype=bool) if free is None else np.asarray(free, dtype=bool)
+    caps = np.zeros(d) if caps is None else np.asarray(caps, dtype=float)
+    if free.shape != (d,) or caps.shape != (d,):
+        raise ValueError(f"`free` and `caps` must have shape ({d},), got {free.shape} and {caps.shape}")
+    if not free.any():
+        raise ValueError("`free` selects no column: nothing to minimise")
+    if formulation == "dual" and not free.all():
+        raise ValueError("formulation='dual' solves Problem 1 only; use 'pair' for refinement levels")
+    return free, caps
+
+
+def solve_level(
+    problem: FitnessProblem,
+    *,
+    free: np.ndarray | None = None,
+    caps: np.ndarray | None = None,
+    formulation: str = "pair",
+    solver: str = "auto",
+    solver_tol: float | None = None,
+    solver_options: dict | None = None,
+    verbose: bool = False,
+) -> LevelResult:
+    """Solve one SDP: minimise the largest profile entry over the ``free`` columns.
+
+    ``free`` (d,) bool (default all) and ``caps`` (d,) fixed upper bounds on the profile
+    of the other columns (the refinement levels of :mod:`ffu_cvx.refine`); with the
+    defaults this is Problem 1. ``solver_tol`` is the solver's own stopping tolerance
+    (default :data:`DEFAULT_SOLVER_TOL`), ``solver_options`` go to it unchanged. Raises
+    ``SolverError`` when the solver fails, and when an inaccurate Problem 1 solve is
+    certified worse than :data:`FAIL_GAP`.
+    """
+    import cvxpy as cp
+
+    free, caps = _level_columns(problem, free, caps, formulation)
+    name = pick_solver(problem, solver, formulation)
+    solver_tol = DEFAULT_SOLVER_TOL[name] if solver_tol is None else validation.fraction(solver_tol, "solver_tol")
+    kwargs = solver_kwargs(name, solver_tol, solver_options)
+
+    # Problem 1 is homogeneous: dividing the targets by f gives Sigma / f and profile * f.
+    # Each variance row is divided by sqrt(c_j f), and f is set so that the scaled alpha
+    # is about 3, from the dual bound at uniform multipliers (a close underestimate).
+    # SCS is sensitive to this: on prefix(32) a scaled alpha of 0.3 took 145550
+    # iterations where 3.6 took 2175; Clarabel is indifferent.
+    f = certificate.lower_bound(problem, np.ones(problem.d), 1.0 / problem.c) / 3.0
+    L_scaled = problem.L / np.sqrt(problem.c * f)[:, None]
+    t0 = time.perf_counter()
+    if formulation == "dual":
+        prob, get_sigma, get_multipliers, to_value = _build_dual(cp, problem.B, L_scaled)
+    else:
+        prob, get_sigma, get_multipliers, to_value = _build_primal(cp, problem.B, L_scaled, formulation, free,
+                                                                   caps / f)
+    t1 = time.perf_counter()
+    with warnings.catch_warnings():
+        # We warn ourselves, with the certified gap, after the post-check.
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+        status, nit = solve_model(
+            prob, f"SDP ({formulation}) on {problem!r}", solver=name, verbose=verbose,
+            remedy="Problem 1 is always feasible, so this is a numerical failure: try the other solver "
+                   "(`solver='CLARABEL'` or `'SCS'`), a looser `solver_tol` or more iterations in `solver_options`",
+            **kwargs)
+    t2 = time.perf_counter()
+    lam, mu = (np.clip(np.asarray(v, dtype=float).ravel(), 0.0, None) for v in get_multipliers())
+    sigma = get_sigma()
+    if sigma is None or not np.all(np.isfinite(sigma)):
+        raise SolverError(f"SDP solver {name} reported {prob.status!r} but returned no finite Sigma",
+                          status=SOLVER_ERROR, nit=nit)
+    stats = prob.solver_stats
+    solve_time = float(stats.solve_time) if stats is not None and stats.solve_time is not None else (t2 - t1)
+    out = LevelResult(value=float(to_value(prob.value)) * f, sigma=0.5 * (sigma + sigma.T) / f, lam=lam,
+                      mu=mu / problem.c, status=status, solver=name, nit=nit,
+                      compile_time=float(prob.compilation_time or 0.0) + (t1 - t0), solve_time=solve_time,
+                      raw_status=raw_status(prob))
+    if status == OPTIMAL_INACCURATE and free.all():
+        try:
+            alpha = privacy.privacy_cost(normalise_sigma(problem, out.sigma)[0], problem.B)
+            lb = certificate.lower_bound(problem, lam, out.mu)
+            gap = (alpha - lb) / lb
+        except (ValueError, SolverError):
+            gap = math.inf
+        reject_if_far(gap, solver=name, raw=out.raw_status, nit=nit)
+    return out
+
+
+def reject_if_far(gap: float, *, solver: str, raw: str, nit: int | None) -> None:
+    """Raise ``SolverError`` when an inaccurate solve is certified only to a relative ``gap`` > :data:`FAIL_GAP`."""
+    if not gap <= FAIL_GAP:
+        raise SolverError(
+            f"SDP solver {solver} stopped with status {raw!r} and its Sigma is certified only to a relative "
+            f"gap of {gap:.2e} > {FAIL_GAP:g}; raise the iteration limit in `solver_options`, loosen "
+            "`solver_tol`, or try the other solver", status=raw, nit=nit, residual=float(gap))

@@ -26,23 +26,28 @@ relaxed by a relative ``slack`` so that the solver's tolerance never makes a lat
 level infeasible; a level the solver fails on is retried with the other formulations
 and a larger slack, and if all retries fail the levels found so far are returned
 with a warning (their ``Sigma`` is still an optimum of Problem 1).
+
+Solver layer, above :mod:`ffu_cvx.cvx`: imports numpy, ``certificate``, ``privacy``, ``validation``,
+``problem``, ``status`` and ``cvx``. The level solver is an argument
+(``solve_level=cvx.solve_level``), so this driver knows nothing of CVXPY and nothing
+above it; :mod:`ffu_cvx.sdp` builds the ``Solution`` (:func:`ffu_cvx.sdp.refine`).
 """
+
 
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import privacy
+from . import certificate, cvx, privacy, validation
 from .problem import FitnessProblem
-from .result import OPTIMAL_INACCURATE, USER_STOPPED, Solution
+from .status import OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
 
-__all__ = ["REFINE_CLARABEL_MAX_ORDER", "RETRY_CLARABEL_OPTIONS", "RETRY_MAX_SLACK", "RefineResult", "refine_levels", "tight_columns",
-           "refine_from", "refine"]
+__all__ = ["REFINE_CLARABEL_MAX_ORDER", "RETRY_CLARABEL_OPTIONS", "RETRY_MAX_SLACK", "RefineResult", "Refinement",
+           "check_options", "refine_levels", "refine_first", "tight_columns", "level_bound", "level_result", "notify"]
 
 
 @dataclass
@@ -76,14 +81,59 @@ class RefineResult:
     free: list = field(default_factory=list)
 
 
+def level_bound(problem: FitnessProblem, level) -> float:
+    """Problem 1's dual lower bound from a solved level's multipliers (NaN when they vanish)."""
+    if level.lam.sum() > 0 and level.mu.sum() > 0:
+        return certificate.lower_bound(problem, level.lam, level.mu)
+    return math.nan
+
+
+def level_result(problem: FitnessProblem, level, *, number: int, columns, lower_bound: float) -> IntermediateResult:
+    """What the SDP passes to ``callback`` after level ``number`` (a :class:`ffu_cvx.cvx.LevelResult`).
+
+    ``sigma`` is the level's Sigma rescaled to meet every target, ``privacy_cost`` its
+    cost, ``gap`` that cost against ``lower_bound`` (Problem 1's certified bound);
+    ``level``, ``value`` (the level's optimal value) and ``columns`` (those it fixed).
+    """
+    sigma, _ = cvx.normalise_sigma(problem, level.sigma)
+    cost = privacy.privacy_cost(sigma, problem.B)
+    return IntermediateResult(method="sdp", nit=number, privacy_cost=cost, lower_bound=lower_bound,
+                              gap=cost / lower_bound - 1.0, sigma=sigma, level=number, value=float(level.value),
+                              columns=list(columns))
+
+
+def notify(callback, problem: FitnessProblem, level, *, number: int, columns, first) -> bool:
+    """Call ``callback`` (if any) with :func:`level_result`, certified by Problem 1's level ``first``.
+
+    Returns True when the callback raised ``StopIteration``.
+    """
+    if callback is None:
+        return False
+    try:
+        callback(level_result(problem, level, number=number, columns=columns,
+                              lower_bound=level_bound(problem, first)))
+    except StopIteration:
+        return True
+    return False
+
+
+def check_options(slack, threshold) -> tuple[float, float]:
+    """Validated ``(slack, threshold)``: ``slack`` in [0, 1e-2), ``threshold`` in (0, 1)."""
+    slack = validation.nonnegative(slack, "slack")
+    if not slack < 1e-2:
+        raise ValueError(f"`slack` must be in [0, 1e-2) (a relative relaxation of the fixed levels), got {slack!r}")
+    return slack, validation.fraction(threshold, "threshold")
+
+
 def refine_levels(
     problem: FitnessProblem,
     first,
     *,
+    solve_level=cvx.solve_level,
     callback=None,
     formulation: str = "pair",
     solver: str = "auto",
-    tol: float | None = None,
+    solver_tol: float | None = None,
     solver_options: dict | None = None,
     verbose: bool = False,
     slack: float = 1e-8,
@@ -91,20 +141,19 @@ def refine_levels(
     profile_rtol: float = 1e-4,
     cost_rtol: float = 1e-6,
 ) -> RefineResult:
-    """Run the refinement from a solved Problem 1 ``first`` (:class:`ffu_cvx.sdp.LevelResult`).
+    """Run the refinement from a solved Problem 1 ``first`` (:class:`ffu_cvx.cvx.LevelResult`).
 
+    ``solve_level(problem, free=, caps=, formulation=, solver=, solver_tol=,
+    solver_options=, verbose=)`` solves one level (default :func:`ffu_cvx.cvx.solve_level`).
     A free column is fixed at a level when its profile is within ``profile_rtol`` of
     the level value and its multiplier marks it tight (:func:`tight_columns`). A level
     whose value is within ``100 * slack`` of the previous one is merged into it. A
     level the solver fails on, or whose normalised ``Sigma`` costs more than the first
     level by a relative ``max(cost_rtol, 2 slack)``, is retried (:func:`_retry_plan`); if every retry
     fails, the levels found so far are returned with ``failed`` set and a
-    ``RuntimeWarning``. ``callback(state)`` gets ``{"level", "value", "columns", "sigma"}``.
+    ``RuntimeWarning``. ``callback`` gets :func:`level_result` after every level.
     """
-    if not (math.isfinite(slack) and 0 <= slack < 1e-2):
-        raise ValueError(f"`slack` must be in [0, 1e-2), got {slack!r}")
-    if not (math.isfinite(threshold) and 0 < threshold < 1):
-        raise ValueError(f"`threshold` must be in (0, 1), got {threshold!r}")
+    slack, threshold = check_options(slack, threshold)
     d = problem.d
     free = np.ones(d, dtype=bool)
     fixed_at = np.zeros(d)  # level value of each fixed column; caps are fixed_at * (1 + slack)
@@ -112,7 +161,7 @@ def refine_levels(
     level = first
     while True:
         p = privacy.profile(level.sigma, problem.B)
-        level_tol = _tol(level) if tol is None else float(tol)
+        level_tol = cvx.DEFAULT_SOLVER_TOL.get(level.solver, 1e-8) if solver_tol is None else float(solver_tol)
         new = free & tight_columns(level.lam, p, level.value, free, threshold=threshold, tol=level_tol,
                                    profile_rtol=profile_rtol)
         if not new.any():
@@ -127,20 +176,17 @@ def refine_levels(
         fixed_at[cols] = out.levels[-1]["value"]
         free &= ~new
         out.sigma = level.sigma
-        if callback is not None:
-            try:
-                callback({"level": len(out.levels), "value": float(level.value), "columns": cols.tolist(),
-                          "sigma": level.sigma})
-            except StopIteration:
-                out.stopped = True
-                return out
+        if notify(callback, problem, level, number=len(out.levels), columns=cols.tolist(), first=first):
+            out.stopped = True
+            return out
         if not free.any():
             return out
-        level = _solve_with_retries(problem, out, free, fixed_at, formulation=formulation, solver=solver,
-                                    tol=tol, solver_options=solver_options, verbose=verbose, cost_rtol=cost_rtol)
+        level = _solve_with_retries(problem, out, free, fixed_at, solve_level=solve_level, formulation=formulation,
+                                    solver=solver, solver_tol=solver_tol, solver_options=solver_options,
+                                    verbose=verbose, cost_rtol=cost_rtol)
         if level is None:
             out.free = np.flatnonzero(free).tolist()
-            warnings.warn(f"refine: {out.failed}", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"refine: {out.failed}", RuntimeWarning, stacklevel=4)
             return out
 
 
@@ -150,8 +196,8 @@ def tight_columns(lam: np.ndarray, profile: np.ndarray, value: float, free: np.n
 
     ``lam`` (d,) are the level's privacy multipliers and ``profile`` (d,) its profile.
     Interior-point solvers end near the central path, where every free column has
-    ``lam_i * gap_i`` about the same ``mu``, at most the solver's tolerance (``lam`` normalised to sum 1
-    over the free columns, ``gap_i = 1 - profile_i / value``), and they converge to a
+    ``lam_i * gap_i`` about the same ``mu``, at most the solver's tolerance ``tol``
+    (``lam`` normalised to sum 1 over the free columns, ``gap_i = 1 - profile_i / value``), and they converge to a
     maximally complementary pair: a column tight in every optimum keeps a multiplier of
     its own size while its gap shrinks like ``mu / lam_i``; any other column keeps its
     gap while its multiplier shrinks. So a column is tight when its multiplier exceeds
@@ -182,12 +228,6 @@ def _all_tight(problem: FitnessProblem, level, threshold: float) -> bool:
                 and np.all(p >= level.value * (1.0 - 1e-4)))
 
 
-def _tol(level) -> float:
-    from .sdp import DEFAULT_TOL
-
-    return DEFAULT_TOL.get(level.solver, 1e-8)
-
-
 #: Largest relative slack the retries of a failed refinement level go up to.
 RETRY_MAX_SLACK = 1e-6
 
@@ -214,24 +254,20 @@ def _retry_plan(out: RefineResult, formulation: str, solver: str, solver_options
             + [(formulation, v) for v in variants[1:]]]
 
 
-def _solve_with_retries(problem, out: RefineResult, free, fixed_at, *, formulation, solver, tol, solver_options,
-                        verbose, cost_rtol):
+def _solve_with_retries(problem, out: RefineResult, free, fixed_at, *, solve_level, formulation, solver, solver_tol,
+                        solver_options, verbose, cost_rtol):
     """Solve the next level, retrying a ``SolverError`` as :func:`_retry_plan` says.
     Returns ``None`` (and sets ``out.failed``) when every attempt fails."""
-    from .privacy import privacy_cost
-    from .result import SolverError
-    from .sdp import normalise_sigma, solve_level
-
     errors = []
     for s, form, opts in _retry_plan(out, formulation, solver, solver_options):
         label = f"{form}/slack {s:g}" + ("/regularised" if opts is not solver_options else "")
         try:
             level = solve_level(problem, free=free, caps=fixed_at * (1.0 + s), formulation=form, solver=solver,
-                                tol=tol, solver_options=opts, verbose=verbose)
+                                solver_tol=solver_tol, solver_options=opts, verbose=verbose)
         except SolverError as exc:
             errors.append(f"{label}: {exc.status}")
             continue
-        cost = privacy_cost(normalise_sigma(problem, level.sigma)[0], problem.B)
+        cost = privacy.privacy_cost(cvx.normalise_sigma(problem, level.sigma)[0], problem.B)
         if not (level.value <= out.levels[-1]["value"] * (1.0 + 1e-4)
                 and cost <= out.levels[0]["value"] * (1.0 + max(cost_rtol, 2.0 * s))):
             # A level cannot cost more than the one before (its optimum is feasible
@@ -251,7 +287,7 @@ def _solve_with_retries(problem, out: RefineResult, free, fixed_at, *, formulati
     out.failed = (f"level {len(out.levels) + 1} (columns {np.flatnonzero(free).tolist()}) failed in every retry "
                   f"({'; '.join(errors)}); returning the {len(out.levels)} level(s) found so far, whose Sigma is "
                   "an optimum of Problem 1 but not its unique ≺R-minimal one. Remedy: pass a larger `slack`, "
-                  "a looser `tol`, or the other `solver`")
+                  "a looser `solver_tol`, or the other `solver`")
     return None
 
 
@@ -262,37 +298,52 @@ def _solve_with_retries(problem, out: RefineResult, free, fixed_at, *, formulati
 REFINE_CLARABEL_MAX_ORDER = 160
 
 
-def refine_from(
+@dataclass(frozen=True)
+class Refinement:
+    """What :func:`refine_first` hands to the post-check.
+
+    sigma (k, k): the Sigma to return (refined, or the unrefined optimum when the
+    refinement was rejected); first: Problem 1's level (its multipliers certify
+    ``sigma``); status: ``first.status``, or ``"user_stopped"``; nit: solver iterations
+    over all levels; info: ``refine_*`` entries added to the caller's info.
+    """
+
+    sigma: np.ndarray
+    first: object
+    status: str
+    nit: int
+    info: dict
+
+
+def refine_first(
     problem: FitnessProblem,
     first,
     *,
-    t0: float,
     info: dict,
+    solve_level=cvx.solve_level,
     callback=None,
     formulation: str = "pair",
     solver: str = "auto",
-    tol: float | None = None,
+    solver_tol: float | None = None,
     solver_options: dict | None = None,
     verbose: bool = False,
     slack: float = 1e-8,
     threshold: float = 1e-3,
-    gap_tol: float = 1e-6,
-) -> Solution:
-    """Refine a solved Problem 1 ``first`` (:class:`ffu_cvx.sdp.LevelResult`) and build the Solution.
+    tol: float = 1e-6,
+) -> Refinement:
+    """Refine a solved Problem 1 ``first`` (:class:`ffu_cvx.cvx.LevelResult`) with ``solve_level``.
 
-    Never raises once ``first`` is solved. If a level fails in every retry, the
-    ``Sigma`` of the last solved level is returned (an optimum of Problem 1) with a
-    ``RuntimeWarning``, ``info["refine_failed"]`` and ``info["refine_free"]`` (the
-    columns left unfixed). Safety net: if the refined ``Sigma`` costs more than
-    ``first``'s by a relative ``gap_tol`` (an inaccurate level), the unrefined optimum
-    is returned with a warning and ``info["refine_failed"]`` says why.
+    Never raises once ``first`` is solved. ``solver="auto"`` runs the levels on Clarabel
+    up to LMI order :data:`REFINE_CLARABEL_MAX_ORDER`; then a ``first`` from another
+    solver is re-solved by Clarabel unless its multipliers already fix every column.
+    If a level fails in every retry, the ``Sigma`` of the last solved level is returned
+    (an optimum of Problem 1) with a ``RuntimeWarning``, ``info["refine_failed"]`` and
+    ``info["refine_free"]`` (the columns left unfixed). Safety net: if the refined
+    ``Sigma`` costs more than ``first``'s by a relative ``tol`` (an inaccurate level),
+    the unrefined optimum is returned with a warning and ``info["refine_failed"]``.
     """
-    from .privacy import privacy_cost
-    from .result import SolverError
-    from .sdp import finish, lmi_order, normalise_sigma, solve_level
-
     if str(solver).lower() == "auto":
-        solver = "CLARABEL" if lmi_order(problem, formulation) <= REFINE_CLARABEL_MAX_ORDER else "SCS"
+        solver = "CLARABEL" if cvx.lmi_order(problem, formulation) <= REFINE_CLARABEL_MAX_ORDER else "SCS"
     if solver.upper() == "CLARABEL" and first.solver != "CLARABEL" and not _all_tight(problem, first, threshold):
         # The levels read tight columns off maximally complementary multipliers, which an
         # interior-point solve gives and a first-order one (SCS) does not: re-solve
@@ -301,15 +352,15 @@ def refine_from(
         # slackness a column with a positive multiplier is tight in every optimum, so
         # there is a single level (prefix: the re-solve cost 90 s at d = 64).
         try:
-            first = solve_level(problem, formulation=formulation, solver="CLARABEL", tol=tol,
+            first = solve_level(problem, formulation=formulation, solver="CLARABEL", solver_tol=solver_tol,
                                 solver_options=solver_options, verbose=verbose)
             info = dict(info, refine_resolved=True, compile_time=info.get("compile_time", 0.0) + first.compile_time,
                         solve_time=info.get("solve_time", 0.0) + first.solve_time)
         except SolverError:
             pass
-    ref = refine_levels(problem, first, callback=callback, formulation=formulation, solver=solver, tol=tol,
-                        solver_options=solver_options, verbose=verbose, slack=slack, threshold=threshold,
-                        cost_rtol=gap_tol)
+    ref = refine_levels(problem, first, solve_level=solve_level, callback=callback, formulation=formulation,
+                        solver=solver, solver_tol=solver_tol, solver_options=solver_options, verbose=verbose,
+                        slack=slack, threshold=threshold, cost_rtol=tol)
     info = dict(info, refine_levels=ref.levels, refine_inaccurate=ref.inaccurate, refine_solver=solver,
                 refine_retries=ref.retries, refine_slack=ref.slack,
                 compile_time=info.get("compile_time", 0.0) + ref.compile_time,
@@ -318,77 +369,13 @@ def refine_from(
         info["refine_failed"] = ref.failed
         info["refine_free"] = ref.free
     sigma = ref.sigma
-    cost_first = privacy_cost(normalise_sigma(problem, first.sigma)[0], problem.B)
-    cost_ref = privacy_cost(normalise_sigma(problem, sigma)[0], problem.B)
-    if not cost_ref <= cost_first * (1 + max(gap_tol, 2.0 * ref.slack)):
+    cost_first = privacy.privacy_cost(cvx.normalise_sigma(problem, first.sigma)[0], problem.B)
+    cost_ref = privacy.privacy_cost(cvx.normalise_sigma(problem, sigma)[0], problem.B)
+    if not cost_ref <= cost_first * (1 + max(tol, 2.0 * ref.slack)):
         info["refine_failed"] = (f"refined Sigma costs {cost_ref:.10g} > {cost_first:.10g} of the first level "
                                  f"({ref.inaccurate} inaccurate level solves by {solver})")
         warnings.warn(f"refine: {info['refine_failed']}; returning the unrefined optimum. "
-                      "Try solver='CLARABEL' for the refinement", RuntimeWarning, stacklevel=3)
+                      "Try solver='CLARABEL' for the refinement", RuntimeWarning, stacklevel=4)
         sigma = first.sigma
-    status = USER_STOPPED if ref.stopped else first.status
-    return finish(problem, sigma, first.lam, first.mu, status=status, nit=(first.nit or 0) + ref.nit, t0=t0,
-                  gap_tol=gap_tol, **info)
-
-
-def refine(
-    problem: FitnessProblem,
-    solution: Solution | None = None,
-    *,
-    formulation: str = "pair",
-    solver: str = "auto",
-    tol: float | None = None,
-    solver_options: dict | None = None,
-    callback=None,
-    verbose: bool = False,
-    slack: float = 1e-8,
-    threshold: float = 1e-3,
-    gap_tol: float = 1e-6,
-) -> Solution:
-    """The unique ≺R-minimal optimum of Problem 1 (Theorem 5), as a ``Solution``.
-
-    Parameters
-    ----------
-    problem : FitnessProblem
-        ``W`` (m, d), ``c`` (m,), ``B`` (k, d), ``L`` (m, k).
-    solution : Solution, optional
-        Used only if it is an unrefined exact SDP solution of ``problem``
-        (``solve_sdp(problem, refine=False)``): its ``sigma`` and multipliers seed the
-        first level. Otherwise Problem 1 is solved first, because the levels rely on
-        exact multipliers.
-    formulation, solver, tol, solver_options, verbose
-        As in :func:`ffu_cvx.sdp.solve_sdp` (``formulation`` must be a primal one).
-        ``solver="auto"`` solves the levels after the first with Clarabel up to LMI
-        order :data:`REFINE_CLARABEL_MAX_ORDER`.
-    slack : float
-        Relative relaxation of fixed levels (default 1e-8).
-    threshold : float
-        Relative multiplier size that marks a column tight (default 1e-3).
-    gap_tol : float
-        As in :func:`ffu_cvx.sdp.solve_sdp`.
-
-    Returns
-    -------
-    Solution
-        With ``info["refine_levels"]``: a list of ``{"value", "columns"}``, decreasing.
-    """
-    from .sdp import FORMULATIONS, LevelResult, solve_level
-
-    if formulation not in FORMULATIONS or formulation == "dual":
-        raise ValueError(f"`formulation` must be 'pair', 'schur' or 'inverse' for the refinement, got {formulation!r}")
-    t0 = time.perf_counter()
-    opts = dict(solver=solver, tol=tol, solver_options=solver_options, verbose=verbose)
-    seeded = (isinstance(solution, Solution) and solution.get("method") == "sdp"
-              and solution.get("problem") is problem and solution.get("lam") is not None
-              and "refine_levels" not in solution.get("info", {}))
-    if seeded:
-        first = LevelResult(value=float(solution.privacy_cost), sigma=solution.sigma, lam=solution.lam,
-                            mu=solution.mu, status=solution.status, solver=solution.info.get("solver", "CLARABEL"),
-                            nit=solution.nit or 0, compile_time=0.0, solve_time=0.0,
-                            raw_status=solution.info.get("solver_status", ""))
-    else:
-        first = solve_level(problem, formulation=formulation, **opts)
-    info = {"solver": first.solver, "formulation": formulation, "compile_time": first.compile_time,
-            "solve_time": first.solve_time, "sdp_value": first.value, "solver_status": first.raw_status}
-    return refine_from(problem, first, t0=t0, info=info, callback=callback, formulation=formulation, slack=slack,
-                       threshold=threshold, gap_tol=gap_tol, **opts)
+    return Refinement(sigma=sigma, first=first, status=USER_STOPPED if ref.stopped else first.status,
+                      nit=(first.nit or 0) + ref.nit, info=info)

@@ -120,3 +120,35 @@ def test_ca_bad_options():
         bl.ca(prob, tol=0)
     with pytest.raises(ffu.SolverError, match="max_iter"):
         bl.ca(CA_BANK["prefix12"](), max_iter=2, tol=1e-12)
+
+
+def test_ca_callback_gets_intermediate_results_and_can_stop():
+    from ffu_cvx.status import BASELINE, USER_STOPPED, IntermediateResult
+
+    prob = CA_BANK["prefix12"]()
+    seen = []
+    full = bl.ca(prob, solver="dual", tol=1e-8, callback=seen.append)
+    assert full.status == BASELINE
+    assert all(isinstance(r, IntermediateResult) and r.method == "ca" for r in seen)
+    assert [r.nit for r in seen] == list(range(1, full.nit + 1))
+    assert [r.gap for r in seen] == full.history
+    tv = [r.total_variance for r in seen]
+    lb = [r.lower_bound for r in seen]
+    assert all(a >= b for a, b in zip(tv, tv[1:])) and all(a <= b for a, b in zip(lb, lb[1:]))
+    assert lb[-1] == seen[-1].total_variance_lower_bound == full.info["total_variance_lower_bound"]
+    # The reported point is CA's answer rescaled to meet every target.
+    last = seen[-1]
+    assert last.total_variance == full.info["total_variance"]
+    assert last.privacy_cost == pytest.approx(full.max_ratio, rel=1e-12)
+    np.testing.assert_allclose(last.sigma * last.privacy_cost, full.sigma, rtol=1e-12)
+
+    def stop_at_3(result):
+        if result.nit == 3:
+            raise StopIteration
+
+    stopped = bl.ca(prob, solver="dual", tol=1e-8, callback=stop_at_3)
+    assert stopped.status == USER_STOPPED and not stopped.success and stopped.nit == 3
+    assert stopped.info["total_variance"] == pytest.approx(tv[2], rel=1e-12)
+    assert stopped.info["total_variance"] > full.info["total_variance"] * (1 + 1e-6)
+    np.testing.assert_allclose(stopped.sigma / stopped.max_ratio, seen[2].sigma, rtol=1e-12)
+    assert stopped.privacy_cost == pytest.approx(1.0, rel=1e-10)

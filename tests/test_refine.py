@@ -9,9 +9,9 @@ from scipy import linalg
 
 import ffu_cvx as ffu
 from ffu_cvx import privacy, workloads
-from ffu_cvx.refine import RETRY_CLARABEL_OPTIONS, refine, refine_from, tight_columns
+from ffu_cvx.refine import RETRY_CLARABEL_OPTIONS, tight_columns
 from ffu_cvx.result import USER_STOPPED, SolverError
-from ffu_cvx.sdp import solve_level, solve_sdp
+from ffu_cvx.sdp import refine, refine_from, solve_level, solve_sdp
 
 S51 = np.array([[1.0, 0.5], [0.5, 1.0]])  # §5.1 optimum for targets 1
 
@@ -271,3 +271,40 @@ def test_columns_with_tiny_multipliers_are_tight_in_every_optimum():
     drops = [1 - solve_level(problem, free=free, caps=np.full(12, first.value * (1 + s)), formulation="inverse",
                              solver="CLARABEL").value / first.value for s in (1e-8, 1e-6)]
     assert 1e-5 < drops[0] < 1e-3 and drops[1] / drops[0] == pytest.approx(100, rel=0.05)
+
+
+def test_levels_call_back_with_intermediate_results():
+    problem = block_problem()
+    seen = []
+    sol = solve_sdp(problem, callback=seen.append)
+    assert [(r.nit, r.level, r.columns) for r in seen] == [(1, 1, [0, 1]), (2, 2, [2, 3])]
+    assert [r.value for r in seen] == pytest.approx([4 / 3, 2 / 3], rel=1e-6)
+    for r in seen:  # every level's Sigma is an optimum of Problem 1, certified by the first level
+        assert r.method == "sdp" and r.privacy_cost == pytest.approx(4 / 3, rel=1e-7)
+        assert r.lower_bound == pytest.approx(4 / 3, rel=1e-7) and abs(r.gap) < 1e-6
+    np.testing.assert_allclose(seen[-1].sigma, sol.sigma, rtol=1e-9, atol=1e-12)
+
+    def stop_second(result):
+        if result.level == 2:
+            raise StopIteration
+
+    stopped = solve_sdp(problem, callback=stop_second)
+    assert stopped.status == USER_STOPPED and len(stopped.info["refine_levels"]) == 2
+
+
+def test_refinement_driver_takes_the_level_solver():
+    from ffu_cvx import cvx
+    from ffu_cvx.refine import refine_levels
+
+    problem = block_problem()
+    first = cvx.solve_level(problem, solver="CLARABEL")
+    calls = []
+
+    def counting(problem, **kwargs):
+        calls.append(sorted(np.flatnonzero(kwargs["free"]).tolist()))
+        return cvx.solve_level(problem, **kwargs)
+
+    out = refine_levels(problem, first, solve_level=counting, solver="CLARABEL")
+    assert calls == [[2, 3]]  # one extra level, over the columns the first left free
+    assert [lev["columns"] for lev in out.levels] == [[0, 1], [2, 3]] and not out.failed
+    np.testing.assert_allclose(out.sigma, linalg.block_diag(S51, 2 * S51), rtol=1e-5, atol=1e-6)

@@ -154,7 +154,7 @@ def test_status_map_and_solver_failure():
 def test_inaccurate_solve_warns():
     # SCS meets its loose tolerance, but the certificate exposes the gap.
     with pytest.warns(RuntimeWarning, match="inaccurate"):
-        sol = solve_sdp(prefix_problem(8), solver="SCS", tol=1e-5, refine=False)
+        sol = solve_sdp(prefix_problem(8), solver="SCS", solver_tol=1e-5, refine=False)
     assert sol.status == "optimal_inaccurate" and sol.success
     assert 1e-6 < sol.gap < 1e-3 and "gap" in sol.message
 
@@ -166,7 +166,7 @@ def test_bad_options_raise_value_error():
     with pytest.raises(ValueError, match="solver"):
         solve_sdp(problem, solver="MOSEK")
     with pytest.raises(ValueError, match="tol"):
-        solve_sdp(problem, tol=0.0)
+        solve_sdp(problem, solver_tol=0.0)
     with pytest.raises(ValueError, match="problem"):
         solve_sdp(np.eye(3))
     with pytest.raises(ValueError, match="method"):
@@ -216,3 +216,29 @@ def test_badly_scaled_problems_are_solved(solver):
         sol = solve_sdp(ffu.FitnessProblem(w * W, s * c), solver=solver)
         assert sol.privacy_cost * s / w**2 == pytest.approx(ref, rel=1e-6)
         assert sol.gap < 1e-6 and sol.status == OPTIMAL
+
+
+def test_callback_gets_intermediate_results():
+    from ffu_cvx.status import IntermediateResult
+
+    problem = prefix_problem(8)
+    seen = []
+    sol = solve_sdp(problem, refine=False, callback=seen.append)
+    assert len(seen) == 1 and isinstance(seen[0], IntermediateResult)
+    r = seen[0]
+    assert r.method == "sdp" and r.nit == r["level"] == 1 and r.columns == []
+    assert r.value == pytest.approx(2.281561, abs=1e-6)
+    assert r.privacy_cost == pytest.approx(sol.privacy_cost, rel=1e-9)
+    assert r.lower_bound == pytest.approx(2.281561, abs=1e-6) and 0 <= r.gap < 1e-6
+    np.testing.assert_allclose(r.sigma, sol.sigma, rtol=1e-12)
+    assert not r.sigma.flags.writeable
+    assert np.max(privacy.variances(problem.L, r.sigma) / problem.c) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_callback_stop_without_refinement():
+    def stop(result):
+        raise StopIteration
+
+    sol = solve_sdp(prefix_problem(4), refine=False, callback=stop)
+    assert sol.status == USER_STOPPED and not sol.success
+    assert sol.privacy_cost == pytest.approx(1.758601, abs=1e-6)
