@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 
+from . import privacy
 from .problem import FitnessProblem
 
 __all__ = ["Certificate", "lower_bound", "certify", "dual_sigma"]
@@ -190,11 +191,9 @@ def certify(
     bound re-evaluated. The reported bound is always evaluated by :func:`lower_bound`'s
     singular-value formula.
     """
-    from . import privacy
-
     p = privacy.profile(sigma, problem.B) if profile is None else np.asarray(profile, dtype=float)
     if variances is None:
-        variances = np.einsum("ij,ij->i", problem.L @ sigma, problem.L)
+        variances = privacy.variances(problem.L, sigma)
     ratios = np.asarray(variances, dtype=float) / problem.c
     alpha_norm = float(p.max() * ratios.max())
     iters = _default_iters(problem.k) if iters is None else int(iters)

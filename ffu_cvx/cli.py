@@ -43,7 +43,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .basis import BADLY_SCALED
 from .clifiles import InputError, check_output, read_histogram
 from .cliplot import plot_result
 from .files import Terminated, atomic_write_bytes, raise_terminated
@@ -108,18 +107,9 @@ def _check_delta(delta: float, flag: str = "--delta") -> float:
     return delta
 
 
-def _scaling_note(problem) -> str:
-    spread = problem.scale_spread
-    if spread <= BADLY_SCALED:
-        return ""
-    return (f"the problem is badly scaled: its queries' normalised norms ||w_j|| / sqrt(c_j) span {spread:.1e} "
-            f"(more than {BADLY_SCALED:g}); rescale rows of W (and c by the squares) so that they are "
-            "closer, or solve the far apart queries separately")
-
-
 # ---------------------------------------------------------------------------- commands
 def _solve(problem, args, options: dict, run: _Run):
-    note = _scaling_note(problem)
+    note = problem.scaling_advice
     if note:
         run.say(f"warning: {note}")
     try:
@@ -313,7 +303,7 @@ def _run_command(args) -> int:
         print(_memory_message(run), file=sys.stderr)
         return EXIT_FAILED
     except (OverflowError, FloatingPointError, ZeroDivisionError) as exc:
-        note = _scaling_note(run.problem) if run.problem is not None else ""
+        note = run.problem.scaling_advice if run.problem is not None else ""
         print(f"ffu-cvx: numerical failure ({type(exc).__name__}: {exc}); "
               f"{note or 'the problem may be badly scaled: rescale W and c'}", file=sys.stderr)
         return EXIT_FAILED

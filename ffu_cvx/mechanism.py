@@ -35,6 +35,7 @@ from scipy import linalg, special
 from . import privacy
 from .problem import FitnessProblem
 from .result import Solution
+from .solvers import solve
 
 __all__ = [
     "Release", "GaussianMechanism", "Problem2Result", "problem2",
@@ -249,8 +250,6 @@ def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "s
     """
     delta_m = privacy.gaussian_max_delta_m(epsilon, delta)  # validates the target before any solve
     if isinstance(problem_or_solution, FitnessProblem):
-        from .solvers import solve
-
         sol = solve(problem_or_solution, method=method, **options)
     else:
         sol = _check_solution(problem_or_solution)
@@ -495,8 +494,6 @@ def free_queries(solution, Q, targets=None, *, correlated: bool = True, method: 
     cov = cvar = sol = factor = None
     cratio, improvement = math.nan, math.nan
     if correlated:
-        from .solvers import solve
-
         aux = FitnessProblem(Qa, t, basis="auto", name="free queries")
         sol = solve(aux, method=method, **options).scaled(1.0)
         factor = aux.L @ privacy.cholesky(sol["sigma"])

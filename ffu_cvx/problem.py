@@ -191,6 +191,16 @@ class FitnessProblem:
         """Spread of the queries' normalised norms (see :func:`scale_spread`)."""
         return scale_spread(self.W, self.c)
 
+    @property
+    def scaling_advice(self) -> str:
+        """"" for a well-scaled problem; else why it is badly scaled and what to do."""
+        spread = self.scale_spread
+        if spread <= _basis.BADLY_SCALED:
+            return ""
+        return (f"the problem is badly scaled: its queries' normalised norms ||w_j|| / sqrt(c_j) span {spread:.1e} "
+                f"(more than {_basis.BADLY_SCALED:g}); rescale rows of W (and c by the squares) so that they are "
+                "closer, or solve the far apart queries separately")
+
     def with_targets(self, c) -> "FitnessProblem":
         """The same workload and decomposition (``B``, ``L`` shared, not recomputed) with targets ``c`` (m,)."""
         _, c = validate_workload(self.W, c)

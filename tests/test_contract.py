@@ -90,3 +90,17 @@ def test_nan_input_is_refused_before_any_method_runs(method):
 def test_unknown_method_lists_the_valid_ones():
     with pytest.raises(ValueError, match="valid methods"):
         ffu.solve(small_problem(), method="newton")
+
+
+def test_solver_error_on_a_badly_scaled_problem_names_the_cause(monkeypatch):
+    problem = ffu.FitnessProblem(np.diag([1e9, 1e-9]), [1.0, 1.0])
+    assert "badly scaled" in problem.scaling_advice
+
+    def fail(problem, **options):
+        raise ffu.SolverError("line search made no progress", status="solver_error", nit=3)
+
+    monkeypatch.setitem(ffu.METHODS, "smii", fail)
+    with pytest.raises(ffu.SolverError, match="line search made no progress; the problem is badly scaled") as err:
+        ffu.solve(problem, method="smii")
+    assert err.value.nit == 3 and err.value.status == "solver_error"
+    assert ffu.FitnessProblem(np.eye(2), 1.0).scaling_advice == ""
