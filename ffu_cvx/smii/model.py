@@ -225,7 +225,7 @@ class Whitened:
 
     def dh(self, E: np.ndarray) -> np.ndarray:
         """Directional derivatives ``e_j`` (m,) of every ``h_j`` along whitened ``E``."""
-        return np.einsum("ij,ij->i", self.V @ E, self.V) / self.c
+        return privacy.variances(self.V, E) / self.c
 
     def hvp(self, E: np.ndarray) -> np.ndarray:
         """``H[E]`` (k, k): four matrix products, O(k^2 (2 d_act + 2 m_act)).
@@ -241,7 +241,7 @@ class Whitened:
         Z = X * wa - Ya * (0.5 * self.t1 * wa * (a - wa @ a))
         out = Z @ Ya.T
         out += out.T
-        e = np.einsum("ij,ij->i", Va @ E, Va) / ca
+        e = privacy.variances(Va, E) / ca
         out += self.t2 * ((Va.T * (ua * (e - ua @ e) / ca)) @ Va)
         return out.astype(np.float64, copy=False)
 

@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 from .. import validation
-from ..privacy import privacy_cost
+from ..privacy import privacy_cost, variances
 from ..problem import FitnessProblem
 from ..status import SolverError
 from .model import factor, inner, variance_ratios
@@ -144,7 +144,7 @@ class LevelWhitened:
         Ha = p.Dg * a - self.Df * (self.Df @ a) / self.Df.sum()
         out = (X * p.pg - p.Y * (0.5 * Ha)) @ p.Y.T
         out += out.T
-        e = np.einsum("ij,ij->i", self.V @ E, self.V) / self.c
+        e = variances(self.V, E) / self.c
         out += (self.V.T * (p.Dh * e / self.c)) @ self.V
         return out
 
