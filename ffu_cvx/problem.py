@@ -168,7 +168,10 @@ class FitnessProblem:
 
     @classmethod
     def from_workload(cls, workload: "Workload", basis="auto") -> "FitnessProblem":
-        """Build the problem of a :class:`ffu_cvx.workloads.Workload`."""
+        """Build the problem of a :class:`ffu_cvx.workloads.Workload`; a workload with its own
+        ``to_problem`` (a :class:`ffu_cvx.products.ProductWorkload`) builds its structured problem."""
+        if hasattr(workload, "to_problem"):
+            return workload.to_problem(basis=basis)
         return cls(workload.W, workload.c, basis=basis, labels=workload.labels, name=workload.name)
 
     @property

@@ -23,6 +23,7 @@ from itertools import combinations
 import numpy as np
 
 from .memory import check_dense
+from .products import product
 from .problem import validate_labels, validate_workload
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "marginals_a",
     "marginals_b",
     "from_matrix",
+    "product",
 ]
 
 
