@@ -86,7 +86,7 @@ def draw(name: str, data: dict):
     ax2.plot(*curve(rows, "n", "fourier_alpha"), color="black", label="optimum α* (Fourier, exact)")
     for mech in ("GM", "HM", "CA", "SM-II"):
         style = dict(STYLES[mech], ls="none") if mech == "SM-II" else STYLES[mech]
-        label = f"SM-II (within {off:.0e} of the optimum)" if mech == "SM-II" else mech
+        label = f"SM-II (= optimum to {off:.0e})" if mech == "SM-II" else mech
         ax2.plot(*curve(dense, "n", "alpha" if mech == "SM-II" else f"{mech}_cost"), label=label, **style)
     ax2.set_ylabel(r"least privacy cost $\alpha=\Delta^2$ meeting every target")
     ax2.set_title(rf"privacy level: $\rho$-zCDP with $\rho=\alpha/2$ ({ADD_REMOVE})", fontsize=9)
@@ -100,7 +100,7 @@ def draw(name: str, data: dict):
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.grid(alpha=0.3, which="both")
     ax1.legend(fontsize=8, loc="upper left")
-    ax2.legend(fontsize=8, loc="center right")
+    ax2.legend(fontsize=8, loc="lower right", bbox_to_anchor=(1, 0.2))
     fig.suptitle(SPECS[name][4], fontsize=11)
     if data["meta"]["quick"]:
         why = "the --quick grid"
