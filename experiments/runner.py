@@ -221,7 +221,7 @@ def figure_files(figures: Sequence[Figure], data: dict, quick: bool) -> dict[Pat
         try:
             for ext in FIGURE_FORMATS:
                 buf = io.BytesIO()
-                fig.savefig(buf, format=ext, dpi=FIGURE_DPI, bbox_inches="tight", metadata=FIGURE_METADATA[ext])
+                fig.savefig(buf, format=ext, dpi=FIGURE_DPI, metadata=FIGURE_METADATA[ext])
                 out[paths.figures_dir(quick) / f"{spec.name}.{ext}"] = buf.getvalue()
         finally:
             plt.close(fig)
