@@ -26,7 +26,7 @@ NAME = "bench_sdp"
 #: The paper's Table 2, IP row (two decimals).
 PAPER_IP = {2: 1.33, 4: 1.76, 8: 2.28, 16: 2.91, 64: 4.46}
 
-#: Bump to invalidate cached cells when the solver code changes what it measures.
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 1
 
 

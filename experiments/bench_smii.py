@@ -31,6 +31,7 @@ from ffu_cvx import workloads
 from . import runner
 
 NAME = "bench_smii"
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 4
 SEED = 0
 

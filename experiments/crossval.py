@@ -25,8 +25,8 @@ from ffu_cvx import workloads
 from . import runner
 
 NAME = "crossval"
-#: Bumped when a cell's computation changes, so stale cache files are not reused
-#: (2: ``refined`` is False when a refinement level failed in every retry).
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`); 2: ``refined`` is False
+#: when a refinement level failed in every retry.
 CELL_VERSION = 2
 SEED = 0
 COLUMNS = ("workload", "d", "k", "m", "basis", "alpha_sdp", "alpha_smii", "rel_diff", "gap_smii", "gap_sdp", "cov_dist",

@@ -22,7 +22,7 @@ from ffu_cvx import fourier as F
 from . import runner
 
 NAME = "fourier_check"
-#: Bumped when a cell's computation changes, so stale cache entries are not reused.
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 1
 METHODS = ("sdp", "smii")
 

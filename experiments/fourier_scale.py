@@ -23,6 +23,7 @@ from ffu_cvx import fourier as F
 from . import runner
 
 NAME = "fourier_scale"
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 1
 #: Attribute sizes of the mixed domain, repeated cyclically.
 MIXED = (2, 3, 5, 10)

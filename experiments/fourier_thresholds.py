@@ -21,6 +21,7 @@ from ffu_cvx import fourier as F
 from . import runner
 
 NAME = "fourier_thresholds"
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 2
 #: spec § 5 table: m -> (embedding, optimum)
 SPEC = {4: (2.0274, 1.7586), 8: (2.7011, 2.2816), 16: (3.4741, 2.9053), 32: (4.3450, 3.6307), 64: (5.3134, 4.4579)}

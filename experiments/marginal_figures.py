@@ -25,7 +25,7 @@ from .ratios import SMII_OPTIONS, mechanism_ratios
 #: cells) needs 0.5 GiB per matrix and about 8 times the time of n = 12.
 N_DENSE, N_FOURIER = tuple(range(2, 13)), tuple(range(2, 21))
 QUICK_N_DENSE, QUICK_N_FOURIER = (2, 3, 4), tuple(range(2, 7))
-#: Bumped when a cell's computation changes, so stale cache files are not reused.
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 1
 #: mechanism -> matplotlib style. IM is drawn hollow, larger and dashed, on top, so it
 #: stays visible where it coincides with GM.

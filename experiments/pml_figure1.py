@@ -34,7 +34,7 @@ REFERENCE = {
     "haar": ((0.9441, 0.9660), (0.7474, 0.8406), (0.5459, 0.7031), (0.4585, 0.6408)),
 }
 COLUMNS = ("workload", "k", "b", "alpha", "sign", "safe", "corollary", "dp")
-#: Bumped when a cell's computation changes, so stale cache files are not reused.
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 1
 TITLE = "PML Figure 1: leakage vs alpha"
 NOTES = ("Grid ours (the paper's is not given): k = 8, b = Delta_1(W)/1, alpha log-spaced in [1e-4, 1/k]. "

@@ -38,7 +38,7 @@ REFERENCE = {
     (2.0, 0.05): (1.189577, 1.601791, 1.659838, 2.0),
 }
 COLUMNS = ("workload", "k", "alpha", "epsilon", "b_sign", "b_safe", "b_corollary", "b_dp")
-#: Bumped when a cell's computation changes, so stale cache files are not reused.
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 1
 TITLE = "PML Figure 2: minimum b vs epsilon"
 NOTES = ("Grid ours (the paper's is not given): consecutive differences, k = 8, Delta_1 = 4 (L1 sensitivity under "

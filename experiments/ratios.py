@@ -33,7 +33,7 @@ MECHANISMS = ("GM", "HM", "CA", "SM-II")
 #: SM-II options every ratio experiment uses (recorded in the results). ``max_time`` (s) keeps
 #: the suite within an hour on a 2-core machine; a capped run reports its certified gap.
 SMII_OPTIONS = {"tol": 1e-4, "max_time": 180.0}
-#: Bumped when the computation of a cell changes, so stale cache entries are not reused.
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 3
 
 

@@ -26,7 +26,7 @@ SMII_OPTIONS = {"tol": 1e-6}
 TITLE = "Table 2. Privacy cost, exact SDP (IP) vs SM-II, prefix queries, targets 1"
 COLUMNS = ("d", "IP", "IP_paper", "SM-II", "SM-II_paper", "rel_diff", "sigma_rel_diff", "IP_time", "SM-II_time",
            "IP_status", "SM-II_status", "IP_gap", "SM-II_gap", "error")
-#: Bumped when a cell's computation changes, so stale cache files are not reused.
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 1
 
 

@@ -26,7 +26,7 @@ QUICK_GD_MAX_TIME = 5.0
 TITLE = f"Table 3. Seconds to reach alpha_ref (1 + {RTOL:g}), GD vs SM-II, prefix queries"
 COLUMNS = ("d", "GD_time", "GD_paper", "SM-II_time", "SM-II_paper", "speedup", "alpha_ref", "GD_alpha", "GD_reached",
            "GD_nit", "GD_status", "GD_message", "SM-II_alpha", "SM-II_reached", "SM-II_nit", "SM-II_status")
-#: Bumped when a cell's computation changes, so stale cache files are not reused.
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 2
 PAPER = {2: (7.02, 0.027), 4: (44.90, 0.055), 8: (198.52, 0.053), 16: (264.36, 0.058)}
 
