@@ -274,7 +274,8 @@ def _compute(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], cach
                     print(f"{name}: {cell.name}: {value['error']}", file=sys.stderr, flush=True)
                 else:
                     cache.put(version, cell.key, value)
-            kept += cache.write and "error" not in value
+            failed = isinstance(value, dict) and "error" in value
+            kept += cache.write and not failed
             rows += [jsonio.jsonable({**cell.row, **v}) for v in (value if isinstance(value, list) else [value])]
     except KeyboardInterrupt:
         where = (f"{kept} finished cell(s) kept in {paths.shown(cache.folder)}; run the same command to resume"
@@ -333,5 +334,5 @@ def cli(main: Callable[[], Any]) -> None:
     try:
         main()
     except KeyboardInterrupt:
-        print("interrupted; no results or figures written", file=sys.stderr)
+        print("interrupted; the finished cells are cached, so the same command resumes", file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None
