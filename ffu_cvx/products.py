@@ -40,12 +40,14 @@ from .memory import check_dense, dense_bytes, human_bytes
 from .problem import FitnessProblem
 
 __all__ = ["BLOCKS", "Block", "ProductGroup", "ProductWorkload", "ProductProblem", "QueryLabels", "block",
-           "product", "DENSE_MAX_CELLS", "LABEL_JOIN"]
+           "product", "DENSE_MAX_CELLS", "DENSE_METHODS", "LABEL_JOIN"]
 
 #: Names of the built-in blocks (``{"bands": w}`` and ``{"ranges": [(lo, hi), ...]}`` take a parameter).
 BLOCKS = ("identity", "total", "prefix", "ranges", "bands")
 #: ``dense()`` refuses workloads with more cells than this unless asked for more.
 DENSE_MAX_CELLS = 1 << 14
+#: Methods that solve a dense FitnessProblem: a ProductProblem goes to them through ``dense()``.
+DENSE_METHODS = ("sdp", "smii", "gd")
 #: Joins the attribute parts of a query label: ``"age 20-29 × sex F"``.
 LABEL_JOIN = " × "
 
@@ -302,25 +304,34 @@ class ProductWorkload:
 
 
 def product(domain: Domain, groups, name: str = "product") -> ProductWorkload:
-    """The product workload of ``groups``: a list of ``(blocks, target)`` with ``blocks`` a
-    mapping {attribute: block spec} (attributes not named get the total)."""
+    """The product workload of ``groups``: a list of ``(blocks, target)`` or ``(blocks, target, name)``
+    with ``blocks`` a mapping {attribute: block spec} (attributes not named get the total)
+    and ``target`` the variance target (> 0) of each of the group's queries."""
     if not isinstance(domain, Domain):
         raise ValueError(f"`domain` must be a Domain, got {type(domain).__name__}")
+    if isinstance(groups, (str, Mapping)) or not hasattr(groups, "__iter__"):
+        raise ValueError(f"`groups` must be a list of (blocks, target) pairs, got {type(groups).__name__}")
     out = []
     for g, item in enumerate(groups):
         try:
-            specs, target = item
+            specs, target, *name_ = item
         except (TypeError, ValueError):
-            raise ValueError(f"group {g}: give a (blocks, target) pair, got {item!r}") from None
+            name_ = [None, None]
+        if isinstance(item, (str, Mapping)):
+            name_ = [None, None]
+        if len(name_) > 1 or not (name_ == [] or isinstance(name_[0], str)):
+            raise ValueError(f"group {g}: give a (blocks, target) pair or a (blocks, target, name) triple, "
+                             f"got {item!r}")
         if not isinstance(specs, Mapping):
             raise ValueError(f"group {g}: blocks must be a mapping {{attribute: block}}, got {specs!r}")
-        for attr in specs:
-            domain.index(attr)
+        unknown = [a for a in specs if a not in domain.names]
+        if unknown:
+            raise ValueError(f"group {g}: unknown attribute {unknown[0]!r}; the domain has {list(domain.names)}")
         target = validation.positive(target, f"group {g} target")
         blocks = tuple(block(a, specs.get(a.name, "total")) for a in domain.attributes)
         label = " x ".join(f"{a.name} {specs[a.name] if isinstance(specs[a.name], str) else b.kind}"
                            for a, b in zip(domain.attributes, blocks) if a.name in specs) or "total"
-        out.append(ProductGroup(blocks, target, label))
+        out.append(ProductGroup(blocks, target, name_[0] if name_ else label))
     return ProductWorkload(domain, out, name)
 
 
@@ -345,6 +356,18 @@ class ProductProblem:
         """The dense :class:`ffu_cvx.problem.FitnessProblem` of the same queries and targets."""
         W, c = self.workload.dense(max_cells)
         return FitnessProblem(W, c, basis=basis, labels=tuple(self.workload.labels), name=self.name)
+
+    def for_method(self, method: str, max_cells: int = DENSE_MAX_CELLS):
+        """The problem ``method`` takes: :meth:`dense` for the dense methods (:data:`DENSE_METHODS`),
+        this structured problem otherwise. A domain too large for a dense method is refused
+        with the reason and the structured method to use."""
+        if str(method).lower() not in DENSE_METHODS:
+            return self
+        try:
+            return self.dense(max_cells)
+        except ValueError as exc:
+            raise ValueError(f"method {method!r} solves a dense problem, and this product workload is too large for "
+                             f"one: {exc}") from None
 
     def __repr__(self) -> str:
         return (f"ProductProblem({self.name!r}: {len(self.groups)} groups, m = {self.m}, "
