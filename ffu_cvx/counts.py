@@ -29,7 +29,7 @@ import numpy as np
 
 from .memory import check_dense
 
-__all__ = ["Counts", "from_records", "label_key", "known_values", "MARGINAL_MAX_CELLS", "FLAT_LIMIT", "CSV_CHUNK"]
+__all__ = ["Counts", "from_records", "label_key", "known_values", "text_codes", "MARGINAL_MAX_CELLS", "FLAT_LIMIT", "CSV_CHUNK"]
 
 #: ``marginal`` and ``dense`` refuse to form an array of more cells than this (256 MiB of
 #: float64) unless asked for more: a projection onto the attributes a group needs is
@@ -45,7 +45,7 @@ _SHOW = 10
 
 def _is_sized(attr) -> bool:
     """True when the attribute's labels are its codes ``0 .. size - 1`` (given by a size)."""
-    return attr.values == tuple(range(attr.size))
+    return isinstance(attr.values, range)
 
 
 def known_values(attr) -> str:
@@ -71,8 +71,9 @@ def _plain(value):
 def _column_codes(attr, values, where, first: int = 0) -> np.ndarray:
     """Codes (n,) of one column of labels; ``where(i)`` names record ``first + i`` in errors."""
     arr = np.asarray(values)
-    if arr.dtype.kind in "iuf" and _is_sized(attr):
-        return _integer_codes(attr, arr, where, first)
+    if _is_sized(attr):
+        return _integer_codes(attr, arr, where, first) if arr.dtype.kind in "iuf" else \
+            text_codes(attr, arr, where, first)
     lookup = {str(v): c for c, v in enumerate(attr.values)}
     codes = np.fromiter((lookup.get(label_key(v), -1) for v in arr.ravel()), dtype=np.int64, count=arr.size)
     bad = np.flatnonzero(codes < 0)
@@ -81,6 +82,30 @@ def _column_codes(attr, values, where, first: int = 0) -> np.ndarray:
         raise ValueError(f"{where(first + i)}, column `{attr.name}`: unknown value {_plain(arr.ravel()[i])!r}; "
                          f"`{attr.name}` has {known_values(attr)}")
     return codes
+
+
+def _number(text) -> float:
+    try:
+        return float(str(text).strip())
+    except ValueError:
+        return math.nan
+
+
+def text_codes(attr, values, where, first: int = 0) -> np.ndarray:
+    """Codes (n,) of a sized attribute from values written as text (``"20"``, ``"20.0"``)."""
+    values = list(values) if not isinstance(values, np.ndarray) else values.ravel()
+    try:
+        numbers = np.asarray(values).astype(np.int64).astype(float)
+    except (ValueError, OverflowError, TypeError):
+        numbers = np.fromiter((_number(v) for v in values), dtype=float, count=len(values))
+    ok = (numbers >= 0) & (numbers < attr.size) & (numbers == np.round(numbers))  # NaN fails every test
+    bad = np.flatnonzero(~ok)
+    if bad.size:
+        i = int(bad[0])
+        what = "is not a number" if np.isnan(numbers[i]) else "is outside the domain"
+        raise ValueError(f"{where(first + i)}, column `{attr.name}`: value {_plain(values[i])!r} {what}; "
+                         f"`{attr.name}` has {known_values(attr)}")
+    return numbers.astype(np.int64)
 
 
 def _integer_codes(attr, arr: np.ndarray, where, first: int = 0) -> np.ndarray:

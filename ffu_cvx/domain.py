@@ -26,13 +26,19 @@ __all__ = ["Attribute", "Domain"]
 
 @dataclass(frozen=True)
 class Attribute:
-    """One attribute: ``name``, ``size`` (>= 1 values), ``values`` (labels, one per code),
-    ``ordered`` (True: values have an order, ranges and prefixes make sense)."""
+    """One attribute: ``name``, ``size`` (>= 1 values), ``values`` (labels, one per code: a
+    tuple, or ``range(size)`` for an attribute given by its size), ``ordered`` (True: values
+    have an order, ranges and prefixes make sense)."""
 
     name: str
     size: int
-    values: tuple
+    values: tuple | range
     ordered: bool
+
+    @property
+    def sized(self) -> bool:
+        """True when the attribute was given by its size (its labels are its codes)."""
+        return isinstance(self.values, range)
 
     def label(self, code: int) -> str:
         """The label of value ``code``."""
@@ -40,6 +46,8 @@ class Attribute:
 
     def code(self, value) -> int:
         """The code of the value labelled ``value`` (a label or its text); ``ValueError`` if none."""
+        if self.sized:
+            return int(_counts.text_codes(self, [value], lambda i: f"attribute `{self.name}`")[0])
         key = _counts.label_key(value)
         for code, label in enumerate(self.values):
             if str(label) == key:
@@ -54,7 +62,7 @@ def _attribute(name, spec, ordered) -> Attribute:
         raise ValueError(f"attribute `{name}`: give a size (int >= 1) or a list of value labels, got {spec!r}")
     if isinstance(spec, int) or hasattr(spec, "__index__"):
         size = validation.positive_int(spec, name)
-        values = tuple(range(size))
+        values = range(size)  # lazy: a size of 10^9 costs nothing
     else:
         if isinstance(spec, str):
             raise ValueError(f"attribute `{name}`: value labels must be a list, got the string {spec!r}")
@@ -129,7 +137,7 @@ class Domain:
     def spec(self) -> dict:
         """``{name: size or value labels}`` (JSON-able; ``Domain(dom.spec(), ordered=dom.ordered)``
         rebuilds the domain)."""
-        return {a.name: (a.size if a.values == tuple(range(a.size)) else list(a.values)) for a in self.attributes}
+        return {a.name: (a.size if a.sized else list(a.values)) for a in self.attributes}
 
     @property
     def ordered(self) -> tuple:
