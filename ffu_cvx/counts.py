@@ -23,6 +23,7 @@ import csv
 import math
 import os
 from collections.abc import Mapping
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -70,17 +71,22 @@ def _plain(value):
 
 def _column_codes(attr, values, where, first: int = 0) -> np.ndarray:
     """Codes (n,) of one column of labels; ``where(i)`` names record ``first + i`` in errors."""
-    arr = np.asarray(values)
     if _is_sized(attr):
+        arr = np.asarray(values)
         return _integer_codes(attr, arr, where, first) if arr.dtype.kind in "iuf" else \
-            text_codes(attr, arr, where, first)
+            text_codes(attr, values, where, first)
+    seq = values.tolist() if isinstance(values, np.ndarray) else list(values)
     lookup = {str(v): c for c, v in enumerate(attr.values)}
-    codes = np.fromiter((lookup.get(label_key(v), -1) for v in arr.ravel()), dtype=np.int64, count=arr.size)
-    bad = np.flatnonzero(codes < 0)
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(f"{where(first + i)}, column `{attr.name}`: unknown value {_plain(arr.ravel()[i])!r}; "
-                         f"`{attr.name}` has {known_values(attr)}")
+    try:  # fast path: text exactly as labelled (a CSV's usual case)
+        codes = np.fromiter(map(lookup.get, seq, repeat(-1)), dtype=np.int64, count=len(seq))
+    except TypeError:  # unhashable values: every one through its text
+        codes = np.full(len(seq), -1, dtype=np.int64)
+    for i in np.flatnonzero(codes < 0):  # numbers, padded text, or unknown values
+        code = lookup.get(label_key(seq[i]), -1)
+        if code < 0:
+            raise ValueError(f"{where(first + int(i))}, column `{attr.name}`: unknown value {_plain(seq[i])!r}; "
+                             f"`{attr.name}` has {known_values(attr)}")
+        codes[i] = code
     return codes
 
 
@@ -190,36 +196,37 @@ def _csv_codes(domain, path: Path) -> np.ndarray:
         take = [header.index(n) for n in domain.names]
         chunks, first = [], 0
         while True:
-            rows = _csv_chunk(reader, path, len(header))
-            if not rows:
+            lines, fields = _csv_chunk(reader, path, len(header))
+            if not fields:
                 break
 
-            def where(i, lines=[r[0] for r in rows], first=first):
+            def where(i, lines=lines, first=first):
                 return f"records {path}, line {lines[i - first]}"
 
-            cols = [_column_codes(attr, [r[1][j] for r in rows], where, first)
-                    for attr, j in zip(domain.attributes, take)]
-            chunks.append(np.stack(cols, axis=1))
-            first += len(rows)
+            columns = list(zip(*fields))
+            chunks.append(np.stack([_column_codes(attr, columns[j], where, first)
+                                    for attr, j in zip(domain.attributes, take)], axis=1))
+            first += len(fields)
     return np.concatenate(chunks) if chunks else np.zeros((0, len(domain.attributes)), dtype=np.int64)
 
 
-def _csv_chunk(reader, path: Path, width: int) -> list:
-    """Up to :data:`CSV_CHUNK` ``(line, fields)`` rows; blank lines skipped, ragged rows refused."""
-    rows = []
+def _csv_chunk(reader, path: Path, width: int) -> tuple[list, list]:
+    """Up to :data:`CSV_CHUNK` rows as ``(line numbers, fields)``; blank lines skipped, ragged rows refused."""
+    lines, rows = [], []
     try:
         for fields in reader:
-            if not any(f.strip() for f in fields):
-                continue
             if len(fields) != width:
+                if not fields or (len(fields) == 1 and not fields[0].strip()):
+                    continue
                 raise ValueError(f"records {path}, line {reader.line_num}: {len(fields)} fields where the header "
                                  f"has {width}")
-            rows.append((reader.line_num, fields))
+            lines.append(reader.line_num)
+            rows.append(fields)
             if len(rows) == CSV_CHUNK:
                 break
     except (UnicodeDecodeError, csv.Error) as exc:
         raise ValueError(f"cannot read records {path} near line {reader.line_num}: {exc}") from None
-    return rows
+    return lines, rows
 
 
 def from_records(domain, records) -> "Counts":
