@@ -1,18 +1,26 @@
 """The ``ffu-cvx`` command line: solve a user's workload, release answers, report.
 
-Interfaces layer: imports ``solvers``, ``mechanism``, ``basis``, ``memory``, ``files``
-and the command line's own modules ``clifiles`` (inputs, outputs, histograms),
+Interfaces layer: imports ``solvers``, ``mechanism``, ``product_release``, ``release``,
+``products``, ``problem``, ``memory``, ``files`` and the command line's own modules ``clifiles`` (inputs, outputs, histograms),
 ``resultfile`` (the SPEC and RESULT formats, documented there) and ``cliplot`` (the
 report figure).
 
 Commands
 --------
-``ffu-cvx solve SPEC.json --method sdp|smii|gd --out RESULT.json [--delta 1e-6] [--quiet]``
-    Solve Problem 1 (or Problem 2 when the spec has a ``target``) and write RESULT.
-``ffu-cvx release RESULT.json --data HIST.csv --out ANSWERS.csv [--seed N] [--level 0.95]``
-    Run the mechanism on a histogram and write the noisy answers. Without ``--seed`` the
-    noise comes from the operating system's entropy; a seed is for testing only (whoever
-    knows it can remove the noise).
+``ffu-cvx solve SPEC.json [--method M] --out RESULT.json [--delta 1e-6] [--quiet]``
+    Solve Problem 1 (or Problem 2 when the spec has a ``target``) and write RESULT. The
+    method is ``--method``, else the spec's ``method``, else ``sdp``. A product spec
+    (``domain`` and ``groups``) is solved densely by the dense methods when its domain is
+    small enough, or by a structured method (``kron``, ``auto``) where this version has one.
+``ffu-cvx release RESULT.json (--data HIST.csv | --records RECORDS.csv) --out ANSWERS.csv``
+    ``[--seed N] [--level 0.95] [--nonnegative] [--round] [--statement]``
+    Run the mechanism on a histogram (``--data``) or on microdata (``--records``: a CSV
+    with a header naming the product spec's attributes) and write the noisy answers. The
+    privacy statement goes to a JSON file beside them (``ANSWERS.privacy.json``): always
+    with ``--records``, with ``--statement`` for ``--data``. ``--nonnegative`` and
+    ``--round`` add a post-processed column (marked as post-processing). Without
+    ``--seed`` the noise comes from the operating system's entropy; a seed is for testing
+    only (whoever knows it can remove the noise).
 ``ffu-cvx report RESULT.json [--plot FIG.png] [--delta D]``
     Print the privacy statement and accuracy summary; optionally plot achieved against
     target variance per query and the privacy profile.
@@ -32,8 +40,6 @@ read-only is refused before any work.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import signal
 import sys
 import threading
@@ -43,13 +49,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .clifiles import InputError, check_output, read_histogram
+from .clifiles import InputError, check_output, read_histogram, read_json
 from .cliplot import plot_result
 from .files import Terminated, atomic_write_bytes, raise_terminated
 from .mechanism import GaussianMechanism, problem2
 from .memory import dense_bytes, human_bytes
-from .resultfile import (SCHEMA_VERSION, WORKLOADS, check_options, check_target, dump_result, load_result,
-                         load_spec, result_dict, spec_inputs)
+from .problem import FitnessProblem
+from .product_release import release_product
+from .products import DENSE_MAX_CELLS, ProductProblem
+from .release import sidecar_path
+from .resultfile import (SCHEMA_VERSION, STRUCTURED, WORKLOADS, check_options, check_target, dump_result,
+                         load_result, load_spec, load_structured, product_workload, result_dict, spec_inputs,
+                         structured_result_dict)
 from .status import SolverError
 from .solvers import METHODS, solve
 
@@ -67,6 +78,10 @@ EXIT_INTERRUPTED = 128 + signal.SIGINT
 EXIT_TERMINATED = 128 + signal.SIGTERM
 #: Relative slack under which a variance counts as meeting its target.
 TARGET_RTOL = 1e-6
+#: The method when neither --method nor the spec names one.
+DEFAULT_METHOD = "sdp"
+#: The structured solver a large product spec needs.
+STRUCTURED_METHOD = "kron"
 
 
 class _Run:
@@ -108,16 +123,16 @@ def _check_delta(delta: float, flag: str = "--delta") -> float:
 
 
 # ---------------------------------------------------------------------------- commands
-def _solve(problem, args, options: dict, run: _Run):
-    note = problem.scaling_advice
+def _solve(problem, method: str, options: dict, run: _Run):
+    note = getattr(problem, "scaling_advice", "")
     if note:
         run.say(f"warning: {note}")
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            sol = solve(problem, method=args.method, callback=run.callback(), **options)
+            sol = solve(problem, method=method, callback=run.callback(), **options)
     except TypeError as exc:
-        raise InputError(f"bad solver `options` {sorted(options)} for method {args.method!r}: {exc}") from None
+        raise InputError(f"bad solver `options` {sorted(options)} for method {method!r}: {exc}") from None
     except SolverError as exc:
         if not note:
             raise
@@ -127,67 +142,142 @@ def _solve(problem, args, options: dict, run: _Run):
     return sol
 
 
+def _method(args, spec: dict) -> str:
+    method = args.method or spec.get("method") or DEFAULT_METHOD
+    if not isinstance(method, str) or method.lower() not in METHODS:
+        raise InputError(f"method {method!r} (from {'--method' if args.method else 'the spec'}) is not one of "
+                         f"{sorted(METHODS)}")
+    return method.lower()
+
+
+def _problem_for(problem, method: str, spec_path: Path):
+    """The problem ``method`` solves: a product spec's dense problem for a dense method."""
+    if not isinstance(problem, ProductProblem):
+        return problem
+    try:
+        return problem.for_method(method)
+    except ValueError as exc:
+        if STRUCTURED_METHOD in METHODS:
+            raise InputError(f"spec {spec_path}: {exc}") from None
+        raise InputError(f"spec {spec_path}: the product workload has d = {problem.d} cells, more than the dense "
+                         f"method {method!r} takes (at most {DENSE_MAX_CELLS} cells); the structured solver "
+                         f"(method {STRUCTURED_METHOD!r}) is not in this version (methods: {sorted(METHODS)}): use "
+                         "fewer or smaller attributes") from None
+
+
+def _solve_spec(problem, method: str, options: dict, target, run: _Run):
+    """Solve Problem 1 (then Problem 2 under a ``target``): ``(solution, target_info)``."""
+    t1 = time.perf_counter()
+    sol = _solve(problem, method, options, run)
+    run.say(f"solved in {time.perf_counter() - t1:.1f} s: status {sol['status']}, alpha = "
+            f"{sol['privacy_cost']:.10g}, max variance/target = {sol['max_ratio']:.6g}, certified gap = "
+            f"{sol['gap']:.2e}")
+    if target is None:
+        return sol, None
+    p2 = problem2(sol, *target)
+    sol = p2.scaled_targets_solution or p2.solution
+    run.say(f"Problem 2: ({p2.epsilon:g}, {p2.delta:g})-DP at alpha = {p2.privacy_cost:.10g}; "
+            f"every variance <= k c with k = {p2.k:.6g} (lower bound {sol['lower_bound']:.10g})")
+    return sol, {"epsilon": p2.epsilon, "delta": p2.delta, "k": p2.k, "k_lower_bound": p2.k_lower_bound}
+
+
 def _cmd_solve(args, run: _Run) -> int:
     out = check_output(args.out, "--out")
     _check_delta(args.delta)
     spec_path = Path(args.spec)
     problem, spec = load_spec(spec_path)
     check_output(out, "--out", spec_inputs(spec, spec_path))
-    run.problem, run.method = problem, args.method
+    method = _method(args, spec)
+    problem = _problem_for(problem, method, spec_path)
+    run.problem, run.method = problem, method
     target = check_target(spec)
     options = check_options(spec)
     t_load = time.perf_counter() - run.t0
-    run.say(f"problem {problem.name!r}: m={problem.m} queries, d={problem.d} cells, "
-            f"k={problem.k} (basis {problem.basis})")
-    run.say(f"solving with method={args.method} ...")
+    if isinstance(problem, FitnessProblem):
+        run.say(f"problem {problem.name!r}: m={problem.m} queries, d={problem.d} cells, "
+                f"k={problem.k} (basis {problem.basis})")
+    else:
+        run.say(f"product problem {problem.name!r}: {len(problem.groups)} groups, m={problem.m} queries, "
+                f"d={problem.d} cells over {list(problem.domain.names)}")
+    run.say(f"solving with method={method} ...")
     t1 = time.perf_counter()
-    sol = _solve(problem, args, options, run)
-    t_solve = time.perf_counter() - t1
-    run.say(f"solved: status {sol['status']}, alpha = {sol['privacy_cost']:.10g}, "
-            f"max variance/target = {sol['max_ratio']:.6g}, certified gap = {sol['gap']:.2e}")
-    target_info = None
-    if target is not None:
-        p2 = problem2(sol, *target)
-        sol = p2.scaled_targets_solution
-        target_info = {"epsilon": p2.epsilon, "delta": p2.delta, "k": p2.k, "k_lower_bound": p2.k_lower_bound}
-        run.say(f"Problem 2: ({p2.epsilon:g}, {p2.delta:g})-DP at alpha = {p2.privacy_cost:.10g}; "
-                f"every variance <= k c with k = {p2.k:.6g} (lower bound {sol['lower_bound']:.10g})")
-    timings = {"load_s": t_load, "solve_s": t_solve, "total_s": time.perf_counter() - run.t0}
-    res = result_dict(sol, spec, spec_path, args.delta, target_info, timings)
+    sol, target_info = _solve_spec(problem, method, options, target, run)
+    timings = {"load_s": t_load, "solve_s": time.perf_counter() - t1, "total_s": time.perf_counter() - run.t0}
+    if isinstance(problem, FitnessProblem):
+        res = result_dict(sol, spec, spec_path, args.delta, target_info, timings)
+    else:
+        res = structured_result_dict(sol, spec, spec_path, method, args.delta, target_info, timings)
     run.write(out, dump_result(res).encode())
     run.say(f"epsilon = {res['epsilon']:.6g} at delta = {args.delta:g}; rho-zCDP = {res['rho']:.6g}; "
-            f"neighbours: {sol.neighbours}")
+            f"neighbours: {res['neighbours']}")
     run.say(f"wrote {out}")
     return EXIT_OK
 
 
-def _answers_csv(rel) -> bytes:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["query", "label", "answer", "variance", "std", "lower", "upper"])
-    labels = rel.labels or ("",) * len(rel.answers)
-    for j in range(len(rel.answers)):
-        w.writerow([j, labels[j], repr(float(rel.answers[j])), repr(float(rel.variances[j])),
-                    repr(float(rel.std[j])), repr(float(rel.lower[j])), repr(float(rel.upper[j]))])
-    return buf.getvalue().encode()
+def _postprocess(rel, args):
+    if args.nonnegative or args.round:
+        return rel.postprocess(nonnegative=args.nonnegative, round=args.round)
+    return rel
+
+
+def _write_release(rel, args, run: _Run, out: Path, side: Path | None) -> None:
+    rel = _postprocess(rel, args)
+    if side is not None:
+        run.write(side, rel.statement_bytes(out))
+    run.write(out, rel.csv_bytes())
+    run.say(" ".join(rel.statement()["text"].split()))
+    run.say(f"wrote {rel.m} answers with {100 * rel.level:g}% intervals to {out}"
+            + (f", the privacy statement to {side}" if side is not None else ""))
+
+
+def _warn_targets(sol, m: int, c, run: _Run) -> None:
+    if not sol["success"]:
+        run.say(f"warning: the solution's status is {sol['status']!r}; variance targets may not be met")
+    over = int(np.sum(np.asarray(sol["variances"]) > c * (1 + TARGET_RTOL)))
+    if over:
+        run.say(f"warning: {over} of {m} queries exceed their variance target "
+                f"(max variance/target = {sol['max_ratio']:.6g})")
 
 
 def _cmd_release(args, run: _Run) -> int:
+    if (args.data is None) == (args.records is None):
+        raise InputError("give exactly one of --data (a histogram CSV) or --records (microdata CSV with a header)")
     out = check_output(args.out, "--out")
+    side = sidecar_path(out) if args.records is not None or args.statement else None
+    inputs = {"result": Path(args.result), "--data": args.data and Path(args.data),
+              "--records": args.records and Path(args.records)}
+    if side is not None:
+        check_output(side, "the privacy statement file", inputs)
+    if args.records is not None:
+        return _release_records(args, run, out, side, inputs)
     sol, res = load_result(args.result)
-    check_output(out, "--out", {"result": Path(args.result), "--data": Path(args.data)})
+    check_output(out, "--out", inputs)
     x = read_histogram(Path(args.data), sol["problem"].d)
-    if not sol["success"]:
-        run.say(f"warning: the solution's status is {sol['status']!r}; variance targets may not be met")
-    over = int(np.sum(sol["variances"] > sol["problem"].c * (1 + TARGET_RTOL)))
-    if over:
-        run.say(f"warning: {over} of {sol['problem'].m} queries exceed their variance target "
-                f"(max variance/target = {sol['max_ratio']:.6g})")
+    _warn_targets(sol, sol["problem"].m, sol["problem"].c, run)
     mech = GaussianMechanism(sol)
-    rel = mech.release(x, rng=args.seed, level=args.level)
-    run.write(out, _answers_csv(rel))
-    run.say(mech.statement(res["delta"]))
-    run.say(f"wrote {len(rel.answers)} answers with {100 * rel.level:g}% intervals to {out}")
+    _write_release(mech.release(x, rng=args.seed, level=args.level, delta=res["delta"]), args, run, out, side)
+    return EXIT_OK
+
+
+def _release_records(args, run: _Run, out: Path, side: Path, inputs: dict) -> int:
+    path = Path(args.result)
+    res = read_json(path, "result")
+    if res.get("kind") == STRUCTURED:
+        run.say("re-solving the recorded structured mechanism (deterministic) ...")
+        sol, wl, res = load_structured(path, res, lambda pr, method, options, target:
+                                       _solve_spec(pr, method, options, target, run)[0])
+    else:
+        sol, res = load_result(path)
+        if not isinstance(res["spec"], dict) or "domain" not in res["spec"]:
+            raise InputError(f"result {path} was not solved from a product spec (`domain`, `groups`): release it "
+                             "with --data HIST.csv")
+        wl = product_workload(res["spec"], Path(res["spec_path"]))
+        _warn_targets(sol, wl.m, sol["problem"].c, run)
+    check_output(out, "--out", inputs)
+    counts = wl.domain.counts(Path(args.records))
+    run.say(f"{counts.n_records} records in {len(counts)} of {wl.d} cells")
+    rel = release_product(sol, wl, counts, rng=args.seed, level=args.level, delta=res["delta"])
+    _write_release(rel, args, run, out, side)
     return EXIT_OK
 
 
@@ -242,17 +332,24 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("solve", help="optimise the noise covariance for a workload spec")
     s.add_argument("spec", help="workload spec (JSON)")
-    s.add_argument("--method", default="sdp", choices=sorted(METHODS), help="solver (default sdp)")
+    s.add_argument("--method", default=None, choices=sorted(METHODS),
+                   help="solver (default: the spec's `method`, else sdp)")
     s.add_argument("--out", required=True, help="result file to write (JSON)")
     s.add_argument("--delta", type=float, default=1e-6, help="delta at which to report epsilon (default 1e-6)")
     s.add_argument("--quiet", action="store_true", help="no progress on stderr")
     s.set_defaults(func=_cmd_solve)
     r = sub.add_parser("release", help="release noisy answers for a histogram")
     r.add_argument("result", help="result file from `ffu-cvx solve`")
-    r.add_argument("--data", required=True, help="histogram CSV: `cell,count` rows, or one count per row")
+    r.add_argument("--data", default=None, help="histogram CSV: `cell,count` rows, or one count per row")
+    r.add_argument("--records", default=None,
+                   help="microdata CSV with a header naming the product spec's attributes (one record per row)")
     r.add_argument("--out", required=True, help="answers file to write (CSV)")
     r.add_argument("--seed", type=int, default=None, help="seed for reproducible noise (testing only)")
     r.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
+    r.add_argument("--statement", action="store_true",
+                   help="also write the privacy statement beside the answers (always done with --records)")
+    r.add_argument("--nonnegative", action="store_true", help="post-processing: add answers clipped at 0")
+    r.add_argument("--round", action="store_true", help="post-processing: add answers rounded to integers")
     r.add_argument("--quiet", action="store_true", help="no messages on stderr")
     r.set_defaults(func=_cmd_release)
     t = sub.add_parser("report", help="summarise a result; optionally plot it")
@@ -269,6 +366,9 @@ def _memory_message(run: _Run) -> str:
     pr = run.problem
     if pr is None:
         return "ffu-cvx: out of memory while reading the input; use a smaller problem"
+    if not isinstance(pr, FitnessProblem):
+        return (f"ffu-cvx: out of memory solving the product problem (m={pr.m}, d={pr.d}) with method {run.method}; "
+                "use fewer or coarser groups")
     m, d, k = pr.m, pr.d, pr.k
     dense = dense_bytes(m, d) + dense_bytes(m, k) + dense_bytes(k, d)
     # Clarabel factors a dense block of order n(n+1)/2 for an LMI of order n = 2k.
@@ -303,7 +403,7 @@ def _run_command(args) -> int:
         print(_memory_message(run), file=sys.stderr)
         return EXIT_FAILED
     except (OverflowError, FloatingPointError, ZeroDivisionError) as exc:
-        note = run.problem.scaling_advice if run.problem is not None else ""
+        note = getattr(run.problem, "scaling_advice", "")
         print(f"ffu-cvx: numerical failure ({type(exc).__name__}: {exc}); "
               f"{note or 'the problem may be badly scaled: rescale W and c'}", file=sys.stderr)
         return EXIT_FAILED

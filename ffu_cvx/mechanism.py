@@ -22,6 +22,9 @@ and rounding patterns that can leak information about the true answers (Mironov,
 showed this for the Laplace mechanism; the same attack applies to naive Gaussians).
 This module is a research tool and is not hardened against such attacks; a production
 release should use a sampler designed for it (e.g. discrete Gaussian noise on integers).
+
+Mechanisms layer: imports numpy, scipy.linalg, ``privacy``, ``problem``, ``products``
+(Problem 2 of a product workload), ``release`` (the Release type), ``result`` and ``solvers``.
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg, special
+from scipy import linalg
 
 from . import privacy
 from .problem import FitnessProblem
+from .products import ProductProblem
+from .release import DEFAULT_DELTA, Release, check_level, generator, statement_text, z_value
 from .result import Solution
 from .solvers import solve
 
@@ -42,6 +47,9 @@ __all__ = [
     "FreeQuery", "free_query", "FreeQueryPlan", "free_queries", "check_histogram",
 ]
 
+#: What draws a free query's noise (its privacy statement is the workload release's: the cost is unchanged).
+FREE_QUERY_NOISE = ("independent Gaussian noise within the slack of the workload mechanism's privacy profile, "
+                    "released with the workload answers at the same privacy cost")
 #: Default relative tolerance under which a column's slack ``alpha - p_i`` counts as zero.
 SLACK_RTOL = 1e-6
 
@@ -77,28 +85,6 @@ def check_histogram(x, d: int, name: str = "x") -> np.ndarray:
     return arr
 
 
-def _check_level(level) -> float:
-    level = float(level)
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"`level` must be a confidence level in (0, 1), e.g. 0.95, got {level!r}")
-    return level
-
-
-def _z(level: float) -> float:
-    """Two-sided standard normal quantile for confidence ``level``."""
-    return float(special.ndtri(0.5 + 0.5 * level))
-
-
-def _generator(rng) -> np.random.Generator:
-    """``None`` (OS entropy), an int seed, a SeedSequence/BitGenerator, or a Generator."""
-    if isinstance(rng, (bool, float, str)):
-        raise ValueError(f"`rng` must be None, an integer seed or a numpy Generator, got {rng!r}")
-    try:
-        return np.random.default_rng(rng)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"`rng` must be None, an integer seed or a numpy Generator: {exc}") from None
-
-
 def _check_solution(solution) -> Solution:
     if not isinstance(solution, Solution) or "sigma" not in solution or "problem" not in solution:
         raise ValueError(f"`solution` must be a Solution from ffu_cvx.solve or Solution.from_sigma, "
@@ -107,32 +93,6 @@ def _check_solution(solution) -> Solution:
 
 
 # ---------------------------------------------------------------------------- release
-@dataclass(frozen=True)
-class Release:
-    """Noisy workload answers from one run of a mechanism.
-
-    answers, variances, lower, upper : (m,) noisy answers, their exact variances
-    ``diag(L Sigma L^T)`` and the two-sided confidence interval at ``level``
-    (``answers -/+ z sqrt(variances)``); labels : (m,) query labels (may be empty);
-    privacy_cost : alpha of the mechanism that produced them; neighbours : the
-    neighbouring relation its privacy holds for (:data:`ffu_cvx.privacy.ADD_REMOVE`).
-    """
-
-    answers: np.ndarray
-    variances: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
-    level: float
-    labels: tuple
-    privacy_cost: float
-    neighbours: str = privacy.ADD_REMOVE
-
-    @property
-    def std(self) -> np.ndarray:
-        """(m,) standard deviations of the answers."""
-        return np.sqrt(self.variances)
-
-
 class GaussianMechanism(privacy.GaussianPrivacy):
     """The correlated Gaussian mechanism ``M(x) = L (B x + N(0, Sigma))`` of a Solution.
 
@@ -166,15 +126,29 @@ class GaussianMechanism(privacy.GaussianPrivacy):
         LC = self.problem.L @ self._chol
         return LC @ LC.T
 
-    def statement(self, delta: float = 1e-6) -> str:
-        """One-paragraph privacy statement for the release, naming the neighbouring relation."""
-        return (f"Releasing the {self.problem.m} answers of {self.problem.name!r} satisfies "
-                f"({self.epsilon(delta):.6g}, {delta:g})-differential privacy and "
-                f"{self.rho:.6g}-zCDP (privacy cost alpha = Delta_M^2 = {self.privacy_cost:.6g}; "
-                f"neighbours: {self.neighbours}, i.e. histograms differing by one in one cell; "
-                f"exact Gaussian mechanism, Balle and Wang 2018).")
+    @property
+    def description(self) -> str:
+        """What draws the noise, for privacy statements."""
+        return f"correlated Gaussian noise, Sigma from method {self.solution['method']!r}"
 
-    def release(self, x, rng=None, level: float = 0.95) -> Release:
+    def statement(self, delta: float = DEFAULT_DELTA) -> str:
+        """One-paragraph privacy statement for the release, naming the neighbouring relation."""
+        return statement_text(self.problem.m, self.problem.name, self.epsilon(delta), delta, self.rho,
+                              self.privacy_cost, self.neighbours, self.description)
+
+    def _basis_noise(self, gen: np.random.Generator) -> np.ndarray:
+        """(k,) a draw of N(0, Sigma) on ``B x``."""
+        return self._chol @ gen.standard_normal(self.problem.k)
+
+    def sample_answer_noise(self, rng=None) -> np.ndarray:
+        """(m,) a draw of the answers' noise ``L N(0, Sigma)``: covariance ``L Sigma L^T``.
+
+        The same draw as :meth:`release` makes from the same ``rng`` state (the answers
+        differ from ``W x +`` this noise only by rounding).
+        """
+        return self.problem.L @ self._basis_noise(generator(rng))
+
+    def release(self, x, rng=None, level: float = 0.95, delta: float = DEFAULT_DELTA) -> Release:
         """Release ``L (B x + N(0, Sigma))`` for a histogram ``x`` (d,).
 
         Parameters
@@ -186,20 +160,22 @@ class GaussianMechanism(privacy.GaussianPrivacy):
             testing only: whoever knows the seed can remove the noise.
         level : float in (0, 1)
             Confidence level of the intervals.
+        delta : float in (0, 1)
+            The delta at which the release's privacy statement gives epsilon.
 
         Returns
         -------
-        Release with answers, variances, lower, upper (each (m,)).
+        Release with answers, variances, lower, upper (each (m,)) and its privacy statement.
         """
         x = check_histogram(x, self.problem.d)
-        level = _check_level(level)
-        gen = _generator(rng)
-        noise = self._chol @ gen.standard_normal(self.problem.k)
-        answers = self.problem.L @ (self.problem.B @ x + noise)
-        half = _z(level) * np.sqrt(self.variances)
+        level = check_level(level)
+        gen = generator(rng)
+        answers = self.problem.L @ (self.problem.B @ x + self._basis_noise(gen))
+        half = z_value(level) * np.sqrt(self.variances)
         return Release(answers=answers, variances=self.variances.copy(), lower=answers - half,
                        upper=answers + half, level=level, labels=self.problem.labels,
-                       privacy_cost=self.privacy_cost)
+                       privacy_cost=self.privacy_cost, mechanism=self.description, name=self.problem.name,
+                       statement_delta=delta)
 
     def __repr__(self) -> str:
         return (f"GaussianMechanism({self.problem.name!r}, m={self.problem.m}, d={self.problem.d}, "
@@ -249,18 +225,30 @@ def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "s
     Problem 1 solution is.
     """
     delta_m = privacy.gaussian_max_delta_m(epsilon, delta)  # validates the target before any solve
-    if isinstance(problem_or_solution, FitnessProblem):
-        sol = solve(problem_or_solution, method=method, **options)
+    problem = problem_or_solution
+    if isinstance(problem, ProductProblem):
+        problem = problem.for_method(method)
+    if isinstance(problem, (FitnessProblem, ProductProblem)):
+        sol = solve(problem, method=method, **options)
     else:
         sol = _check_solution(problem_or_solution)
     target = delta_m * delta_m
     scaled = sol.scaled(target)
-    lb = scaled.get("lower_bound")
-    lb = math.nan if lb is None else float(lb)
+    if not isinstance(scaled.get("problem"), FitnessProblem):  # a structured Solution: no dense Sigma to rebuild
+        return Problem2Result(k=float(scaled["max_ratio"]), k_lower_bound=_k_bound(scaled, target), solution=scaled,
+                              epsilon=float(epsilon), delta=float(delta), delta_m=float(delta_m),
+                              privacy_cost=float(target))
+    lb = _k_bound(scaled, target) * target
     k = float(scaled["max_ratio"])
     return Problem2Result(k=k, k_lower_bound=lb / target, solution=scaled, epsilon=float(epsilon),
                           delta=float(delta), delta_m=float(delta_m), privacy_cost=float(target),
                           scaled_targets_solution=_at_scaled_targets(scaled, k, lb))
+
+
+def _k_bound(scaled, target: float) -> float:
+    """The certified lower bound on k: the Problem 1 bound over the target cost (nan without one)."""
+    lb = scaled.get("lower_bound")
+    return math.nan if lb is None else float(lb) / target
 
 
 def _at_scaled_targets(scaled: Solution, k: float, lb: float) -> Solution:
@@ -312,11 +300,11 @@ def _check_queries(Q, d: int, name: str) -> np.ndarray:
 
 def _independent_release(Q: np.ndarray, factor: np.ndarray, x, rng, level: float, d: int):
     x = check_histogram(x, d)
-    level = _check_level(level)
-    gen = _generator(rng)
+    level = check_level(level)
+    gen = generator(rng)
     answers = Q @ x + factor @ gen.standard_normal(factor.shape[1])
     variances = np.einsum("ij,ij->i", factor, factor)
-    half = _z(level) * np.sqrt(variances)
+    half = z_value(level) * np.sqrt(variances)
     return answers, variances, half, level
 
 
@@ -353,7 +341,8 @@ class FreeQuery:
         factor = np.array([[math.sqrt(self.variance)]])
         ans, var, half, level = _independent_release(self.q[None, :], factor, x, rng, level, self.q.size)
         return Release(answers=ans, variances=var, lower=ans - half, upper=ans + half, level=level,
-                       labels=("free query",), privacy_cost=self.privacy_cost)
+                       labels=("free query",), privacy_cost=self.privacy_cost, mechanism=FREE_QUERY_NOISE,
+                       name="free query")
 
 
 def free_query(solution, q, rtol: float = SLACK_RTOL) -> FreeQuery:
@@ -447,7 +436,8 @@ class FreeQueryPlan:
             factor = np.diag(np.sqrt(self.independent_variances))
         ans, var, half, level = _independent_release(self.Q, factor, x, rng, level, self.Q.shape[1])
         return Release(answers=ans, variances=var, lower=ans - half, upper=ans + half, level=level,
-                       labels=("free query",) * self.Q.shape[0], privacy_cost=self.privacy_cost)
+                       labels=("free query",) * self.Q.shape[0], privacy_cost=self.privacy_cost,
+                       mechanism=FREE_QUERY_NOISE, name="free queries")
 
 
 def free_queries(solution, Q, targets=None, *, correlated: bool = True, method: str = "sdp",

@@ -1,6 +1,6 @@
 """The command line's two file formats: SPEC (a workload to solve) and RESULT (a solved mechanism).
 
-Interfaces layer: imports numpy, ``workloads``, ``problem``, ``result``, ``status``,
+Interfaces layer: imports numpy, ``workloads``, ``domain``, ``products``, ``problem``, ``result``, ``status``,
 ``privacy``, ``jsonio``, ``version`` and ``clifiles``. Every error is an
 :class:`~ffu_cvx.clifiles.InputError` naming the file and the field.
 
@@ -13,9 +13,20 @@ or ``W``: the (m, d) matrix inline (list of rows) or a path to ``.npy``, ``.npz`
 ``W`` or the only array) or ``.csv`` (comma separated, no header). ``c``: the (m,) variance
 targets (a number, a list or a path; required with ``W``, replaces the builder's targets
 with ``workload``). Optional: ``basis`` (``"auto"``, ``"identity"``, ``"upper"``, ``"rows"``,
-or a (k, d) matrix / path), ``labels`` (m strings), ``name``, ``options`` (keyword options
-of the solver), ``target`` (``{"epsilon": e, "delta": d}``: solve Problem 2 instead, i.e.
-rescale Sigma to meet (e, d) exactly and report the uniform scaling ``k`` of ``c``).
+or a (k, d) matrix / path), ``labels`` (m strings), ``name``, ``method`` (the solver, when ``--method`` does not
+say), ``options`` (keyword options of the solver), ``target`` (``{"epsilon": e, "delta": d}``:
+solve Problem 2 instead, i.e. rescale Sigma to meet (e, d) exactly and report the uniform
+scaling ``k`` of ``c``).
+
+A *product* SPEC names a domain and groups of queries instead of ``W`` (see
+:mod:`ffu_cvx.products`): ``domain`` ``{"age": 116, "sex": ["F", "M"], ...}`` (a size or the
+value labels per attribute), optional ``ordered`` (the ordered attributes; default those
+given by a size), ``groups``: a list of ``{"blocks": {attribute: block}, "variance": v}``
+(optional ``name``; attributes not named get the total; a block is ``"identity"``,
+``"total"``, ``"prefix"``, ``"ranges"``, ``{"bands": w}``, ``{"ranges": [[lo, hi], ...]}`` or
+a matrix), and ``name``, ``method``, ``options``, ``target`` as above. Its RESULT is the
+dense one below when a dense method solved it (its ``spec`` rebuilds the domain to count
+records); a structured solution (``method="kron"``) is recorded as :data:`STRUCTURED`.
 
 RESULT (JSON, ``schema_version`` 2; non-finite numbers are written as null)
 -------------------------------------------------------------------------------
@@ -49,18 +60,27 @@ import numpy as np
 
 from . import jsonio, privacy, workloads
 from .clifiles import InputError, load_array, read_json
+from .domain import Domain
 from .problem import FitnessProblem
+from .products import ProductProblem, ProductWorkload, product
 from .result import Solution
 from .status import STATUSES, SUCCESS, SolverError
 from .version import __version__
 
-__all__ = ["SCHEMA_VERSION", "WORKLOADS", "load_spec", "spec_inputs", "check_target", "check_options",
+__all__ = ["SCHEMA_VERSION", "WORKLOADS", "STRUCTURED", "load_spec", "product_workload", "spec_inputs",
+           "structured_result_dict", "load_structured", "check_target", "check_options",
            "result_dict", "dump_result", "load_result"]
 
 SCHEMA_VERSION = 2
 #: Built-in workload builders a SPEC may name.
 WORKLOADS = ("prefix", "random_ranges", "random_pm1", "pl94", "age_pyramid", "marginals_a", "marginals_b")
-SPEC_KEYS = {"workload", "params", "W", "c", "basis", "labels", "name", "options", "target"}
+SPEC_KEYS = {"workload", "params", "W", "c", "basis", "labels", "name", "method", "options", "target"}
+PRODUCT_SPEC_KEYS = {"domain", "ordered", "groups", "name", "method", "options", "target"}
+GROUP_KEYS = {"blocks", "variance", "name"}
+#: ``kind`` of a RESULT holding a structured solution: the spec, the method and its options and
+#: the recorded numbers (privacy cost, epsilon, variances); ``release`` re-solves (deterministic)
+#: and checks that the numbers agree before any noise is drawn.
+STRUCTURED = "structured"
 #: Relative agreement required between a number a RESULT records and the same number
 #: recomputed from its ``sigma`` (they agree to rounding when the file is as written).
 RESULT_RTOL = 1e-8
@@ -86,13 +106,44 @@ def _builder_workload(spec: dict, path: Path):
         raise InputError(f"spec {path}: `params` of workload {wname!r}: {exc}") from None
 
 
-def load_spec(path) -> tuple[FitnessProblem, dict]:
-    """Read a SPEC file (see the module docstring) and build its ``FitnessProblem``.
+def product_workload(spec: dict, path: Path) -> ProductWorkload:
+    """The product workload of a product SPEC (``domain``, ``groups``); ``InputError`` naming the field."""
+    unknown = sorted(set(spec) - PRODUCT_SPEC_KEYS)
+    if unknown:
+        raise InputError(f"spec {path}: unknown key(s) {unknown} in a product spec; allowed keys are "
+                         f"{sorted(PRODUCT_SPEC_KEYS)}")
+    try:
+        domain = Domain(spec["domain"], ordered=spec.get("ordered"))
+    except ValueError as exc:
+        raise InputError(f"spec {path}: `domain`: {exc}") from None
+    groups = spec.get("groups")
+    if not isinstance(groups, list) or not groups:
+        raise InputError(f"spec {path}: `groups` must be a non-empty list of {{\"blocks\": ..., \"variance\": v}}")
+    items = []
+    for i, g in enumerate(groups):
+        if not isinstance(g, dict) or "variance" not in g or set(g) - GROUP_KEYS:
+            raise InputError(f"spec {path}: `groups[{i}]` must be an object with `variance` and optional `blocks` "
+                             f"and `name` (keys {sorted(GROUP_KEYS)}), got {g!r:.80}")
+        items.append((g.get("blocks", {}), g["variance"], *([g["name"]] if "name" in g else [])))
+    name = spec.get("name", path.stem)
+    if not isinstance(name, str):
+        raise InputError(f"spec {path}: `name` must be a string, got {name!r}")
+    try:
+        return product(domain, items, name=name)
+    except ValueError as exc:
+        raise InputError(f"spec {path}: `groups`: {exc}") from None
+
+
+def load_spec(path) -> tuple[FitnessProblem | ProductProblem, dict]:
+    """Read a SPEC file (see the module docstring) and build its ``FitnessProblem`` (a
+    ``ProductProblem`` for a product spec).
 
     Returns ``(problem, spec)``; raises ``InputError`` (a ``ValueError``) on bad input.
     """
     path = Path(path)
     spec = read_json(path, "spec")
+    if "domain" in spec or "groups" in spec:
+        return product_workload(spec, path).to_problem(), spec
     unknown = sorted(set(spec) - SPEC_KEYS)
     if unknown:
         raise InputError(f"spec {path}: unknown key(s) {unknown}; allowed keys are {sorted(SPEC_KEYS)}")
@@ -194,6 +245,53 @@ def result_dict(sol: Solution, spec: dict, spec_path: Path, delta: float, target
         "target": target,
         "timings": timings,
     })
+
+
+def _get(sol, key: str):
+    """A field of a Solution (a dict) or of a structured solution object (attributes)."""
+    return sol.get(key) if isinstance(sol, dict) else getattr(sol, key, None)
+
+
+def structured_result_dict(sol, spec: dict, spec_path: Path, method: str, delta: float, target, timings: dict) -> dict:
+    """The RESULT of a structured solution (:data:`STRUCTURED`): spec, method and the recorded numbers."""
+    alpha = float(_get(sol, "privacy_cost"))
+    delta_m = float(np.sqrt(alpha))
+    return jsonio.jsonable({
+        "schema_version": SCHEMA_VERSION, "kind": STRUCTURED,
+        "tool": {"name": "ffu-cvx", "version": __version__},
+        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "spec_path": str(spec_path), "spec": spec, "method": method, "status": _get(sol, "status"),
+        "privacy_cost": alpha, "delta_m": delta_m, "rho": privacy.zcdp_rho(delta_m), "delta": delta,
+        "epsilon": privacy.gaussian_epsilon(delta, delta_m),
+        "neighbours": getattr(sol, "neighbours", privacy.ADD_REMOVE),
+        "variances": np.asarray(_get(sol, "variances"), dtype=float), "max_ratio": _get(sol, "max_ratio"),
+        "certificate": {"lower_bound": _get(sol, "lower_bound"), "gap": _get(sol, "gap")},
+        "target": target, "timings": timings,
+    })
+
+
+def load_structured(path, res: dict, resolve) -> tuple:
+    """The structured solution of a :data:`STRUCTURED` RESULT ``res`` read from ``path``, re-solved.
+
+    ``resolve(problem, method, options, target) -> solution`` solves the recorded spec again
+    (the structured solver is deterministic); every recorded number must agree with the
+    new solution. Returns ``(solution, workload, res)``.
+    """
+    path = Path(path)
+    ck = _Checker(path)
+    spec = ck.object(res, "spec", "spec")
+    method = ck.string(res, "method", "method")
+    wl = product_workload(spec, Path(ck.string(res, "spec_path", "spec_path")))
+    sol = resolve(wl.to_problem(), method, check_options(spec), check_target(spec))
+    ck.agrees(ck.number(res, "privacy_cost", "privacy_cost"), float(_get(sol, "privacy_cost")), "privacy_cost")
+    var = ck.array(res, "variances", "variances", (wl.m,))
+    new = np.asarray(_get(sol, "variances"), dtype=float)
+    worst = int(np.argmax(np.abs(var - new)))
+    ck.agrees(float(var[worst]), float(new[worst]), f"variances[{worst}]", scale=float(np.max(new)))
+    delta = ck.number(res, "delta", "delta")
+    if not 0 < delta < 1:
+        ck.fail("delta", f"must be in (0, 1), got {delta!r}")
+    return sol, wl, res
 
 
 def dump_result(res: dict) -> str:
@@ -369,6 +467,9 @@ def load_result(path) -> tuple[Solution, dict]:
     path = Path(path)
     res = read_json(path, "result")
     ck = _Checker(path)
+    if res.get("kind") == STRUCTURED:
+        raise InputError(f"result {path} holds a structured (factored) solution of a product spec: release it "
+                         "with `ffu-cvx release RESULT --records RECORDS.csv`")
     version = res.get("schema_version")
     if version != SCHEMA_VERSION or isinstance(version, bool):
         raise InputError(f"result {path}: schema_version {version!r} is not {SCHEMA_VERSION}; "

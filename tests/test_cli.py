@@ -255,3 +255,162 @@ def test_module_entry_point_exit_status(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("ffu-cvx: error: cannot read spec")
     assert not (tmp_path / "r.json").exists()
+
+
+# ---------------------------------------------------------------------------- product specs and records
+PRODUCT_SPEC = {"name": "people", "domain": {"age": 30, "sex": ["F", "M"], "region": ["N", "S", "E"]},
+                "groups": [{"blocks": {"age": {"bands": 10}, "sex": "identity"}, "variance": 20},
+                           {"blocks": {"region": "identity"}, "variance": 5, "name": "per region"},
+                           {"variance": 2, "name": "total"}]}
+
+
+def _records_csv(path, n=300, seed=1, extra=""):
+    rng = np.random.default_rng(seed)
+    rows = ["age,sex,region,income"] + [f"{rng.integers(30)},{'FM'[rng.integers(2)]},{'NSE'[rng.integers(3)]},"
+                                        f"{rng.integers(100)}" for _ in range(n)]
+    path.write_text("\n".join(rows) + "\n" + extra)
+    return path
+
+
+def test_product_spec_records_to_labelled_answers_and_statement(tmp_path, capsys):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({**PRODUCT_SPEC, "method": "smii", "target": {"epsilon": 1.0, "delta": 1e-6}}))
+    result = tmp_path / "r.json"
+    code, _, err = _run(capsys, "solve", spec, "--out", result)
+    assert code == 0, err
+    assert "method=smii" in err and "product problem" not in err  # solved densely: small domain
+    res = json.loads(result.read_text())
+    assert res["epsilon"] == pytest.approx(1.0, rel=1e-9) and res["problem"]["labels"][0] == "age 0-9 × sex F"
+    records = _records_csv(tmp_path / "people.csv")
+    out = tmp_path / "answers.csv"
+    code, _, err = _run(capsys, "release", result, "--records", records, "--out", out, "--seed", 3, "--round")
+    assert code == 0, err
+    assert "300 records" in err and "differential privacy" in err
+    rows = _answers(out)
+    assert [r["label"] for r in rows][:2] == ["age 0-9 × sex F", "age 0-9 × sex M"] and len(rows) == 10
+    assert rows[6]["group"] == "per region" and rows[6]["label"] == "region N"
+    counts = np.zeros(3)
+    for r in csv.DictReader(open(records)):
+        counts["NSE".index(r["region"])] += 1
+    got = np.array([float(r["answer"]) for r in rows[6:9]])
+    assert np.all(np.abs(got - counts) <= 6 * np.sqrt([float(r["variance"]) for r in rows[6:9]]))
+    assert all(float(r["postprocessed"]) == round(float(r["answer"])) for r in rows)
+    side = json.loads((tmp_path / "answers.privacy.json").read_text())
+    assert side["epsilon"] == pytest.approx(1.0, rel=1e-9) and side["neighbours"] == privacy.ADD_REMOVE
+    assert side["post_processing"]["steps"] == ["answers rounded to the nearest integer"]
+    assert side["records"] == 300 and side["answers_file"] == "answers.csv"
+    # The histogram route gives the same answers for the same noise.
+    hist = tmp_path / "h.csv"
+    x = ffu.Domain(PRODUCT_SPEC["domain"]).counts(_records_csv(tmp_path / "p2.csv")).dense()
+    hist.write_text("\n".join(str(int(v)) for v in x) + "\n")
+    assert _run(capsys, "release", result, "--data", hist, "--out", tmp_path / "d.csv", "--seed", 3,
+                "--statement")[0] == 0
+    np.testing.assert_allclose([float(r["answer"]) for r in _answers(tmp_path / "d.csv")],
+                               [float(r["answer"]) for r in rows], rtol=1e-12)
+    assert (tmp_path / "d.privacy.json").exists()
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("unknown attribute", "unknown attribute 'race'"),
+    ("bad block size", "must have 30 columns"),
+    ("zero target", "`group 0 target`"),
+    ("unknown key", "unknown key(s) ['colour']"),
+    ("bad domain", "`domain`"),
+    ("group without variance", "`groups[0]`"),
+    ("large domain, dense method", "too many" if "kron" in ffu.METHODS else "not in this version"),
+    ("record outside the domain", "line 4, column `sex`: unknown value 'X'"),
+    ("missing column", "no column `region`"),
+    ("records with a matrix result", "not solved from a product spec"),
+    ("both --data and --records", "exactly one of --data"),
+])
+def test_bad_product_input_is_one_line_and_no_output(tmp_path, capsys, case, needle):
+    spec = dict(PRODUCT_SPEC)
+    if case == "unknown attribute":
+        spec["groups"] = [{"blocks": {"race": "identity"}, "variance": 1}]
+    elif case == "bad block size":
+        spec["groups"] = [{"blocks": {"age": [[1, 2, 3]]}, "variance": 1}]
+    elif case == "zero target":
+        spec["groups"] = [{"blocks": {"age": "identity"}, "variance": 0}]
+    elif case == "unknown key":
+        spec["colour"] = "red"
+    elif case == "bad domain":
+        spec["domain"] = {"age": 0}
+    elif case == "group without variance":
+        spec["groups"] = [{"blocks": {"age": "identity"}}]
+    elif case == "large domain, dense method":
+        spec["domain"] = {"age": 116, "sex": 2, "race": 63, "region": 50}
+        spec["groups"] = [{"blocks": {"age": "prefix"}, "variance": 1}]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    out = tmp_path / "out.csv"
+    if case in ("record outside the domain", "missing column", "records with a matrix result",
+                "both --data and --records"):
+        result = tmp_path / "r.json"
+        src = EXAMPLES / "prefix16.json" if case == "records with a matrix result" else tmp_path / "spec.json"
+        assert _run(capsys, "solve", src, "--out", result, "--quiet")[0] == 0
+        records = _records_csv(tmp_path / "rec.csv", n=5, extra="3,X,N,1\n")
+        if case == "missing column":
+            records.write_text("age,sex\n1,F\n")
+        argv = ["release", result, "--records", records, "--out", out]
+        if case == "both --data and --records":
+            argv += ["--data", EXAMPLES / "hist16.csv"]
+        if case == "record outside the domain":
+            records.write_text("age,sex,region\n1,F,N\n2,M,S\n3,X,N\n")
+    else:
+        argv = ["solve", tmp_path / "spec.json", "--out", out]
+    code, _, err = _run(capsys, *argv)
+    assert code == 2, err
+    assert needle in err and len(err.strip().splitlines()) == 1
+    assert not out.exists() and not (tmp_path / "out.privacy.json").exists()
+
+
+def test_structured_results_are_re_solved_on_release(tmp_path, capsys, monkeypatch):
+    """A stand-in structured method (the interface of method="kron"): RESULT, then release re-solves and checks."""
+    from ffu_cvx import cli as cli_mod
+
+    class StandIn(dict):
+        neighbours = privacy.ADD_REMOVE
+
+        def __init__(self, problem, scale):
+            m = problem.m
+            super().__init__(method="standin", status="optimal", privacy_cost=1.0 / scale, max_ratio=1.0,
+                             lower_bound=1.0 / scale, gap=0.0, variances=np.full(m, scale), problem=problem)
+
+        def sample_answer_noise(self, rng):
+            return np.sqrt(self["variances"]) * rng.standard_normal(self["variances"].size)
+
+        def scaled(self, cost):
+            return StandIn(self["problem"], 1.0 / cost)
+
+    calls = []
+
+    def standin(problem, *, callback=None, scale=1.0):
+        calls.append(problem)
+        return StandIn(problem, scale)
+
+    monkeypatch.setitem(cli_mod.METHODS, "standin", standin)
+    real_solve = cli_mod.solve
+
+    def solve(problem, method, **options):  # ffu.solve on main accepts FitnessProblems only (kron adds products)
+        if isinstance(problem, ffu.products.ProductProblem):
+            return cli_mod.METHODS[method](problem, **options)
+        return real_solve(problem, method, **options)
+
+    monkeypatch.setattr(cli_mod, "solve", solve)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({**PRODUCT_SPEC, "method": "standin", "options": {"scale": 2.0}}))
+    result = tmp_path / "r.json"
+    assert _run(capsys, "solve", spec, "--out", result, "--quiet")[0] == 0
+    res = json.loads(result.read_text())
+    assert res["kind"] == "structured" and res["privacy_cost"] == 0.5 and "W" not in res
+    assert isinstance(calls[0], ffu.products.ProductProblem)
+    out = tmp_path / "a.csv"
+    code, _, err = _run(capsys, "release", result, "--records", _records_csv(tmp_path / "p.csv"), "--out", out)
+    assert code == 0, err
+    assert len(calls) == 2
+    assert json.loads((tmp_path / "a.privacy.json").read_text())["privacy_cost"] == 0.5
+    assert all(float(r["variance"]) == 2.0 for r in _answers(out))
+    res["privacy_cost"] = 0.25  # an edited RESULT no longer matches the re-solved mechanism
+    result.write_text(json.dumps(res))
+    code, _, err = _run(capsys, "release", result, "--records", tmp_path / "p.csv", "--out", tmp_path / "b.csv")
+    assert code == 2 and "`privacy_cost` records 0.25" in err and not (tmp_path / "b.csv").exists()
+    assert _run(capsys, "report", result)[0] == 2
