@@ -1,8 +1,10 @@
 """Regenerate every table and figure of §7: ``python -m experiments.all [--quick] [...]``.
 
 Flags are passed to every experiment; the total and per-experiment times are printed
-and written to ``results/all.json``; a failing experiment
-does not stop the others, but the run exits non-zero naming it.
+and written to ``results/all.{csv,json,md}``; a failing experiment does not stop the
+others, but the run exits non-zero naming it. Ctrl-C stops the whole run (status 130):
+the interrupted experiment keeps its finished cells, the finished experiments their
+results.
 """
 
 from __future__ import annotations
@@ -11,14 +13,15 @@ import importlib
 import time
 import traceback
 
-from . import common
+from . import runner
 
 EXPERIMENTS = ("table2", "table3", "table4", "table5", "table6", "table7", "table8", "table9",
                "figure2", "figure3")
+TABLE = runner.Table("Run time of every experiment", ("experiment", "time_s", "error"))
 
 
 def main(argv=None):
-    args = common.parser("Run every table and figure of the paper's §7").parse_args(argv)
+    args = runner.parser("Run every table and figure of the paper's §7").parse_args(argv)
     flags = [f"--{k.replace('_', '-')}" for k, v in vars(args).items() if v]
     rows = []
     t0 = time.perf_counter()
@@ -35,8 +38,7 @@ def main(argv=None):
             print(f"== {name}: {rows[-1]['time_s']:.1f} s {error}\n", flush=True)
     total = time.perf_counter() - t0
     rows.append({"experiment": "total", "time_s": total, "error": ""})
-    common.write_results("all", rows, meta={"flags": flags, "total_time_s": total},
-                         title="Run time of every experiment")
+    runner.write_files(runner.result_files("all", rows, TABLE, {"flags": flags, "total_time_s": total}, args.quick))
     print(f"All experiments: {total:.1f} s ({total / 60:.1f} min)")
     failed = [r["experiment"] for r in rows if r["error"]]
     if failed:
@@ -45,4 +47,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

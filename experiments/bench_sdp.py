@@ -14,20 +14,19 @@ as such rather than run for hours. ``--quick`` runs d = 8 and 16 only.
 
 from __future__ import annotations
 
-import sys
 import time
 
 from ffu_cvx import sdp, workloads
 from ffu_cvx.problem import FitnessProblem
 
-from . import common
+from . import runner
 
 NAME = "bench_sdp"
 
 #: The paper's Table 2, IP row (two decimals).
 PAPER_IP = {2: 1.33, 4: 1.76, 8: 2.28, 16: 2.91, 64: 4.46}
 
-#: Bump to invalidate cached cells when the solver code changes what it measures.
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 1
 
 
@@ -37,8 +36,15 @@ def _problem(workload: str, d: int, seed: int) -> FitnessProblem:
     return FitnessProblem.from_workload(workloads.random_ranges(d, targets="random", seed=seed), basis="auto")
 
 
-def run_cell(problem: FitnessProblem, formulation: str, solver: str, refine: bool) -> dict:
+COLUMNS = ("workload", "d", "k", "m", "formulation", "solver", "solver_used", "order", "compile_s", "solve_s",
+           "wall_s", "alpha", "paper_IP", "lower_bound", "gap", "nit", "levels", "status")
+SHOWN = ("d", "formulation", "solver_used", "order", "compile_s", "solve_s", "alpha", "paper_IP", "gap", "nit",
+         "status")
+
+
+def run_cell(workload: str, d: int, seed: int, formulation: str, solver: str, refine: bool) -> dict:
     """Solve one cell and return its measurements (a JSON-able dict)."""
+    problem = _problem(workload, d, seed)
     t0 = time.perf_counter()
     sol = sdp.solve_sdp(problem, formulation=formulation, solver=solver, refine=refine)
     wall = time.perf_counter() - t0
@@ -49,7 +55,7 @@ def run_cell(problem: FitnessProblem, formulation: str, solver: str, refine: boo
 
 
 def main(argv=None):
-    p = common.parser("Benchmark the exact SDP formulations of Problem 1")
+    p = runner.parser("Benchmark the exact SDP formulations of Problem 1")
     p.add_argument("--formulations", nargs="+", default=list(sdp.FORMULATIONS), choices=sdp.FORMULATIONS)
     p.add_argument("--solvers", nargs="+", default=["auto"], choices=["auto", "CLARABEL", "SCS"])
     p.add_argument("--sizes", nargs="+", type=int, default=[16, 32, 64, 128])
@@ -60,37 +66,29 @@ def main(argv=None):
                    help="skip Clarabel cells whose LMI order exceeds this (dense KKT blocks)")
     args = p.parse_args(argv)
     sizes = [8, 16] if args.quick else args.sizes
-    cache = common.Cache(NAME, force=args.force, collect=args.collect, enabled=not args.no_cache)
-    cells = [(d, f, s) for d in sizes for f in args.formulations for s in args.solvers]
-    rows = []
-    t_start = time.perf_counter()
-    for d, form, solver in common.progress(cells, NAME, args.quiet):
+    cells, skipped = [], []
+    for d in sizes:
         problem = _problem(args.workload, d, args.seed)
-        order = sdp.lmi_order(problem, form)
-        used = sdp.pick_solver(problem, solver, form)
-        row = {"workload": args.workload, "d": d, "k": problem.k, "m": problem.m, "formulation": form,
-               "solver": solver, "order": order}
-        if used == "CLARABEL" and order > args.clarabel_max_order:
-            rows.append({**row, "solver_used": used, "status": f"skipped (order {order} > {args.clarabel_max_order})"})
-            continue
-        key = {**row, "seed": args.seed, "refine": args.refine, "version": CELL_VERSION}
-        value = cache.run(key, lambda: run_cell(problem, form, solver, args.refine))
-        if value is None:
-            continue
-        rows.append({**row, **value, "paper_IP": PAPER_IP.get(d) if args.workload == "prefix" else None})
-    total = time.perf_counter() - t_start
-    columns = ["workload", "d", "k", "m", "formulation", "solver", "solver_used", "order", "compile_s", "solve_s",
-               "wall_s", "alpha", "paper_IP", "lower_bound", "gap", "nit", "levels", "status"]
-    if not args.quiet:
-        shown = [{c: r.get(c) for c in ("d", "formulation", "solver_used", "order", "compile_s", "solve_s",
-                                         "alpha", "paper_IP", "gap", "nit", "status")} for r in rows]
-        print(common.format_table(shown, floatfmt=".7g"))
-        print(f"\n({total:.1f} s; times are wall-clock on this machine, shared with other jobs)", file=sys.stderr)
-    common.write_results(NAME, rows, meta={"quick": args.quick, "refine": args.refine, "workload": args.workload,
-                                           "seed": args.seed, "total_time_s": total},
-                         columns=columns, title="Exact SDP: formulations and solvers", floatfmt=".7g")
-    return rows
+        for form in args.formulations:
+            for solver in args.solvers:
+                order, used = sdp.lmi_order(problem, form), sdp.pick_solver(problem, solver, form)
+                row = {"workload": args.workload, "d": d, "k": problem.k, "m": problem.m, "formulation": form,
+                       "solver": solver, "order": order,
+                       "paper_IP": PAPER_IP.get(d) if args.workload == "prefix" else None}
+                if used == "CLARABEL" and order > args.clarabel_max_order:  # hours: shown, not run
+                    skipped.append({**row, "solver_used": used,
+                                    "status": f"skipped (order {order} > {args.clarabel_max_order})"})
+                else:
+                    cells.append(runner.Cell({"workload": args.workload, "d": d, "seed": args.seed, "formulation": form,
+                                              "solver": solver, "refine": args.refine}, row=row,
+                                             label=f"d = {d}, {form}, {solver}"))
+    table = runner.Table("Exact SDP: formulations and solvers", COLUMNS, floatfmt=".7g",
+                         display=lambda rows: [{c: r.get(c) for c in SHOWN} for r in rows],
+                         footer="; times are wall-clock on this machine, shared with other jobs")
+    return runner.run_grid(NAME, cells, run_cell, args, version=CELL_VERSION, table=table,
+                           combine=lambda rows: rows + skipped,
+                           meta={"refine": args.refine, "workload": args.workload, "seed": args.seed})
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

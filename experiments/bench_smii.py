@@ -22,16 +22,16 @@ import io
 import os
 import pstats
 import resource
-import sys
 import time
 import tracemalloc
 
 import ffu_cvx as ffu
 from ffu_cvx import workloads
 
-from . import common
+from . import runner
 
 NAME = "bench_smii"
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 4
 SEED = 0
 
@@ -42,17 +42,22 @@ def _problem(workload: str, d: int, seed: int = SEED) -> ffu.FitnessProblem:
     return ffu.FitnessProblem.from_workload(workloads.random_ranges(d, targets="random", seed=seed))
 
 
-def run_cell(problem: ffu.FitnessProblem, tol: float, max_time: float, **options) -> dict:
+COLUMNS = ("workload", "d", "seed", "k", "m", "time_s", "nit", "n_cg", "n_hvp", "alpha", "lower_bound", "gap",
+           "peak_mb", "maxrss_mb", "status")
+
+
+def run_cell(workload: str, d: int, seed: int, tol: float, max_time: float, **options) -> dict:
     """One SM-II solve (``options`` passed on) with its time, counters and peak memory."""
+    problem = _problem(workload, d, seed)
     tracemalloc.start()
     t0 = time.perf_counter()
     sol = ffu.solve(problem, method="smii", tol=tol, max_time=max_time, **options)
     wall = time.perf_counter() - t0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return {"time_s": wall, "nit": sol.nit, "n_cg": sol.info["n_cg"], "n_hvp": sol.n_hvp,
-            "alpha": sol.privacy_cost, "lower_bound": sol.lower_bound, "gap": sol.gap, "status": sol.status,
-            "peak_mb": peak / 2**20, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {"k": problem.k, "m": problem.m, "time_s": wall, "nit": sol.nit, "n_cg": sol.info["n_cg"],
+            "n_hvp": sol.n_hvp, "alpha": sol.privacy_cost, "lower_bound": sol.lower_bound, "gap": sol.gap,
+            "status": sol.status, "peak_mb": peak / 2**20, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def profile(d: int, tol: float, max_time: float, top: int = 15, workload: str = "prefix", **options) -> str:
@@ -68,7 +73,7 @@ def profile(d: int, tol: float, max_time: float, top: int = 15, workload: str = 
 
 
 def main(argv=None):
-    p = common.parser("Benchmark SM-II on prefix and random ranges")
+    p = runner.parser("Benchmark SM-II on prefix and random ranges")
     p.add_argument("--large", action="store_true", help="add d = 2048")
     p.add_argument("--sizes", nargs="+", type=int, default=None)
     p.add_argument("--workloads", nargs="+", default=["prefix", "ranges"], choices=["prefix", "ranges"])
@@ -86,31 +91,16 @@ def main(argv=None):
         print(profile(args.profile, args.tol, args.max_time, workload=args.workloads[0], **options))
         return []
     sizes = args.sizes or ([64] if args.quick else [64, 128, 256, 512, 1024] + ([2048] if args.large else []))
-    cache = common.Cache(NAME, force=args.force, collect=args.collect, enabled=not args.no_cache)
-    rows = []
-    t_start = time.perf_counter()
-    cells = [(w, d, s) for w in args.workloads for d in sizes for s in (args.seeds if w == "ranges" else [SEED])]
-    for wl, d, seed in common.progress(cells, NAME, args.quiet):
-        problem = _problem(wl, d, seed)
-        row = {"workload": wl, "d": d, "seed": seed, "k": problem.k, "m": problem.m}
-        key = {**row, "tol": args.tol, "max_time": args.max_time, "version": CELL_VERSION, **options}
-        value = cache.run(key, lambda: run_cell(problem, args.tol, args.max_time, **options))
-        if value is not None:
-            rows.append({**row, **value})
-            if not args.quiet:
-                print(f"  {wl} d={d} seed={seed}: {value['time_s']:.1f} s, gap {value['gap']:.1e}", file=sys.stderr)
-    total = time.perf_counter() - t_start
-    columns = ["workload", "d", "seed", "k", "m", "time_s", "nit", "n_cg", "n_hvp", "alpha", "lower_bound", "gap",
-               "peak_mb", "maxrss_mb", "status"]
-    if not args.quiet:
-        print(common.format_table(rows, columns, floatfmt=".5g"))
-        print(f"\n({total:.1f} s; wall-clock on this machine, shared with other jobs)", file=sys.stderr)
+    cells = [runner.Cell({"workload": w, "d": d, "seed": s, "tol": args.tol, "max_time": args.max_time, **options},
+                         row={"workload": w, "d": d, "seed": s}, label=f"{w}, d = {d}, seed {s}")
+             for w in args.workloads for d in sizes for s in (args.seeds if w == "ranges" else [SEED])]
     threads = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
-    common.write_results(NAME, rows, meta={"tol": args.tol, "max_time": args.max_time, "seeds": args.seeds,
-                                           "total_time_s": total, "blas_threads": threads, **options},
-                         columns=columns, title="SM-II at scale", floatfmt=".5g")
-    return rows
+    table = runner.Table("SM-II at scale", COLUMNS, floatfmt=".5g",
+                         footer="; wall-clock on this machine, shared with other jobs")
+    return runner.run_grid(NAME, cells, run_cell, args, version=CELL_VERSION, table=table,
+                           meta={"tol": args.tol, "max_time": args.max_time, "seeds": args.seeds,
+                                 "blas_threads": threads, **options})
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

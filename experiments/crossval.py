@@ -6,13 +6,15 @@ For prefix (identity and upper-triangular bases), random ranges (uniform and ran
 targets) and random +-1 workloads (uniform and random targets) it solves Problem 1 by
 the refined SDP and by SM-II and prints both alphas, their relative difference, SM-II's
 certified gap, the relative Frobenius distance between the two ``L Sigma L^T`` and both
-times. Cells are cached under ``results/cache/crossval``; results go to
-``results/crossval.{csv,json,md}``. ``--quick`` runs d = 8 only.
+times. ``refined`` says whether the SDP's ≺R refinement succeeded (not when it raised,
+nor when a level failed in every retry: ``Solution.info["refine_failed"]``, recorded in
+``refine_failed``); ``unique`` whether it needed a single level. Cells are cached under
+``results/cache/crossval``; results go to ``results/crossval.{csv,json,md}``.
+``--quick`` runs d = 8 only.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 
 import numpy as np
@@ -20,82 +22,72 @@ import numpy as np
 import ffu_cvx as ffu
 from ffu_cvx import workloads
 
-from . import common
+from . import runner
 
 NAME = "crossval"
-CELL_VERSION = 1
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`); 2: ``refined`` is False
+#: when a refinement level failed in every retry.
+CELL_VERSION = 2
 SEED = 0
+COLUMNS = ("workload", "d", "k", "m", "basis", "alpha_sdp", "alpha_smii", "rel_diff", "gap_smii", "gap_sdp", "cov_dist",
+           "refined", "unique", "refine_failed", "t_sdp", "t_smii", "nit", "n_hvp", "status")
+SHOWN = ("workload", "d", "alpha_sdp", "alpha_smii", "rel_diff", "gap_smii", "cov_dist", "refined", "unique", "t_sdp",
+         "t_smii", "status")
+NOTES = ("cov_dist: relative Frobenius distance between the two L Sigma L^T. refined: the SDP's ≺R refinement "
+         "succeeded (refine_failed says why not); unique: it needed a single level.")
 
-#: (label, builder(d), basis)
+#: (label, builder(d, seed), basis); prefix has no seed
 CASES = (
-    ("prefix", lambda d: workloads.prefix(d), "identity"),
-    ("prefix/upper", lambda d: workloads.prefix(d), "upper"),
-    ("ranges/uniform", lambda d: workloads.random_ranges(d, targets="uniform", seed=SEED), "auto"),
-    ("ranges/random", lambda d: workloads.random_ranges(d, targets="random", seed=SEED), "auto"),
-    ("pm1/uniform", lambda d: workloads.random_pm1(d, targets="uniform", seed=SEED), "auto"),
-    ("pm1/random", lambda d: workloads.random_pm1(d, targets="random", seed=SEED), "auto"),
+    ("prefix", lambda d, seed: workloads.prefix(d), "identity"),
+    ("prefix/upper", lambda d, seed: workloads.prefix(d), "upper"),
+    ("ranges/uniform", lambda d, seed: workloads.random_ranges(d, targets="uniform", seed=seed), "auto"),
+    ("ranges/random", lambda d, seed: workloads.random_ranges(d, targets="random", seed=seed), "auto"),
+    ("pm1/uniform", lambda d, seed: workloads.random_pm1(d, targets="uniform", seed=seed), "auto"),
+    ("pm1/random", lambda d, seed: workloads.random_pm1(d, targets="random", seed=seed), "auto"),
 )
 
 
-def run_cell(problem: ffu.FitnessProblem, tol: float) -> dict:
+def run_cell(workload: str, d: int, seed: int, tol: float) -> dict:
     """Solve one problem both ways; JSON-able measurements."""
+    build, basis = {label: (b, bas) for label, b, bas in CASES}[workload]
+    problem = ffu.FitnessProblem.from_workload(build(d, seed), basis=basis)
     t0 = time.perf_counter()
     try:
-        ref, refined = ffu.solve(problem, method="sdp"), True
+        ref = ffu.solve(problem, method="sdp")
+        failed = ref.info.get("refine_failed")  # a level failed in every retry: Problem 1's optimum, unrefined
     except ffu.SolverError as exc:  # a refinement level can fail where Problem 1 itself solves
-        print(f"  refined SDP failed ({exc}); comparing with the unrefined SDP", file=sys.stderr)
-        ref, refined = ffu.solve(problem, method="sdp", refine=False), False
+        ref, failed = ffu.solve(problem, method="sdp", refine=False), f"{type(exc).__name__}: {exc}"
     t_sdp = time.perf_counter() - t0
     t0 = time.perf_counter()
     sol = ffu.solve(problem, method="smii", tol=tol)
     t_smii = time.perf_counter() - t0
     c_ref = problem.L @ ref.sigma @ problem.L.T
     c_sm = problem.L @ sol.sigma @ problem.L.T
-    return {"alpha_sdp": ref.privacy_cost, "alpha_smii": sol.privacy_cost,
-            "rel_diff": sol.privacy_cost / ref.privacy_cost - 1.0, "gap_smii": sol.gap,
-            "gap_sdp": ref.gap, "cov_dist": float(np.linalg.norm(c_sm - c_ref) / np.linalg.norm(c_ref)),
-            "refined": refined,
-            "unique": refined and len(ref.info.get("refine_levels", [])) <= 1, "t_sdp": t_sdp, "t_smii": t_smii,
-            "nit": sol.nit, "n_hvp": sol.n_hvp, "status": sol.status}
+    refined = failed is None
+    return {"k": problem.k, "m": problem.m, "basis": problem.basis, "alpha_sdp": ref.privacy_cost,
+            "alpha_smii": sol.privacy_cost, "rel_diff": sol.privacy_cost / ref.privacy_cost - 1.0,
+            "gap_smii": sol.gap, "gap_sdp": ref.gap,
+            "cov_dist": float(np.linalg.norm(c_sm - c_ref) / np.linalg.norm(c_ref)), "refined": refined,
+            "unique": refined and len(ref.info.get("refine_levels", [])) <= 1, "refine_failed": failed,
+            "t_sdp": t_sdp, "t_smii": t_smii, "nit": sol.nit, "n_hvp": sol.n_hvp, "status": sol.status}
 
 
 def main(argv=None):
-    p = common.parser("SM-II against the exact SDP")
+    p = runner.parser("SM-II against the exact SDP")
     p.add_argument("--sizes", nargs="+", type=int, default=[8, 16, 32],
                    help="domain sizes (the refined SDP takes minutes per cell beyond 32)")
     p.add_argument("--tol", type=float, default=1e-4, help="SM-II's certified relative gap")
     args = p.parse_args(argv)
-    sizes = [8] if args.quick else args.sizes
-    cache = common.Cache(NAME, force=args.force, collect=args.collect, enabled=not args.no_cache)
-    cases = {label: (build, basis) for label, build, basis in CASES}
-    cells = [(d, label) for d in sizes for label in cases]
-    rows = []
-    t_start = time.perf_counter()
-    for d, label in common.progress(cells, NAME, args.quiet):
-        build, basis = cases[label]
-        problem = ffu.FitnessProblem.from_workload(build(d), basis=basis)
-        row = {"workload": label, "d": d, "k": problem.k, "m": problem.m, "basis": problem.basis}
-        key = {**row, "seed": SEED, "tol": args.tol, "version": CELL_VERSION}
-        value = cache.run(key, lambda: run_cell(problem, args.tol))
-        if value is not None:
-            rows.append({**row, **value})
-    total = time.perf_counter() - t_start
-    columns = ["workload", "d", "k", "m", "basis", "alpha_sdp", "alpha_smii", "rel_diff", "gap_smii", "gap_sdp",
-               "cov_dist", "refined", "unique", "t_sdp", "t_smii", "nit", "n_hvp", "status"]
-    if not args.quiet:
-        shown = [{c: r.get(c) for c in ("workload", "d", "alpha_sdp", "alpha_smii", "rel_diff", "gap_smii",
-                                         "cov_dist", "refined", "unique", "t_sdp", "t_smii", "status")} for r in rows]
-        print(common.format_table(shown, floatfmt=".6g"))
-        print(f"\n({total:.1f} s; wall-clock times on this machine, shared with other jobs; cov_dist is the "
-              "relative Frobenius distance of L Sigma L^T; unique = the SDP's refinement had one level)",
-              file=sys.stderr)
-    common.write_results(NAME, rows, meta={"quick": args.quick, "tol": args.tol, "seed": SEED,
-                                           "total_time_s": total},
-                         columns=columns, title="SM-II against the exact SDP", floatfmt=".6g",
-                         notes="cov_dist: relative Frobenius distance between the two L Sigma L^T. "
-                               "unique: the SDP's ≺R refinement needed a single level.")
-    return rows
+    cells = [runner.Cell({"workload": label, "d": d, "seed": SEED, "tol": args.tol}, row={"workload": label, "d": d},
+                         label=f"{label}, d = {d}")
+             for d in ([8] if args.quick else args.sizes) for label, _, _ in CASES]
+    table = runner.Table("SM-II against the exact SDP", COLUMNS, notes=NOTES, floatfmt=".6g",
+                         display=lambda rows: [{c: r.get(c) for c in SHOWN} for r in rows],
+                         footer="; wall-clock times on this machine, shared with other jobs; cov_dist is the relative "
+                                "Frobenius distance of L Sigma L^T; unique = the SDP's refinement had one level")
+    return runner.run_grid(NAME, cells, run_cell, args, version=CELL_VERSION, table=table,
+                           meta={"tol": args.tol, "seed": SEED})
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

@@ -5,6 +5,7 @@ See :mod:`experiments.marginal_figures`.
 
 from __future__ import annotations
 
+from . import runner
 from .marginal_figures import run
 
 
@@ -13,4 +14,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

@@ -5,26 +5,24 @@ factorization's Problem 1 optimum (:func:`ffu_cvx.fourier.max_optimal`) is compa
 ``ffu.solve(problem, method="sdp")`` and ``method="smii"`` on the dense workload (row
 basis): the spec's § 6 examples and the fitness-for-use paper's marginal workloads A
 (1-way, attribute i has target i) and B (2-way (1, j), target j - 1). A method whose
-module is not installed is reported as "not available"; a solver failure is reported
-with its message (and never cached); no number is ever filled in.
+solver failure (``SolverError``) is reported with its message in the table and never
+cached; no number is ever filled in.
 """
 
 from __future__ import annotations
 
 import itertools
-import sys
 import time
 
 import numpy as np
 
 import ffu_cvx as ffu
 from ffu_cvx import fourier as F
-from ffu_cvx.fourier import dense_workload
 
-from . import common
+from . import runner
 
 NAME = "fourier_check"
-#: Bumped when a cell's computation changes, so stale cache entries are not reused.
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 1
 METHODS = ("sdp", "smii")
 
@@ -65,9 +63,17 @@ CASES = {
 QUICK = ("ex5: product Z5 x Z4", "workload B, n=3")
 
 
+COLUMNS = ("case", "N", "m", "components", "fourier", "spec", "fourier_s", "fourier_gap",
+           "sdp", "sdp_rel", "sdp_s", "sdp_status", "smii", "smii_rel", "smii_s", "smii_status")
+NOTES = ("alpha = least privacy cost meeting every target (Problem 1). `sdp`/`smii` report "
+         "privacy_cost * max_ratio (the cost at which the method meets every target); `*_rel` is "
+         "the relative difference to the Fourier optimum; `spec` is the value printed in "
+         "specs/fourier.md § 6.")
+
+
 def _dense(name: str):
     wl, dense = CASES[name][0]()
-    W, c, _ = dense_workload(wl) if dense is None else (*dense, None)
+    W, c, _ = F.dense_workload(wl) if dense is None else (*dense, None)
     return wl, W, c
 
 
@@ -80,64 +86,51 @@ def fourier_cell(name: str) -> dict:
 
 
 def method_cell(name: str, method: str) -> dict:
-    """``method``'s least privacy cost meeting every target (``privacy_cost * max_ratio``).
-
-    A method whose module is not installed gives status "not available"; a
-    ``SolverError`` propagates (and is reported by :func:`main`, never cached).
-    """
+    """``method``'s least privacy cost meeting every target (``privacy_cost * max_ratio``)."""
     _, W, c = _dense(name)
     problem = ffu.FitnessProblem(W, c, basis="rows")
     t0 = time.perf_counter()
-    try:
-        sol = ffu.solve(problem, method=method)
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").startswith("ffu_cvx"):
-            return {"alpha": None, "time": None, "status": "not available"}
-        raise
+    sol = ffu.solve(problem, method=method)
     return {"alpha": float(sol.privacy_cost * sol.max_ratio), "time": time.perf_counter() - t0,
             "status": sol.status}
 
 
-def main(argv=None):
-    args = common.parser(__doc__.splitlines()[0]).parse_args(argv)
-    cache = common.Cache(NAME, force=args.force, collect=args.collect, enabled=not args.no_cache)
-    names = QUICK if args.quick else tuple(CASES)
-    rows = []
-    t_start = time.perf_counter()
-    import cvxpy  # noqa: F401  (imported once up front so no cell's time includes it)
-    for name in common.progress(names, NAME, args.quiet):
-        base = cache.run({"case": name, "method": "fourier", "version": CELL_VERSION}, lambda: fourier_cell(name))
-        if base is None:
+def cell(case: str, method: str) -> dict:
+    return fourier_cell(case) if method == "fourier" else method_cell(case, method)
+
+
+def one_row_per_case(rows: list[dict]) -> list[dict]:
+    """The cells' rows (one per case and method) as one row per case, methods beside the Fourier optimum."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        row = out.setdefault(r["case"], {"case": r["case"], "spec": CASES[r["case"]][1]})
+        if r["method"] == "fourier":
+            row.update({k: v for k, v in r.items() if k not in ("case", "method")})
             continue
-        row = {"case": name, **base, "spec": CASES[name][1]}
-        for method in METHODS:
-            try:
-                cell = cache.run({"case": name, "method": method, "version": CELL_VERSION},
-                                 lambda: method_cell(name, method))
-            except Exception as exc:  # another module's failure is reported in the table, never cached
-                print(f"{NAME}: {method} failed on {name!r}: {type(exc).__name__}: {exc}", file=sys.stderr)
-                cell = {"alpha": None, "time": None, "status": f"error: {type(exc).__name__}: {exc}"}
-            if cell is None:
-                continue
-            row[method], row[f"{method}_s"], row[f"{method}_status"] = cell["alpha"], cell["time"], cell["status"]
-            row[f"{method}_rel"] = (None if cell["alpha"] is None
-                                    else abs(cell["alpha"] - base["fourier"]) / base["fourier"])
-        rows.append(row)
-    columns = ["case", "N", "m", "components", "fourier", "spec", "fourier_s", "fourier_gap",
-               "sdp", "sdp_rel", "sdp_s", "sdp_status", "smii", "smii_rel", "smii_s", "smii_status"]
-    total = time.perf_counter() - t_start
-    notes = ("alpha = least privacy cost meeting every target (Problem 1). `sdp`/`smii` report "
-             "privacy_cost * max_ratio (the cost at which the method meets every target); `*_rel` is "
-             "the relative difference to the Fourier optimum; `spec` is the value printed in "
-             "specs/fourier.md § 6.")
-    if not args.quiet:
-        print(common.format_table(rows, ["case", "N", "fourier", "spec", "fourier_s", "sdp", "sdp_rel", "sdp_s",
-                                         "smii", "smii_rel", "smii_s"], floatfmt=".7g"))
-        print(f"\n({total:.1f} s)")
-    common.write_results(NAME, rows, meta={"quick": args.quick, "total_time_s": total}, columns=columns,
-                         title="Fourier optimum vs SDP vs SM-II", notes=notes, floatfmt=".7g")
-    return rows
+        m = r["method"]
+        row[m], row[f"{m}_s"] = r.get("alpha"), r.get("time")
+        row[f"{m}_status"] = r.get("status") or f"error: {r['error']}"
+    for row in out.values():
+        for m in METHODS:
+            alpha, base = row.get(m), row.get("fourier")
+            row[f"{m}_rel"] = None if alpha is None or base is None else abs(alpha - base) / base
+    return list(out.values())
+
+
+def main(argv=None):
+    args = runner.parser(__doc__.splitlines()[0]).parse_args(argv)
+    import cvxpy  # noqa: F401  (imported once up front so no cell's time includes it)
+    cells = [runner.Cell({"case": name, "method": method}, row={"case": name, "method": method},
+                         label=f"{name}: {method}")
+             for name in (QUICK if args.quick else tuple(CASES)) for method in ("fourier", *METHODS)]
+    table = runner.Table("Fourier optimum vs SDP vs SM-II", COLUMNS, notes=NOTES, floatfmt=".7g",
+                         display=lambda rows: [{c: r.get(c) for c in ("case", "N", "fourier", "spec", "fourier_s",
+                                                                      "sdp", "sdp_rel", "sdp_s", "smii", "smii_rel",
+                                                                      "smii_s")} for r in rows])
+    # A method's failure is reported in the table (never cached); the other cells go on.
+    return runner.run_grid(NAME, cells, cell, args, version=CELL_VERSION, table=table, errors=(ffu.SolverError,),
+                           combine=one_row_per_case)
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

@@ -20,9 +20,10 @@ import numpy as np
 
 from ffu_cvx import fourier as F
 
-from . import common
+from . import runner
 
 NAME = "fourier_scale"
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 1
 #: Attribute sizes of the mixed domain, repeated cyclically.
 MIXED = (2, 3, 5, 10)
@@ -50,58 +51,47 @@ GRID = {
 GRID_QUICK = {"A (1-way, target i)": (2, 10), "binary, all 1+2-way": (5, 20), "mixed (2,3,5,10), all 1+2-way": (8,)}
 
 
-def run_cell(family: str, n: int, n_records: int) -> dict:
-    domain, targets = FAMILIES[family](n)
+COLUMNS = ("workload", "n_attrs", "log2_cells", "marginals", "components", "alpha", "gap", "epsilon_at_1e-6",
+           "solve_s", "records", "release_s", "release_peak_MiB")
+NOTES = ("alpha: least privacy cost (Delta_M^2) meeting every per-cell target; gap: relative gap to the dual lower "
+         "bound; release_peak_MiB: peak traced allocation of the release (tracemalloc), the records excluded.")
+
+
+def run_cell(family: str, n_attrs: int, records: int, seed: int) -> dict:
+    domain, targets = FAMILIES[family](n_attrs)
     t0 = time.perf_counter()
     mech = F.min_privacy_cost(domain, targets)
     t_solve = time.perf_counter() - t0
-    rng = np.random.default_rng(SEED)
-    records = np.column_stack([rng.integers(0, k, n_records, dtype=np.int8) for k in domain])
+    rng = np.random.default_rng(seed)
+    data = np.column_stack([rng.integers(0, k, records, dtype=np.int8) for k in domain])
     tracemalloc.start()
     try:
         t0 = time.perf_counter()
-        mech.release(records, rng=SEED + 1)
+        mech.release(data, rng=seed + 1)
         t_release = time.perf_counter() - t0
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     return {"log2_cells": sum(math.log2(k) for k in domain), "marginals": len(targets),
             "components": len(mech.components), "alpha": mech.privacy_cost, "gap": mech.gap,
-            "epsilon_at_1e-6": mech.epsilon(1e-6), "solve_s": t_solve, "records": n_records,
+            "epsilon_at_1e-6": mech.epsilon(1e-6), "solve_s": t_solve, "records": records,
             "release_s": t_release, "release_peak_MiB": peak / 2 ** 20}
 
 
 def main(argv=None):
-    args = common.parser(__doc__.splitlines()[0]).parse_args(argv)
-    cache = common.Cache(NAME, force=args.force, collect=args.collect, enabled=not args.no_cache)
+    args = runner.parser(__doc__.splitlines()[0]).parse_args(argv)
     grid = GRID_QUICK if args.quick else GRID
     n_records = RECORDS_QUICK if args.quick else RECORDS
-    cells = [(fam, n, n_records) for fam, ns in grid.items() for n in ns]
-    if not args.quick:
-        cells.append(BENCHMARK)
+    cells = [(fam, n, n_records) for fam, ns in grid.items() for n in ns] + ([] if args.quick else [BENCHMARK])
     import cvxpy  # noqa: F401  (imported once up front so no cell's time includes it)
-    rows = []
-    t_start = time.perf_counter()
-    for fam, n, recs in common.progress(cells, NAME, args.quiet):
-        key = {"family": fam, "n_attrs": n, "records": recs, "seed": SEED, "version": CELL_VERSION}
-        value = cache.run(key, lambda: run_cell(fam, n, recs))
-        if value is not None:
-            rows.append({"workload": fam, "n_attrs": n, **value})
-    total = time.perf_counter() - t_start
-    columns = ["workload", "n_attrs", "log2_cells", "marginals", "components", "alpha", "gap",
-               "epsilon_at_1e-6", "solve_s", "records", "release_s", "release_peak_MiB"]
-    if not args.quiet:
-        print(common.format_table(rows, columns, floatfmt=".5g"))
-        print(f"\n({total:.1f} s; timings on a shared 2-core machine are noisy)")
-    common.write_results(NAME, rows, meta={"quick": args.quick, "seed": SEED, "mixed_sizes": MIXED,
-                                           "total_time_s": total}, columns=columns,
-                         title="Fourier mechanism: time and optimum vs number of attributes",
-                         notes="alpha: least privacy cost (Delta_M^2) meeting every per-cell target; gap: "
-                               "relative gap to the dual lower bound; release_peak_MiB: peak traced "
-                               "allocation of the release (tracemalloc), the records excluded.",
-                         floatfmt=".5g")
-    return rows
+    table = runner.Table("Fourier mechanism: time and optimum vs number of attributes", COLUMNS, notes=NOTES,
+                         floatfmt=".5g", footer="; timings on a shared 2-core machine are noisy")
+    return runner.run_grid(NAME, [runner.Cell({"family": fam, "n_attrs": n, "records": recs, "seed": SEED},
+                                              row={"workload": fam, "n_attrs": n}, label=f"{fam}, n = {n}")
+                                  for fam, n, recs in cells],
+                           run_cell, args, version=CELL_VERSION, table=table,
+                           meta={"seed": SEED, "mixed_sizes": MIXED})
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

@@ -6,7 +6,7 @@ to ``Z_{2m}``; the prefix queries ``1[x <= t]`` become shifts of the indicator o
 optimally *for that family*. We report, per ``m``: the embedding's optimum from the
 max program and from the closed form ``(1/2 + (1/2m) sum_{b odd} 1/sin(pi b/2m))^2``,
 the true optimum for the m prefix queries (``ffu.solve(prefix(m), method="sdp")``, when
-the SDP module is installed and ``m <= SDP_MAX_M``), their ratio, the spec's table and
+``m <= SDP_MAX_M``), their ratio, the spec's table and
 the asymptotic ``(ln m / pi + 0.9813)^2``. Privacy cost 1 (``rho = 1/2``).
 """
 
@@ -18,9 +18,10 @@ import time
 import ffu_cvx as ffu
 from ffu_cvx import fourier as F
 
-from . import common
+from . import runner
 
 NAME = "fourier_thresholds"
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 2
 #: spec § 5 table: m -> (embedding, optimum)
 SPEC = {4: (2.0274, 1.7586), 8: (2.7011, 2.2816), 16: (3.4741, 2.9053), 32: (4.3450, 3.6307), 64: (5.3134, 4.4579)}
@@ -30,6 +31,12 @@ GRID_QUICK = (4, 8)
 SDP_MAX_M = 64
 #: Largest m for which the embedding's max program is solved (the closed form covers all m).
 PROGRAM_MAX_M = 1024
+
+
+COLUMNS = ("m", "embedding", "closed_form", "spec_embedding", "prefix_optimum", "spec_optimum", "ratio", "asymptotic",
+           "offset", "released_frequencies", "embedding_s", "sdp_s", "sdp_status")
+NOTES = ("Max variance at privacy cost 1. offset = sqrt(closed_form) - ln(m)/pi (spec: 0.9813 for large m). "
+         "prefix_optimum = SDP's privacy_cost * max_ratio on prefix(m) with unit targets.")
 
 
 def run_cell(m: int) -> dict:
@@ -44,48 +51,35 @@ def run_cell(m: int) -> dict:
     if m <= SDP_MAX_M:
         problem = ffu.FitnessProblem.from_workload(ffu.workloads.prefix(m))
         t0 = time.perf_counter()
-        try:
-            sol = ffu.solve(problem, method="sdp")
-        except ModuleNotFoundError as exc:
-            if not (exc.name or "").startswith("ffu_cvx"):
-                raise
-            out["sdp_status"] = "not available"
-        else:
-            out.update({"prefix_optimum": float(sol.privacy_cost * sol.max_ratio),
-                        "sdp_s": time.perf_counter() - t0, "sdp_status": sol.status})
+        sol = ffu.solve(problem, method="sdp")
+        out.update({"prefix_optimum": float(sol.privacy_cost * sol.max_ratio), "sdp_s": time.perf_counter() - t0,
+                    "sdp_status": sol.status})
+    return out
+
+
+def with_derived(rows: list[dict]) -> list[dict]:
+    """Each row with the embedding's ratio to the optimum, the asymptotic form and its offset."""
+    out = []
+    for r in rows:
+        m, emb, opt = r["m"], r.get("embedding"), r.get("prefix_optimum")
+        out.append({**r, "ratio": None if emb is None or opt is None else emb / opt,
+                    "asymptotic": (math.log(m) / math.pi + 0.9813) ** 2,
+                    "offset": math.sqrt(r["closed_form"]) - math.log(m) / math.pi})
     return out
 
 
 def main(argv=None):
-    args = common.parser(__doc__.splitlines()[0]).parse_args(argv)
-    cache = common.Cache(NAME, force=args.force, collect=args.collect, enabled=not args.no_cache)
-    grid = GRID_QUICK if args.quick else GRID
+    args = runner.parser(__doc__.splitlines()[0]).parse_args(argv)
     import cvxpy  # noqa: F401  (imported once up front so no cell's time includes it)
-    rows = []
-    t_start = time.perf_counter()
-    for m in common.progress(grid, NAME, args.quiet):
-        value = cache.run({"m": m, "version": CELL_VERSION}, lambda: run_cell(m))
-        if value is None:
-            continue
-        emb, opt = value.get("embedding"), value.get("prefix_optimum")
-        spec = SPEC.get(m, (None, None))
-        rows.append({"m": m, **value, "ratio": None if emb is None or opt is None else emb / opt,
-                     "spec_embedding": spec[0], "spec_optimum": spec[1],
-                     "asymptotic": (math.log(m) / math.pi + 0.9813) ** 2,
-                     "offset": math.sqrt(value["closed_form"]) - math.log(m) / math.pi})
-    total = time.perf_counter() - t_start
-    columns = ["m", "embedding", "closed_form", "spec_embedding", "prefix_optimum", "spec_optimum", "ratio",
-               "asymptotic", "offset", "released_frequencies", "embedding_s", "sdp_s", "sdp_status"]
-    if not args.quiet:
-        print(common.format_table(rows, columns[:9] + ["sdp_status"], floatfmt=".5g"))
-        print(f"\n({total:.1f} s)")
-    common.write_results(NAME, rows, meta={"quick": args.quick, "privacy_cost": 1.0, "total_time_s": total},
-                         columns=columns, title="Thresholds via the Z_2m embedding vs the prefix optimum",
-                         notes="Max variance at privacy cost 1. offset = sqrt(closed_form) - ln(m)/pi "
-                               "(spec: 0.9813 for large m). prefix_optimum = SDP's privacy_cost * max_ratio "
-                               "on prefix(m) with unit targets.", floatfmt=".5g")
-    return rows
+    cells = [runner.Cell({"m": m}, row={"m": m, "spec_embedding": SPEC.get(m, (None, None))[0],
+                                        "spec_optimum": SPEC.get(m, (None, None))[1]}, label=f"m = {m}")
+             for m in (GRID_QUICK if args.quick else GRID)]
+    table = runner.Table("Thresholds via the Z_2m embedding vs the prefix optimum", COLUMNS, notes=NOTES,
+                         floatfmt=".5g", display=lambda rows: [{c: r.get(c) for c in COLUMNS[:9] + ("sdp_status",)}
+                                                               for r in rows])
+    return runner.run_grid(NAME, cells, run_cell, args, version=CELL_VERSION, table=table, combine=with_derived,
+                           meta={"privacy_cost": 1.0})
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

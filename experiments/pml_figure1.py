@@ -19,7 +19,8 @@ import numpy as np
 
 from ffu_cvx import pml
 
-from . import common
+from . import runner
+from .plotting import coinciding, curve
 
 NAME = "pml_figure1"
 WORKLOADS = ("histogram", "range", "haar")
@@ -32,7 +33,18 @@ REFERENCE = {
     "range": ((0.9661, 0.9661), (0.8408, 0.8408), (0.7036, 0.7036), (0.6414, 0.6414)),
     "haar": ((0.9441, 0.9660), (0.7474, 0.8406), (0.5459, 0.7031), (0.4585, 0.6408)),
 }
-COLUMNS = ["workload", "k", "b", "alpha", "sign", "safe", "corollary", "dp"]
+COLUMNS = ("workload", "k", "b", "alpha", "sign", "safe", "corollary", "dp")
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
+CELL_VERSION = 1
+TITLE = "PML Figure 1: leakage vs alpha"
+NOTES = ("Grid ours (the paper's is not given): k = 8, b = Delta_1(W)/1, alpha log-spaced in [1e-4, 1/k]. "
+         "'sign' is Theorem 2, 'safe' the exact worst case over the other records, 'corollary' Corollary 1, "
+         "'dp' = Delta_1/b. Delta_1 is the L1 sensitivity under substitution (one record changes class).")
+#: bound -> (line style and colour, legend name)
+STYLES = {"sign": ("-C0", "Thm 2 (sign)"), "safe": (":C1", "exact worst case (safe)"), "corollary": ("--C2", "Cor. 1"),
+          "dp": ("-.C3", r"DP bound $\Delta_1/b$")}
+#: Panel titles of the workloads.
+PANELS = {"histogram": "histogram (one count per class)", "range": "all ranges", "haar": "Haar wavelet"}
 
 
 def alpha_grid(k: int, quick: bool) -> list[float]:
@@ -41,10 +53,10 @@ def alpha_grid(k: int, quick: bool) -> list[float]:
     return sorted(set(np.round(grid, 12).tolist()) | set(REFERENCE_ALPHAS))
 
 
-def curve(workload: str, k: int, alphas: list[float]) -> list[dict]:
-    """Leakage of ``workload`` (k classes) at ``b = Delta_1/EPS0`` for every alpha."""
+def leakage_curve(workload: str, k: int, eps0: float, alphas: list[float]) -> list[dict]:
+    """Leakage of ``workload`` (k classes) at ``b = Delta_1/eps0`` for every alpha (one row each)."""
     W = pml.pml_workload(workload, k)
-    b = pml.l1_sensitivity(W) / EPS0
+    b = pml.l1_sensitivity(W) / eps0
     rows = []
     for a in alphas:
         row = {"workload": workload, "k": k, "b": b, "alpha": a, "dp": pml.dp_leakage(W, b)}
@@ -64,54 +76,42 @@ def reference_check(rows: list[dict]) -> list[dict]:
     return out
 
 
-def plot(rows: list[dict]):
-    """Draw the figure from result rows: one panel per workload."""
-    import matplotlib
-    matplotlib.use("Agg")
+def draw(data: dict):
+    """The figure from the results JSON: one panel per workload; coinciding bounds share a line."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(4.2 * len(WORKLOADS), 3.6), sharey=True)
-    styles = {"sign": ("-", "Thm 2 (sign)"), "safe": (":", "exact worst case (safe)"),
-              "corollary": ("--", "Cor. 1"), "dp": ("-.", r"DP $\Delta_1/b$")}
+    rows = data["rows"]
+    fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(4.4 * len(WORKLOADS), 3.9), sharey=True)
     for ax, wl in zip(axes, WORKLOADS):
         sel = [r for r in rows if r["workload"] == wl]
-        alphas = [r["alpha"] for r in sel]
-        for key, (ls, label) in styles.items():
-            ax.plot(alphas, [r[key] for r in sel], ls, label=label)
+        groups = coinciding({bound: curve(sel, "alpha", bound)[1] for bound in STYLES})
+        for group in groups:
+            label = " = ".join(STYLES[bound][1] for bound in group) + (" (coincide)" if len(group) > 1 else "")
+            ax.plot(*curve(sel, "alpha", group[0]), STYLES[group[0]][0], label=label)
         ax.set_xscale("log")
-        ax.set_title(f"{wl}, k={sel[0]['k']}, b={sel[0]['b']:g}")
-        ax.set_xlabel(r"prior bound $\alpha$")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("leakage (nats)")
-    axes[0].legend(fontsize=8)
-    fig.suptitle(r"PML leakage vs $\alpha$ (grid ours: k=8, $b=\Delta_1/1$)", fontsize=10)
+        ax.set_title(f"{PANELS[wl]}, b = {sel[0]['b']:g}", fontsize=10)
+        ax.set_xlabel(r"prior bound $\alpha$ (every class has probability $\geq \alpha$)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7, loc="lower left")
+    axes[0].set_ylabel("leakage of one record (nats)")
+    meta = data["meta"]
+    fig.suptitle(f"How much a Laplace release of linear queries leaks about one record, k = {meta['k']} classes, "
+                 rf"noise scale $b = \Delta_1/\varepsilon_0$, $\varepsilon_0$ = {meta['eps0']:g} "
+                 rf"(so {meta['eps0']:g}-DP under substitution)", fontsize=10)
     fig.tight_layout()
     return fig
 
 
 def main(argv=None) -> list[dict]:
-    args = common.parser(__doc__.splitlines()[0]).parse_args(argv)
-    cache = common.Cache(NAME, force=args.force, collect=args.collect, enabled=not args.no_cache)
+    args = runner.parser(__doc__.splitlines()[0], figures=True).parse_args(argv)
     alphas = alpha_grid(K, args.quick)
-    rows = []
-    for wl in common.progress(WORKLOADS, NAME, args.quiet):
-        cell = cache.run({"workload": wl, "k": K, "eps0": EPS0, "alphas": alphas}, lambda: curve(wl, K, alphas))
-        rows.extend(cell or [])
-    if not rows:
-        print("no cached cells (run without --collect)")
-        return rows
-    notes = ("Grid ours (the paper's is not given): k = 8, b = Delta_1(W)/1, alpha log-spaced in "
-             "[1e-4, 1/k]. 'sign' is Theorem 2, 'safe' the exact worst case over the other records, "
-             "'corollary' Corollary 1, 'dp' = Delta_1/b.")
-    common.write_results(NAME, rows, meta={"k": K, "eps0": EPS0, "alphas": alphas, "quick": args.quick},
-                         columns=COLUMNS, title="PML Figure 1: leakage vs alpha", notes=notes)
-    check = reference_check(rows) if len(rows) == len(WORKLOADS) * len(alphas) else []
-    if not args.quiet:
-        print(common.format_table(check or rows, floatfmt=".4f"))
-    fig = plot(rows)
-    common.save_figure(fig, NAME)
-    return rows
+    cells = [runner.Cell({"workload": wl, "k": K, "eps0": EPS0, "alphas": alphas}, label=wl) for wl in WORKLOADS]
+    table = runner.Table(TITLE, COLUMNS, notes=NOTES, floatfmt=".4f",
+                         display=lambda rows: reference_check(rows) if len(rows) == len(WORKLOADS) * len(alphas)
+                         else rows)
+    return runner.run_grid(NAME, cells, leakage_curve, args, version=CELL_VERSION, table=table,
+                           figures=[runner.Figure(NAME, draw)], meta={"k": K, "eps0": EPS0, "alphas": alphas})
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

@@ -20,8 +20,10 @@ import warnings
 import numpy as np
 
 from ffu_cvx import pml
+from ffu_cvx.jsonio import number
 
-from . import common
+from . import runner
+from .plotting import coinciding, curve
 
 NAME = "pml_figure2"
 K = 8
@@ -35,7 +37,16 @@ REFERENCE = {
     (0.5, 0.05): (6.142944, 7.270867, 7.480275, 8.0),
     (2.0, 0.05): (1.189577, 1.601791, 1.659838, 2.0),
 }
-COLUMNS = ["workload", "k", "alpha", "epsilon", "b_sign", "b_safe", "b_corollary", "b_dp"]
+COLUMNS = ("workload", "k", "alpha", "epsilon", "b_sign", "b_safe", "b_corollary", "b_dp")
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
+CELL_VERSION = 1
+TITLE = "PML Figure 2: minimum b vs epsilon"
+NOTES = ("Grid ours (the paper's is not given): consecutive differences, k = 8, Delta_1 = 4 (L1 sensitivity under "
+         "substitution: one record changes class), eps in [0.1, 3], alpha in {0.01, 0.05, 0.1}. b = 0 where "
+         "eps >= log(1/alpha): no noise is needed under the alpha assumption.")
+#: column -> (line style and colour, legend name)
+STYLES = {"b_sign": ("-C0", r"$b_{PML(i)}$ Thm 2"), "b_safe": (":C1", "safe (exact worst case)"),
+          "b_corollary": ("--C2", r"$b_{PML(ii)}$ Cor. 1"), "b_dp": ("-.C3", r"$b_{DP} = \Delta_1/\varepsilon$")}
 
 
 def epsilon_grid(quick: bool) -> list[float]:
@@ -44,8 +55,8 @@ def epsilon_grid(quick: bool) -> list[float]:
     return sorted(set(np.round(grid, 12).tolist()) | {0.5, 1.0, 2.0})
 
 
-def curve(k: int, alpha: float, epsilons: list[float]) -> list[dict]:
-    """Minimum b for every eps and bound, differences with k classes, prior bound alpha."""
+def scale_curve(k: int, alpha: float, epsilons: list[float]) -> list[dict]:
+    """Minimum b for every eps and bound, differences with k classes, prior bound alpha (one row each)."""
     W = pml.differences(k)
     delta = pml.l1_sensitivity(W)
     rows = []
@@ -71,57 +82,51 @@ def reference_check(rows: list[dict]) -> list[dict]:
     return out
 
 
-def plot(rows: list[dict]):
-    """Draw the figure from result rows: one panel per alpha."""
-    import matplotlib
-    matplotlib.use("Agg")
+def draw(data: dict):
+    """The figure from the results JSON: one panel per alpha, log b; coinciding curves share a line."""
     import matplotlib.pyplot as plt
 
+    rows = data["rows"]
     alphas = sorted({r["alpha"] for r in rows})
-    fig, axes = plt.subplots(1, len(alphas), figsize=(4.2 * len(alphas), 3.6), sharey=True)
-    styles = {"b_sign": ("-", r"$b_{PML(i)}$ Thm 2"), "b_safe": (":", "safe (exact worst case)"),
-              "b_corollary": ("--", r"$b_{PML(ii)}$ Cor. 1"), "b_dp": ("-.", r"$b_{DP}$")}
-    for ax, a in zip(np.atleast_1d(axes), alphas):
+    fig, axes = plt.subplots(1, len(alphas), figsize=(4.4 * len(alphas), 3.9), sharey=True, squeeze=False)
+    for ax, a in zip(axes[0], alphas):
         sel = [r for r in rows if r["alpha"] == a]
-        eps = [r["epsilon"] for r in sel]
-        for key, (ls, label) in styles.items():
-            ax.plot(eps, [r[key] if r[key] > 0 else np.nan for r in sel], ls, label=label)
+        # b = 0 (no noise needed) cannot sit on a log axis: those points are left out.
+        drawn = {key: [r for r in sel if r[key] is not None and r[key] > 0] for key in STYLES}
+        groups = coinciding({key: [r[key] for r in sel] for key in STYLES})
+        for group in groups:
+            label = " = ".join(STYLES[key][1] for key in group) + (" (coincide)" if len(group) > 1 else "")
+            ax.plot(*curve(drawn[group[0]], "epsilon", group[0]), STYLES[group[0]][0], label=label)
+        free = np.log(1 / a)  # no noise needed from here on
+        if free <= max(r["epsilon"] for r in sel):
+            ax.axvline(free, color="gray", lw=0.8, ls=":")
+            where = rf"b = 0 from $\log(1/\alpha)$ = {free:.2f} (dotted)"
+        else:
+            where = rf"$\log(1/\alpha)$ = {free:.2f}: b > 0 throughout"
         ax.set_yscale("log")
-        ax.set_title(rf"differences k={sel[0]['k']}, $\alpha$={a:g}")
-        ax.set_xlabel(r"target leakage $\varepsilon$")
-        ax.grid(alpha=0.3)
-    np.atleast_1d(axes)[0].set_ylabel("minimum noise scale b")
-    np.atleast_1d(axes)[0].legend(fontsize=8)
-    fig.suptitle(r"Minimum Laplace scale vs $\varepsilon$ (grid ours; b = 0 where $\varepsilon \geq \log(1/\alpha)$, "
-                 "not drawn on the log axis)", fontsize=10)
+        ax.set_title(rf"prior bound $\alpha$ = {a:g}; {where}", fontsize=9)
+        ax.set_xlabel(r"target leakage $\varepsilon$ (nats): the release is $\varepsilon$-PML")
+        ax.grid(alpha=0.3, which="both")
+    axes[0][0].set_ylabel("least Laplace noise scale b")
+    axes[0][0].legend(fontsize=8)
+    delta = number(rows[0]["b_dp"]) * number(rows[0]["epsilon"])
+    fig.suptitle(f"Least Laplace noise meeting a target leakage, consecutive differences on k = {data['meta']['k']} "
+                 rf"classes ($\Delta_1$ = {delta:g} under substitution; the DP line gives $\varepsilon$-DP)",
+                 fontsize=10)
     fig.tight_layout()
     return fig
 
 
 def main(argv=None) -> list[dict]:
-    args = common.parser(__doc__.splitlines()[0]).parse_args(argv)
-    cache = common.Cache(NAME, force=args.force, collect=args.collect, enabled=not args.no_cache)
+    args = runner.parser(__doc__.splitlines()[0], figures=True).parse_args(argv)
     epsilons = epsilon_grid(args.quick)
-    rows = []
-    for a in common.progress(ALPHAS, NAME, args.quiet):
-        cell = cache.run({"workload": "difference", "k": K, "alpha": a, "epsilons": epsilons},
-                         lambda: curve(K, a, epsilons))
-        rows.extend(cell or [])
-    if not rows:
-        print("no cached cells (run without --collect)")
-        return rows
-    notes = ("Grid ours (the paper's is not given): consecutive differences, k = 8, Delta_1 = 4, eps in "
-             "[0.1, 3], alpha in {0.01, 0.05, 0.1}. b = 0 where eps >= log(1/alpha): no noise is needed "
-             "under the alpha assumption.")
-    common.write_results(NAME, rows, meta={"k": K, "alphas": ALPHAS, "epsilons": epsilons, "quick": args.quick},
-                         columns=COLUMNS, title="PML Figure 2: minimum b vs epsilon", notes=notes)
-    check = reference_check(rows) if len(rows) == len(ALPHAS) * len(epsilons) else []
-    if not args.quiet:
-        print(common.format_table(check or rows, floatfmt=".6f"))
-    fig = plot(rows)
-    common.save_figure(fig, NAME)
-    return rows
+    cells = [runner.Cell({"k": K, "alpha": a, "epsilons": epsilons}, label=f"alpha = {a:g}") for a in ALPHAS]
+    table = runner.Table(TITLE, COLUMNS, notes=NOTES, floatfmt=".6f",
+                         display=lambda rows: reference_check(rows) if len(rows) == len(ALPHAS) * len(epsilons)
+                         else rows)
+    return runner.run_grid(NAME, cells, scale_curve, args, version=CELL_VERSION, table=table,
+                           figures=[runner.Figure(NAME, draw)], meta={"k": K, "alphas": ALPHAS, "epsilons": epsilons})
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

@@ -39,16 +39,22 @@ SPECS = {
 }
 
 
+#: Builders by the name recorded in a cell's key.
+BUILDERS = {b.__name__: b for b in (workloads.random_ranges, workloads.random_pm1)}
+
+
+def build(workload: str, d: int, targets: str, seed: int, paper_basis: str, **extra) -> ffu.FitnessProblem:
+    """The drawn workload on the paper's basis (a row basis when the draw is rank-deficient)."""
+    wl = BUILDERS[workload](d, targets, seed, **extra)
+    basis = paper_basis if _basis.numerical_rank(wl.W) == d else "rows"
+    return ffu.FitnessProblem.from_workload(wl, basis=basis)
+
+
 def _case(name, d, seed, **extra):
     builder, targets, basis, _, _ = SPECS[name]
     label = f"d = {d}" + "".join(f", {k} = {v}" for k, v in extra.items())
-
-    def build():
-        wl = builder(d, targets, seed, **extra)
-        b = basis if _basis.numerical_rank(wl.W) == d else "rows"
-        return ffu.FitnessProblem.from_workload(wl, basis=b)
-    key = {"workload": builder.__name__, "d": d, "targets": targets, "seed": seed, "paper_basis": basis, **extra}
-    return label, key, build
+    return label, {"workload": builder.__name__, "d": d, "targets": targets, "seed": seed, "paper_basis": basis,
+                   **extra}
 
 
 def run(name, argv=None):
@@ -63,5 +69,5 @@ def run(name, argv=None):
     notes = (f"Workloads drawn with numpy.random.default_rng({SEED}); the paper's draw is unknown. Paper basis: "
              f"B = {'U' if basis == 'upper' else 'I'} (a row basis when a draw is rank-deficient; the "
              "mechanisms, hence the ratios, do not depend on the basis).")
-    return run_ratio_table(name, title, cases, quick, paper, argv, case_column="d", title=title, notes=notes,
+    return run_ratio_table(name, argv, cases, quick, build, paper, case_column="d", title=title, notes=notes,
                            meta={"seed": SEED, "sizes": SIZES, "quick_sizes": QUICK_SIZES})

@@ -23,16 +23,17 @@ from typing import Callable, Sequence
 import numpy as np
 
 import ffu_cvx as ffu
-from ffu_cvx import baselines
+from ffu_cvx import baselines, workloads
 
-from . import common
+from . import runner
+from .formatting import cell_text
 
 #: Mechanisms in the paper's column order.
 MECHANISMS = ("GM", "HM", "CA", "SM-II")
 #: SM-II options every ratio experiment uses (recorded in the results). ``max_time`` (s) keeps
 #: the suite within an hour on a 2-core machine; a capped run reports its certified gap.
 SMII_OPTIONS = {"tol": 1e-4, "max_time": 180.0}
-#: Bumped when the computation of a cell changes, so stale cache entries are not reused.
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 3
 
 
@@ -73,6 +74,25 @@ def mechanism_ratios(problem: ffu.FitnessProblem, *, smii_options: dict | None =
     return out
 
 
+def restrict(wl: workloads.Workload, keep: Sequence[Sequence[int]], name: str) -> workloads.Workload:
+    """``wl`` on a sub-domain (the ``--quick`` versions): the values ``keep[a]`` of attribute ``a``.
+
+    The columns of the other cells are dropped, then every query that counts no kept
+    cell, and every repeat of a query (the first stays, with the least target of its repeats).
+    """
+    cols = np.ravel_multi_index(np.meshgrid(*keep, indexing="ij"), wl.domain).ravel()
+    first: dict[bytes, int] = {}
+    rows, c, labels = [], [], []
+    for w, target, label in zip(wl.W[:, cols], wl.c, wl.labels):
+        if not w.any():
+            continue
+        i = first.setdefault(w.tobytes(), len(rows))
+        if i == len(rows):
+            rows.append(w), c.append(target), labels.append(label)
+        c[i] = min(c[i], target)
+    return workloads.from_matrix(np.array(rows), np.array(c), labels, tuple(len(v) for v in keep), name=name)
+
+
 def paper_value(paper: dict, case: str, mech: str):
     """The paper's number for ``mech`` on ``case`` (None when the paper has none)."""
     row = paper.get(case)
@@ -81,58 +101,47 @@ def paper_value(paper: dict, case: str, mech: str):
 
 def display_rows(rows: Sequence[dict], case_column: str, extra: Sequence[str] = ("HM_b", "IM", "HM3", "alpha")):
     """Rows formatted for the terminal: ours and the paper's side by side, 2 decimals."""
-    def f(v, fmt=".2f"):
-        return "" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
-
     out = []
     for r in rows:
         d = {case_column: r["case"]}
         for mech in MECHANISMS:
-            d[mech] = f(r.get(mech))
-            d[f"{mech} (paper)"] = f(r.get(f"{mech}_paper"))
+            d[mech] = cell_text(r.get(mech), ".2f")
+            d[f"{mech} (paper)"] = cell_text(r.get(f"{mech}_paper"), ".2f")
         for e in extra:
             v = r.get(e)
-            d[e] = str(v) if isinstance(v, int) else f(v, ".4g" if e == "alpha" else ".2f")
+            d[e] = str(v) if isinstance(v, int) else cell_text(v, ".4g" if e == "alpha" else ".2f")
         out.append(d)
     return out
 
 
-def run_ratio_table(name: str, description: str, cases: Sequence[tuple[str, dict, Callable]],
-                    quick_cases: Sequence[tuple[str, dict, Callable]], paper: dict, argv=None, *,
-                    case_column: str = "case", title: str = "", notes: str = "", meta: dict | None = None):
-    """Run one ratio table: cache every cell, print ours beside the paper's, write results.
+#: Columns of every ratio table's results files.
+COLUMNS = ("case", *[c for mech in MECHANISMS for c in (mech, f"{mech}_paper")], "HM_b", "IM", "HM3", "HM3_b",
+           "alpha", "smii_gap", "smii_status", "CA_gap", "m", "d", "k", "basis", "SM-II_time", "GM_time", "HM_time",
+           "CA_time")
+#: Printed under every ratio table.
+FOOTER = ("; IM = identity strategy, the authors' code's 'GM'; HM3 = 3-level sqrt(d) tree of the authors' code; "
+          "HM_b = Qardaji branching factor")
 
-    ``cases`` / ``quick_cases``: ``(label, key, build)`` with ``key`` a JSON-able dict that
-    identifies the workload (seeds included) and ``build()`` returning the FitnessProblem.
-    Returns the result rows (dicts with the ratios, the paper's values and timings).
+
+def run_ratio_table(name: str, argv, cases: Sequence[tuple[str, dict]], quick_cases: Sequence[tuple[str, dict]],
+                    build: Callable[..., ffu.FitnessProblem], paper: dict, *, title: str, case_column: str = "case",
+                    notes: str = "", meta: dict | None = None) -> list[dict]:
+    """Run one ratio table (``cases``, or ``quick_cases`` with ``--quick``), ours beside the paper's.
+
+    A case is ``(label, key)`` with ``key`` the JSON-able keyword arguments of
+    ``build`` (seeds included), which returns the case's FitnessProblem. Returns the
+    result rows (the ratios, the paper's values and timings).
     """
-    args = common.parser(description).parse_args(argv)
-    cache = common.Cache(name, force=args.force, collect=args.collect, enabled=not args.no_cache)
-    todo = quick_cases if args.quick else cases
-    t_start = time.perf_counter()
-    rows = []
-    by_label = {label: (key, build) for label, key, build in todo}
-    for label in common.progress(list(by_label), name, args.quiet):
-        key, build = by_label[label]
-        cell_key = {"case": label, **key, "smii_options": SMII_OPTIONS, "version": CELL_VERSION}
-        value = cache.run(cell_key, lambda: mechanism_ratios(build()))
-        if value is None:  # --collect and not cached
-            continue
-        row = {"case": label, **key, **value}
-        for mech in MECHANISMS:
-            row[f"{mech}_paper"] = paper_value(paper, label, mech)
-        rows.append(row)
-    total = time.perf_counter() - t_start
-    columns = ["case", *[c for mech in MECHANISMS for c in (mech, f"{mech}_paper")], "HM_b", "IM", "HM3",
-               "HM3_b", "alpha", "smii_gap", "smii_status", "CA_gap", "m", "d", "k", "basis",
-               "SM-II_time", "GM_time", "HM_time", "CA_time"]
-    if not args.quiet:
-        print(f"\n{title or name}\n")
-        print(common.format_table(display_rows(rows, case_column)))
-        print(f"\n({total:.1f} s; IM = identity strategy, the authors' code's 'GM'; "
-              f"HM3 = 3-level sqrt(d) tree of the authors' code; HM_b = Qardaji branching factor)")
-    common.write_results(name, rows, meta={"quick": args.quick, "smii_options": SMII_OPTIONS,
-                                           "ca_options": {"solver": "dual", "tol": 1e-9},
-                                           "paper": paper, "total_time_s": total, **(meta or {})},
-                         columns=columns, title=title or name, notes=notes)
-    return rows
+    args = runner.parser(title).parse_args(argv)
+
+    def cell(smii_options, **workload):
+        return mechanism_ratios(build(**workload), smii_options=smii_options)
+
+    cells = [runner.Cell({**key, "smii_options": SMII_OPTIONS}, label=label,
+                         row={"case": label, **key, **{f"{m}_paper": paper_value(paper, label, m) for m in MECHANISMS}})
+             for label, key in (quick_cases if args.quick else cases)]
+    table = runner.Table(title, COLUMNS, notes=notes, display=lambda rows: display_rows(rows, case_column),
+                         footer=FOOTER)
+    return runner.run_grid(name, cells, cell, args, version=CELL_VERSION, table=table,
+                           meta={"smii_options": SMII_OPTIONS, "ca_options": {"solver": "dual", "tol": 1e-9},
+                                 "paper": paper, **(meta or {})})

@@ -15,13 +15,19 @@ import time
 import ffu_cvx as ffu
 from ffu_cvx import workloads
 
-from . import common
+from . import runner
+from .formatting import cell_text
 
 SIZES = (2, 4, 8, 16)
 QUICK_SIZES = (2, 4)
 RTOL = 1e-3
 GD_MAX_TIME = 120.0
 QUICK_GD_MAX_TIME = 5.0
+TITLE = f"Table 3. Seconds to reach alpha_ref (1 + {RTOL:g}), GD vs SM-II, prefix queries"
+COLUMNS = ("d", "GD_time", "GD_paper", "SM-II_time", "SM-II_paper", "speedup", "alpha_ref", "GD_alpha", "GD_reached",
+           "GD_nit", "GD_status", "GD_message", "SM-II_alpha", "SM-II_reached", "SM-II_nit", "SM-II_status")
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
+CELL_VERSION = 2
 PAPER = {2: (7.02, 0.027), 4: (44.90, 0.055), 8: (198.52, 0.053), 16: (264.36, 0.058)}
 
 
@@ -42,47 +48,37 @@ def time_to_alpha(problem, method: str, target: float, max_time: float) -> dict:
             "status": sol.status, "message": sol.message}
 
 
-def cell(d: int, gd_max_time: float) -> dict:
+def cell(d: int, rtol: float, gd_max_time: float) -> dict:
     problem = ffu.FitnessProblem.from_workload(workloads.prefix(d))
     ref = ffu.solve(problem, method="smii", tol=1e-6)
-    target = ref.privacy_cost * ref.max_ratio * (1 + RTOL)
+    target = ref.privacy_cost * ref.max_ratio * (1 + rtol)
     sm = time_to_alpha(problem, "smii", target, max_time=gd_max_time)
     gd = time_to_alpha(problem, "gd", target, max_time=gd_max_time)
-    return {"d": d, "alpha_ref": ref.privacy_cost * ref.max_ratio, "target": target,
+    return {"alpha_ref": ref.privacy_cost * ref.max_ratio, "target": target,
             **{f"GD_{k}": v for k, v in gd.items()}, **{f"SM-II_{k}": v for k, v in sm.items()},
             "speedup": gd["time"] / sm["time"]}
 
 
+def display(rows: list[dict]) -> list[dict]:
+    """The terminal's table: GD's time (or why it did not get there) beside the paper's."""
+    return [{"d": r["d"],
+             "GD (s)": (f"{r['GD_time']:.2f}" if r["GD_reached"] else f"not reached: {r['GD_status']} after "
+                        f"{r['GD_time']:.0f} s at alpha {cell_text(r['GD_alpha'])}"),
+             "GD paper": r["GD_paper"], "SM-II (s)": f"{r['SM-II_time']:.3f}",
+             "SM-II paper": r["SM-II_paper"], "alpha_ref": f"{r['alpha_ref']:.4f}"} for r in rows]
+
+
 def main(argv=None):
-    args = common.parser("Table 3: GD vs SM-II time to the same privacy cost").parse_args(argv)
-    cache = common.Cache("table3", force=args.force, collect=args.collect, enabled=not args.no_cache)
+    args = runner.parser("Table 3: GD vs SM-II time to the same privacy cost").parse_args(argv)
     max_time = QUICK_GD_MAX_TIME if args.quick else GD_MAX_TIME
-    t_start = time.perf_counter()
-    rows = []
-    for d in common.progress(QUICK_SIZES if args.quick else SIZES, "table3", args.quiet):
-        key = {"d": d, "rtol": RTOL, "gd_max_time": max_time, "version": 2}
-        value = cache.run(key, lambda: cell(d, max_time))
-        if value is None:
-            continue
-        rows.append({**value, "GD_paper": PAPER[d][0], "SM-II_paper": PAPER[d][1]})
-    total = time.perf_counter() - t_start
-    columns = ["d", "GD_time", "GD_paper", "SM-II_time", "SM-II_paper", "speedup", "alpha_ref", "GD_alpha",
-               "GD_reached", "GD_nit", "GD_status", "GD_message", "SM-II_alpha", "SM-II_reached", "SM-II_nit",
-               "SM-II_status"]
-    if not args.quiet:
-        disp = [{"d": r["d"],
-                 "GD (s)": (f"{r['GD_time']:.2f}" if r["GD_reached"] else
-                            f"not reached: {r['GD_status']} after {r['GD_time']:.0f} s at alpha {r['GD_alpha']:.4g}"),
-                 "GD paper": r["GD_paper"], "SM-II (s)": f"{r['SM-II_time']:.3f}",
-                 "SM-II paper": r["SM-II_paper"], "alpha_ref": f"{r['alpha_ref']:.4f}"} for r in rows]
-        print(f"\nTable 3. Seconds to reach alpha_ref (1 + {RTOL:g}), prefix queries\n")
-        print(common.format_table(disp))
-        print(f"\n({total:.1f} s; times on this machine, noisy under load)")
-    common.write_results("table3", rows, meta={"quick": args.quick, "rtol": RTOL, "gd_max_time": max_time,
-                                               "paper": PAPER, "total_time_s": total},
-                         columns=columns, title="Table 3. Time to the same privacy cost, GD vs SM-II")
-    return rows
+    cells = [runner.Cell({"d": d, "rtol": RTOL, "gd_max_time": max_time}, label=f"d = {d}",
+                         row={"d": d, "GD_paper": PAPER[d][0], "SM-II_paper": PAPER[d][1]})
+             for d in (QUICK_SIZES if args.quick else SIZES)]
+    table = runner.Table(TITLE, COLUMNS, display=display,
+                         footer="; times on this machine, noisy under load")
+    return runner.run_grid("table3", cells, cell, args, version=CELL_VERSION, table=table,
+                           meta={"rtol": RTOL, "gd_max_time": max_time, "paper": PAPER})
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

@@ -5,6 +5,7 @@ See :mod:`experiments.random_tables`.
 
 from __future__ import annotations
 
+from . import runner
 from .random_tables import run
 
 
@@ -13,4 +14,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

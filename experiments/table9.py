@@ -1,6 +1,7 @@
 """Table 9: maximum variance ratio on the age-pyramid workload (§7.5), ``B = U``.
 
-``python -m experiments.table9``; ``--quick`` runs the same query families on 24 ages.
+``python -m experiments.table9``; ``--quick`` runs the same query families on 24 ages
+(the age pyramid restricted to ages 0..23, :func:`experiments.ratios.restrict`).
 """
 
 from __future__ import annotations
@@ -10,19 +11,13 @@ import numpy as np
 import ffu_cvx as ffu
 from ffu_cvx import workloads
 
-from .ratios import run_ratio_table
+from . import runner
+from .ratios import restrict, run_ratio_table
 
 PAPER = {"AGE": (22.02, 18.55, 5.30, 1.00)}
-
-
-def mini_age_pyramid(n_age: int = 24, voting: int = 18) -> workloads.Workload:
-    """The age-pyramid query families on a (2, n_age) histogram (for ``--quick``)."""
-    ages = np.arange(n_age)
-    ranges = [(0, x) for x in range(n_age)] + [(voting, n_age - 1)]
-    rows = np.array([(ages >= lo) & (ages <= hi) for lo, hi in ranges], dtype=float)
-    c = np.array([1.0 if (lo, hi) in ((0, voting - 1), (voting, n_age - 1)) else 10.0 for lo, hi in ranges])
-    W = np.vstack([np.kron(np.array([s]), rows) for s in ([1.0, 0.0], [0.0, 1.0], [1.0, 1.0])])
-    return workloads.from_matrix(W, np.tile(c, 3), None, (2, n_age), name=f"mini_age_pyramid({n_age})")
+TITLE = "Table 9. Maximum variance ratio for age pyramids (at SM-II's privacy cost)"
+#: Ages kept by ``--quick``.
+QUICK_AGES = 24
 
 
 def authors_age_variant() -> workloads.Workload:
@@ -39,17 +34,23 @@ def authors_age_variant() -> workloads.Workload:
     return workloads.from_matrix(W, c, None, (2, n_age), name="age_pyramid(authors' code)")
 
 
+def build(workload: str, basis: str) -> ffu.FitnessProblem:
+    """The case's problem: ``age_pyramid``, ``authors_age_variant`` or ``mini_age_pyramid``."""
+    if workload == "authors_age_variant":
+        wl = authors_age_variant()
+    elif workload == "mini_age_pyramid":
+        wl = restrict(workloads.age_pyramid(), [range(2), range(QUICK_AGES)], name=f"mini_age_pyramid({QUICK_AGES})")
+    else:
+        wl = workloads.age_pyramid()
+    return ffu.FitnessProblem.from_workload(wl, basis=basis)
+
+
 def main(argv=None):
-    cases = [("AGE", {"workload": "age_pyramid", "basis": "upper"},
-              lambda: ffu.FitnessProblem.from_workload(workloads.age_pyramid(), basis="upper")),
-             ("AGE (authors' code variant)", {"workload": "authors_age_variant", "basis": "upper"},
-              lambda: ffu.FitnessProblem.from_workload(authors_age_variant(), basis="upper"))]
-    quick = [("mini AGE", {"workload": "mini_age_pyramid", "basis": "upper"},
-              lambda: ffu.FitnessProblem.from_workload(mini_age_pyramid(), basis="upper"))]
-    return run_ratio_table("table9", "Table 9: age pyramid max variance ratio", cases, quick, PAPER, argv,
-                           case_column="workload",
-                           title="Table 9. Maximum variance ratio for age pyramids (at SM-II's privacy cost)")
+    cases = [("AGE", {"workload": "age_pyramid", "basis": "upper"}),
+             ("AGE (authors' code variant)", {"workload": "authors_age_variant", "basis": "upper"})]
+    quick = [("mini AGE", {"workload": "mini_age_pyramid", "basis": "upper"})]
+    return run_ratio_table("table9", argv, cases, quick, build, PAPER, title=TITLE, case_column="workload")
 
 
 if __name__ == "__main__":
-    main()
+    runner.cli(main)

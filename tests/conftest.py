@@ -3,11 +3,22 @@
 One BLAS thread unless the caller chose otherwise: the solvers' matrices here are small
 to medium, and on a machine shared with other jobs multithreaded OpenBLAS was
 pathological in our measurements (a 16 x 16 triangular solve took 14 ms instead of 0.1 ms).
-Figures are drawn with the non-interactive Agg backend.
+Figures are drawn with the non-interactive Agg backend. Experiments run by the tests
+write under a session tmp folder (``experiments.paths.ENV``), never into the clone.
 """
 
 import os
 
+import pytest
+
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _experiment_outputs_in_tmp(tmp_path_factory):
+    """Point every experiment the tests run at a tmp folder (tests may override it)."""
+    from experiments import paths
+
+    os.environ[paths.ENV] = str(tmp_path_factory.mktemp("experiments"))

@@ -13,16 +13,14 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from experiments import common
+from experiments import paths
 from ffu_cvx import baselines
 from ffu_cvx import workloads as wl
 
 
 @pytest.fixture(autouse=True)
 def tmp_outputs(tmp_path, monkeypatch):
-    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path / "results")
-    monkeypatch.setattr(common, "FIGURES_DIR", tmp_path / "figures")
-    monkeypatch.setattr(common, "CACHE_DIR", tmp_path / "results" / "cache")
+    monkeypatch.setenv(paths.ENV, str(tmp_path))
     return tmp_path
 
 

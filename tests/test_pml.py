@@ -499,10 +499,8 @@ def test_bad_input_names_the_argument(call, match):
 
 @pytest.fixture
 def results_tmp(tmp_path, monkeypatch):
-    from experiments import common
-    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path / "results")
-    monkeypatch.setattr(common, "FIGURES_DIR", tmp_path / "figures")
-    monkeypatch.setattr(common, "CACHE_DIR", tmp_path / "results" / "cache")
+    from experiments import paths
+    monkeypatch.setenv(paths.ENV, str(tmp_path))
     return tmp_path
 
 

@@ -193,10 +193,9 @@ def test_callback_stop():
 
 
 def test_bench_quick(tmp_path, monkeypatch):
-    from experiments import bench_sdp, common
+    from experiments import bench_sdp, paths
 
-    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path / "results")
-    monkeypatch.setattr(common, "CACHE_DIR", tmp_path / "results" / "cache")
+    monkeypatch.setenv(paths.ENV, str(tmp_path))
     rows = bench_sdp.main(["--quick", "--no-cache", "--quiet"])
     assert {(r["d"], r["formulation"]) for r in rows} == {(d, f) for d in (8, 16) for f in FORMULATIONS}
     for r in rows:

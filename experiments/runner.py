@@ -1,0 +1,338 @@
+"""The experiments' runner: cells -> cache -> progress -> atomic results -> figures -> paths printed.
+
+Interfaces layer (experiments): imports ``ffu_cvx.files``, ``ffu_cvx.jsonio``,
+``ffu_cvx.version``, :mod:`experiments.paths` and :mod:`experiments.formatting`;
+matplotlib only when a figure is drawn. An experiment module keeps its grid (a list of
+:class:`Cell`), its cell function, the paper's numbers and its layout (:class:`Table`,
+:class:`Figure`), and calls :func:`run_grid`, which
+
+1. runs every cell through the cache (``results/cache/<name>/``, one JSON file per
+   cell, keyed by the cell's arguments and the experiment's cell version). Failures are
+   never cached; a cache file that cannot be read (truncated, empty, another cell's, no
+   ``value``) is a miss: a :class:`CacheWarning` names the file and that cell alone is
+   recomputed;
+2. prints progress to stderr, then the table (ours beside the paper's) to stdout;
+3. writes ``results/<name>.{csv,json,md}`` (:mod:`ffu_cvx.jsonio`: non-finite numbers
+   are ``null``), draws every figure FROM that JSON (as read back) and writes
+   ``figures/<fig>.{png,pdf}``, all atomically and with Ctrl-C held off until the last
+   file is in place, so the outputs are all old or all new;
+4. prints every path it wrote.
+
+Ctrl-C while cells run stops the command: the finished cells stay in the cache, no
+result or figure is written, one line says so and the exit status is 130
+(:data:`EXIT_INTERRUPTED`); the same command then resumes from the cache. Cells must
+not catch ``KeyboardInterrupt``: :func:`run_grid` reports the exception types given as
+``errors`` (a :class:`ffu_cvx.SolverError`, say) as an error row, never cached, and lets
+every other exception through.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import hashlib
+import importlib.metadata
+import io
+import json
+import os
+import platform
+import signal
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ffu_cvx import jsonio
+from ffu_cvx.files import atomic_write_bytes
+from ffu_cvx.version import __version__
+
+from . import paths
+from .formatting import format_table, markdown_table
+
+__all__ = ["EXIT_INTERRUPTED", "Cell", "Table", "Figure", "CacheWarning", "Cache", "parser", "environment",
+           "result_files", "write_files", "run_grid", "cli"]
+
+#: Exit status of a command stopped by Ctrl-C (128 + SIGINT, the shell's convention).
+EXIT_INTERRUPTED = 130
+#: Distributions whose versions every results file records.
+RECORDED_VERSIONS = ("numpy", "scipy", "cvxpy", "clarabel", "scs", "matplotlib")
+#: Figure formats written for every figure; PNG at this resolution (dots per inch).
+FIGURE_FORMATS, FIGURE_DPI = ("png", "pdf"), 150
+#: Figure metadata left out so that the same results draw the same bytes.
+FIGURE_METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None, "Creator": None}}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a grid.
+
+    ``key``: the cell function's keyword arguments, JSON-able; with the experiment's
+    cell version it is the cell's identity in the cache, so it must hold everything the
+    value depends on (seeds and options included). ``row``: columns put beside the
+    computed value in the results (the paper's numbers, labels). ``label``: how
+    progress and messages name the cell (default: the key).
+    """
+
+    key: dict
+    row: dict = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.label or ", ".join(f"{k}={v}" for k, v in self.key.items())
+
+
+@dataclass(frozen=True)
+class Table:
+    """How the results are laid out: title, columns (CSV, JSON, markdown), notes under
+    the markdown table, float format; ``display`` turns the rows into the terminal's
+    rows (default: the rows by ``columns``); ``footer`` is printed under it."""
+
+    title: str
+    columns: Sequence[str]
+    notes: str = ""
+    floatfmt: str = ".4g"
+    display: Callable[[list], list] | None = None
+    footer: str = ""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure ``figures/<name>.{png,pdf}``; ``draw(data)`` gets the results JSON as read
+    back from disk (non-finite numbers as ``None``: read them with ``jsonio.number``) and
+    returns a matplotlib figure."""
+
+    name: str
+    draw: Callable[[dict], Any]
+
+
+class CacheWarning(UserWarning):
+    """A cache file could not be used; its cell is recomputed."""
+
+
+class Cache:
+    """Finished cells of one experiment: one JSON file per cell in ``folder``.
+
+    A file holds ``{"version", "key", "value"}``; its name is a hash of version and
+    key. ``read=False`` ignores what is there (``--force``); ``write=False`` stores
+    nothing (``--no-cache``).
+    """
+
+    def __init__(self, folder: Path, *, read: bool = True, write: bool = True):
+        self.folder, self.read, self.write = Path(folder), read, write
+
+    @staticmethod
+    def _identity(version: int, key: dict) -> dict:
+        return json.loads(jsonio.dumps({"version": version, "key": key}))
+
+    def path(self, version: int, key: dict) -> Path:
+        blob = json.dumps(self._identity(version, key), sort_keys=True)
+        return self.folder / (hashlib.sha256(blob.encode()).hexdigest()[:20] + ".json")
+
+    def get(self, version: int, key: dict):
+        """The cached value, or None (a miss) when absent, not read, or unreadable (with a warning)."""
+        path = self.path(version, key)
+        if not self.read or not path.exists():
+            return None
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return self._unreadable(path, f"{type(exc).__name__}: {exc}")
+        if not isinstance(stored, dict) or not isinstance(stored.get("value"), (dict, list)):
+            return self._unreadable(path, "no 'value' object")
+        if {"version": stored.get("version"), "key": stored.get("key")} != self._identity(version, key):
+            return self._unreadable(path, "written for another cell or cell version")
+        return stored["value"]
+
+    @staticmethod
+    def _unreadable(path: Path, why: str) -> None:
+        warnings.warn(f"cache file {path} cannot be used ({why}); recomputing that cell", CacheWarning, stacklevel=3)
+        return None
+
+    def put(self, version: int, key: dict, value) -> None:
+        if self.write:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            text = jsonio.dumps({"version": version, "key": key, "value": value}, indent=1) + "\n"
+            atomic_write_bytes(self.path(version, key), text.encode("utf-8"))
+
+
+def parser(description: str, *, figures: bool = False) -> argparse.ArgumentParser:
+    """Argument parser with the flags every experiment shares (``--replot`` with ``figures``)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--quick", action="store_true",
+                   help="small version that finishes in seconds, written to results/quick/ and figures/quick/")
+    p.add_argument("--force", action="store_true", help="recompute cached cells")
+    p.add_argument("--collect", action="store_true", help="only report cells already cached; compute nothing")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cell cache")
+    p.add_argument("--quiet", action="store_true", help="no progress and no table (the paths written are printed)")
+    if figures:
+        p.add_argument("--replot", action="store_true",
+                       help="compute nothing: draw the figures again from the existing results JSON")
+    return p
+
+
+def environment() -> dict:
+    """Versions of Python, the numerical stack and ffu_cvx, the platform and the time of the run."""
+    out = {"python": platform.python_version(), "platform": platform.platform(), "ffu_cvx": __version__}
+    for dist in RECORDED_VERSIONS:
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = None
+    out["time_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    out["cpu_count"] = os.cpu_count()
+    return out
+
+
+def result_files(name: str, rows: Sequence[dict], table: Table, meta: dict, quick: bool) -> dict[Path, bytes]:
+    """The bytes of ``results/<name>.{csv,json,md}`` (rows, meta and environment in the JSON)."""
+    columns = list(table.columns)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({c: r.get(c) for c in columns} for r in rows)
+    payload = {"name": name, "title": table.title, "meta": {"quick": quick, **meta}, "environment": environment(),
+               "columns": columns, "rows": rows}
+    title = table.title + (" (--quick: a small grid, not the paper's)" if quick else "")
+    md = f"# {title}\n\n{markdown_table(rows, columns, table.floatfmt)}\n"
+    if table.notes:
+        md += f"\n{table.notes.strip()}\n"
+    folder = paths.results_dir(quick)
+    return {folder / f"{name}.csv": buf.getvalue().encode(),
+            folder / f"{name}.json": (jsonio.dumps(payload, indent=2) + "\n").encode(),
+            folder / f"{name}.md": md.encode()}
+
+
+def figure_files(figures: Sequence[Figure], data: dict, quick: bool) -> dict[Path, bytes]:
+    """The bytes of every figure drawn from ``data`` (a results JSON as read back)."""
+    if not figures:
+        return {}
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = {}
+    for spec in figures:
+        fig = spec.draw(data)
+        try:
+            for ext in FIGURE_FORMATS:
+                buf = io.BytesIO()
+                fig.savefig(buf, format=ext, dpi=FIGURE_DPI, metadata=FIGURE_METADATA[ext])
+                out[paths.figures_dir(quick) / f"{spec.name}.{ext}"] = buf.getvalue()
+        finally:
+            plt.close(fig)
+    return out
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """Hold SIGINT until the block ends (then a pending Ctrl-C is raised as usual)."""
+    held = hasattr(signal, "pthread_sigmask")
+    if held:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if held:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def write_files(files: dict[Path, bytes]) -> list[Path]:
+    """Write every file atomically, Ctrl-C held off until the last is in place; print each path."""
+    with _interrupts_held():
+        for path, data in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(path, data)
+    for path in files:
+        print(f"wrote {paths.shown(path)}", flush=True)
+    return list(files)
+
+
+def _compute(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], cache: Cache, version: int,
+             errors: tuple, collect: bool, quiet: bool) -> list[dict]:
+    """Every cell's row(s), from the cache or ``cell_fn(**cell.key)``; Ctrl-C -> exit 130."""
+    rows, kept, hits, t0 = [], 0, 0, time.perf_counter()
+    try:
+        for i, cell in enumerate(cells, 1):
+            value = cache.get(version, cell.key)
+            if value is not None:
+                hits += 1
+            elif collect:
+                continue
+            else:
+                if not quiet:
+                    print(f"{name} [{i}/{len(cells)}] {cell.name} ({time.perf_counter() - t0:.1f} s elapsed)",
+                          file=sys.stderr, flush=True)
+                try:
+                    value = jsonio.jsonable(cell_fn(**cell.key))
+                except errors as exc:  # reported in the table, never cached
+                    value = {"error": f"{type(exc).__name__}: {exc}"}
+                    print(f"{name}: {cell.name}: {value['error']}", file=sys.stderr, flush=True)
+                else:
+                    cache.put(version, cell.key, value)
+            failed = isinstance(value, dict) and "error" in value
+            kept += cache.write and not failed
+            rows += [jsonio.jsonable({**cell.row, **v}) for v in (value if isinstance(value, list) else [value])]
+    except KeyboardInterrupt:
+        where = (f"{kept} finished cell(s) kept in {paths.shown(cache.folder)}; run the same command to resume"
+                 if cache.write else "nothing kept (--no-cache)")
+        print(f"{name}: interrupted; {where}; no results or figures written", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    if not quiet:
+        print(f"{name}: {len(cells)} cell(s), {hits} of them from {paths.shown(cache.folder)}, "
+              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return rows
+
+
+def _replot(name: str, figures: Sequence[Figure], quick: bool) -> list[dict]:
+    source = paths.results_dir(quick) / f"{name}.json"
+    if not source.exists():
+        raise SystemExit(f"{name}: no {paths.shown(source)} to draw from; run without --replot first")
+    data = json.loads(source.read_text(encoding="utf-8"))
+    write_files(figure_files(figures, data, quick))
+    return data["rows"]
+
+
+def run_grid(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], args: argparse.Namespace, *,
+             version: int, table: Table, figures: Sequence[Figure] = (), meta: dict | None = None,
+             errors: tuple = (), combine: Callable[[list], list] | None = None) -> list[dict]:
+    """Run experiment ``name`` over ``cells`` (see the module docstring); returns the result rows.
+
+    ``cell_fn(**cell.key)`` returns a JSON-able dict (one row) or list of dicts (one row
+    each); ``version`` is bumped whenever a cell's computation changes, so stale cache
+    files are not reused; ``args`` come from :func:`parser`; ``meta`` is recorded in the
+    JSON; exceptions of the types in ``errors`` become an ``error`` row; ``combine`` turns
+    the cells' rows into the table's (columns derived from several values, one row from
+    several cells), after the cache and before anything is written.
+    """
+    if getattr(args, "replot", False):
+        return _replot(name, figures, args.quick)
+    cache = Cache(paths.cache_dir(name), read=not (args.force or args.no_cache), write=not args.no_cache)
+    t0 = time.perf_counter()
+    rows = _compute(name, cells, cell_fn, cache, version, tuple(errors), args.collect, args.quiet)
+    rows = jsonio.jsonable(combine(rows)) if combine else rows
+    total = time.perf_counter() - t0
+    if not rows:
+        print(f"{name}: no finished cells in {paths.shown(cache.folder)} (run without --collect); nothing written")
+        return rows
+    if not args.quiet:
+        shown = table.display(rows) if table.display else [{c: r.get(c) for c in table.columns} for r in rows]
+        print(f"\n{table.title}\n\n{format_table(shown, floatfmt=table.floatfmt)}\n\n({total:.1f} s{table.footer})\n")
+    files = result_files(name, rows, table, {**(meta or {}), "cell_version": version, "total_time_s": total},
+                         args.quick)
+    data = json.loads(files[paths.results_dir(args.quick) / f"{name}.json"])
+    write_files({**files, **figure_files(figures, data, args.quick)})
+    return rows
+
+
+def cli(main: Callable[[], Any]) -> None:
+    """Run ``main()`` as a command: Ctrl-C anywhere ends it with one line and status 130."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("interrupted; the finished cells are cached, so the same command resumes", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None

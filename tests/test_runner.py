@@ -1,0 +1,256 @@
+"""The experiments' runner and paths: cache, interrupts, quick runs, figures from the results JSON.
+
+Every test writes under its own tmp folder (``experiments.paths.ENV``), never in the clone.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+import tiny_experiment as tiny
+from experiments import paths, runner
+
+REPO = Path(__file__).resolve().parent.parent
+KEYS = [{"i": i} for i in range(4)]
+
+
+@pytest.fixture
+def out(tmp_path, monkeypatch):
+    monkeypatch.setenv(paths.ENV, str(tmp_path))
+    monkeypatch.setenv("TINY_LOG", str(tmp_path / "computed.log"))
+    for var in ("TINY_SLEEP", "TINY_FAIL"):
+        monkeypatch.delenv(var, raising=False)
+    tiny.DRAWN.clear()
+    return tmp_path
+
+
+def computed(out) -> list[int]:
+    """The cells computed since the last call (read from the tiny experiment's log, then cleared)."""
+    log = out / "computed.log"
+    done = [int(s) for s in log.read_text().split()] if log.exists() else []
+    log.unlink(missing_ok=True)
+    return done
+
+
+def cache_file(key) -> Path:
+    return runner.Cache(paths.cache_dir(tiny.NAME)).path(1, key)
+
+
+def test_rows_results_figures_and_printed_paths(out, capsys):
+    rows = tiny.main(["--quiet"])
+    assert [(r["i"], r["square"], r["nan"]) for r in rows] == [(i, i * i, None) for i in range(4)]
+    assert rows[2]["root"] == pytest.approx(2**0.5, rel=1e-15)
+    written = [out / "results" / f"tiny.{ext}" for ext in ("csv", "json", "md")]
+    written += [out / "figures" / f"tiny.{ext}" for ext in ("png", "pdf")]
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [f"wrote {p}" for p in written]
+    data = json.loads(written[1].read_text())
+    assert data["rows"] == rows and data["meta"]["quick"] is False and data["meta"]["cell_version"] == 1
+    assert "NaN" not in written[1].read_text()  # one JSON encoding: non-finite -> null
+    assert tiny.DRAWN == [data]  # the figure was drawn from the JSON as written
+    assert written[0].read_text().splitlines()[:2] == ["i,square,root,nan,error", "0,0,0.0,,"]
+
+
+def test_resume_reads_the_cache_and_force_recomputes(out):
+    first = tiny.main(["--quiet"])
+    assert computed(out) == [0, 1, 2, 3]
+    assert tiny.main(["--quiet"]) == first and computed(out) == []
+    assert tiny.main(["--quiet", "--collect"]) == first and computed(out) == []
+    assert tiny.main(["--quiet", "--force"]) == first and computed(out) == [0, 1, 2, 3]
+    assert tiny.main(["--quiet", "--no-cache", "--cells", "5"])[4]["square"] == 16 and computed(out) == [0, 1, 2, 3, 4]
+    assert not cache_file({"i": 4}).exists()  # --no-cache wrote nothing
+
+
+CORRUPTIONS = {
+    "truncated": lambda text: text[: len(text) // 2],
+    "empty": lambda text: "",
+    "no value": lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "value"}),
+    "value null": lambda text: json.dumps({**json.loads(text), "value": None}),
+    "not an object": lambda text: "[1, 2, 3]",
+    "another cell": lambda text: json.dumps({**json.loads(text), "key": {"i": 99}}),
+    "another version": lambda text: json.dumps({**json.loads(text), "version": 0}),
+    "not utf-8": lambda text: "\udcff",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
+def test_an_unreadable_cache_file_is_a_miss_named_in_a_warning(out, kind):
+    first = tiny.main(["--quiet"])
+    computed(out)
+    bad = cache_file({"i": 2})
+    text = CORRUPTIONS[kind](bad.read_text())
+    bad.write_bytes(text.encode("utf-8", "surrogateescape"))
+    with pytest.warns(runner.CacheWarning, match=re.escape(str(bad))) as seen:
+        again = tiny.main(["--quiet"])
+    assert len(seen) == 1 and "recomputing that cell" in str(seen[0].message)
+    assert again == first and computed(out) == [2]  # that cell alone
+    assert json.loads(bad.read_text())["value"]["square"] == 4  # and its file repaired
+
+
+def test_a_cache_folder_in_place_of_a_file_is_a_miss(out):
+    tiny.main(["--quiet", "--cells", "1"])
+    bad = cache_file({"i": 0})
+    bad.unlink()
+    bad.mkdir()
+    with pytest.warns(runner.CacheWarning, match=re.escape(str(bad))):
+        with pytest.raises(OSError):  # recomputed, then the folder refuses the write
+            tiny.main(["--quiet", "--cells", "1"])
+
+
+def test_failures_are_error_rows_never_cached(out, monkeypatch, capsys):
+    monkeypatch.setenv("TINY_FAIL", "1")
+    rows = tiny.main(["--quiet"])
+    assert rows[1] == {"i": 1, "error": "SolverError: cell 1 failed on purpose"}
+    assert "cell 1 failed on purpose" in capsys.readouterr().err
+    assert not cache_file({"i": 1}).exists() and cache_file({"i": 2}).exists()
+    monkeypatch.delenv("TINY_FAIL")
+    computed(out)
+    assert tiny.main(["--quiet"])[1]["square"] == 1 and computed(out) == [1]
+
+
+def test_other_exceptions_propagate_and_keep_the_finished_cells(out):
+    def cell(i):
+        if i == 2:
+            raise RuntimeError("boom")
+        return {"v": i}
+
+    args = runner.parser("t").parse_args(["--quiet"])
+    with pytest.raises(RuntimeError, match="boom"):
+        runner.run_grid("boom", [runner.Cell(k) for k in KEYS], cell, args, version=1,
+                        table=runner.Table("t", ("i", "v")))
+    assert len(list(paths.cache_dir("boom").iterdir())) == 2
+    assert not (out / "results" / "boom.json").exists()
+
+
+def test_interrupt_in_process_keeps_cells_and_writes_nothing(out, capsys):
+    def cell(i):
+        if i == 2:
+            raise KeyboardInterrupt
+        return {"v": i}
+
+    args = runner.parser("t").parse_args([])
+    with pytest.raises(SystemExit) as stop:
+        runner.run_grid("stop", [runner.Cell(k) for k in KEYS], cell, args, version=1,
+                        table=runner.Table("t", ("i", "v")))
+    assert stop.value.code == runner.EXIT_INTERRUPTED == 130
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (f"stop: interrupted; 2 finished cell(s) kept in {paths.cache_dir('stop')}; run the same "
+                       "command to resume; no results or figures written")
+    assert sorted(p.name for p in out.rglob("*") if p.is_file()) == sorted(
+        runner.Cache(paths.cache_dir("stop")).path(1, k).name for k in KEYS[:2])
+
+
+def _subprocess_env(out, **extra):
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **extra)
+    env[paths.ENV] = str(out)
+    return env
+
+
+def test_ctrl_c_stops_the_command_then_a_rerun_resumes(out):
+    tiny.main(["--quiet", "--cells", "1"])  # earlier results, which the interrupted run must leave alone
+    computed(out)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and "cache" not in p.parts}
+    cache = paths.cache_dir(tiny.NAME)
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "tiny_experiment.py"), "--quiet", "--cells", "6"],
+                            env=_subprocess_env(out, TINY_SLEEP="0.4"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(cache.iterdir())) < 2 and time.monotonic() < deadline:  # a cell finished in this run
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1 and "interrupted" in stderr
+    assert stdout == ""
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and "cache" not in p.parts
+            and p.name != "computed.log"} == before  # nothing written, nothing replaced
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+    kept = {json.loads(p.read_text())["key"]["i"]: json.loads(p.read_text())["value"] for p in cache.iterdir()}
+    assert 2 <= len(kept) < 6 and sorted(kept) == list(range(len(kept)))
+    assert computed(out) == list(range(1, len(kept)))  # cell 0 came from the cache
+    rows = tiny.main(["--quiet", "--cells", "6"])
+    assert computed(out) == list(range(len(kept), 6))  # resumed: the finished cells were not recomputed
+    assert [{k: r[k] for k in ("square", "root", "nan")} for r in rows[: len(kept)]] == [kept[i] for i in sorted(kept)]
+    assert rows == tiny.main(["--quiet", "--cells", "6", "--no-cache"])  # identical to a fresh run
+
+
+def test_quick_runs_are_kept_apart_from_full_results(tmp_path, monkeypatch):
+    monkeypatch.delenv(paths.ENV, raising=False)
+    monkeypatch.setattr(paths, "REPO", tmp_path)
+    tiny.main(["--quiet"])
+    full = (tmp_path / "results" / "tiny.json").read_bytes()
+    figure = (tmp_path / "figures" / "tiny.png").read_bytes()
+    tiny.main(["--quiet", "--quick"])
+    assert (tmp_path / "results" / "tiny.json").read_bytes() == full
+    assert (tmp_path / "figures" / "tiny.png").read_bytes() == figure
+    quick = json.loads((tmp_path / "results" / "quick" / "tiny.json").read_text())
+    assert quick["meta"]["quick"] is True and len(quick["rows"]) == 2
+    assert "(--quick" in (tmp_path / "results" / "quick" / "tiny.md").read_text().splitlines()[0]
+    assert (tmp_path / "figures" / "quick" / "tiny.pdf").exists()
+    assert sorted(p.name for p in (tmp_path / "results" / "cache" / "tiny").iterdir()) == sorted(
+        runner.Cache(tmp_path / "x").path(1, k).name for k in KEYS)  # one cache: quick cells are full cells
+
+
+def test_replot_draws_from_the_results_file_alone(out, capsys):
+    tiny.main(["--quiet"])
+    source = out / "results" / "tiny.json"
+    data = json.loads(source.read_text())
+    data["rows"][0]["square"] = 123
+    source.write_text(json.dumps(data))
+    for p in out.rglob("*.json"):
+        if "cache" in p.parts:
+            p.unlink()
+    capsys.readouterr()
+    tiny.DRAWN.clear()
+    assert tiny.main(["--replot"])[0]["square"] == 123
+    assert tiny.DRAWN == [data] and computed(out) == [0, 1, 2, 3]  # (the log is from the first run)
+    assert capsys.readouterr().out.splitlines() == [f"wrote {out / 'figures' / f'tiny.{e}'}" for e in ("png", "pdf")]
+    source.unlink()
+    with pytest.raises(SystemExit, match="run without --replot first"):
+        tiny.main(["--replot"])
+
+
+def test_same_results_draw_the_same_figure_bytes(out):
+    tiny.main(["--quiet"])
+    png, pdf = ((out / "figures" / f"tiny.{e}").read_bytes() for e in ("png", "pdf"))
+    tiny.main(["--quiet", "--replot"])
+    assert (out / "figures" / "tiny.png").read_bytes() == png and (out / "figures" / "tiny.pdf").read_bytes() == pdf
+
+
+def test_paths_resolve_from_the_package_not_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv(paths.ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert paths.results_dir() == REPO / "results" and paths.figures_dir(quick=True) == REPO / "figures" / "quick"
+    assert paths.cache_dir("table2") == REPO / "results" / "cache" / "table2"
+    assert paths.shown(REPO / "results") == str(REPO / "results")
+    monkeypatch.chdir(REPO)
+    assert paths.shown(REPO / "results" / "x.json") == os.path.join("results", "x.json")
+    monkeypatch.setenv(paths.ENV, str(tmp_path / "o"))
+    assert paths.results_dir(quick=True) == tmp_path / "o" / "results"  # a folder given is used as given
+
+
+def test_crossval_reports_a_failed_refinement(monkeypatch):
+    from experiments import crossval
+    import ffu_cvx as ffu
+
+    solve = ffu.solve
+
+    def failing_refinement(problem, method, **options):
+        sol = solve(problem, method=method, **options)
+        if method != "sdp":
+            return sol
+        info = dict(sol.info, refine_failed="level 2 failed in every retry")
+        return types.SimpleNamespace(privacy_cost=sol.privacy_cost, gap=sol.gap, sigma=sol.sigma, info=info)
+
+    monkeypatch.setattr(ffu, "solve", failing_refinement)
+    row = crossval.run_cell("pm1/uniform", 8, 0, 1e-4)
+    assert (row["refined"], row["unique"], row["refine_failed"]) == (False, False, "level 2 failed in every retry")
+    assert abs(row["rel_diff"]) < 1e-4
