@@ -6,7 +6,8 @@ Solver layer, top of ``ffu_cvx.kron``: imports numpy, ``problem``, ``products``,
 
 - one product group: the exact product of per-attribute optima (``"product"``);
 - a union whose structured attributes (those with a block other than identity or
-  total) span at most :data:`ffu_cvx.kron.reduce.DENSE_D_MAX` cells: the symmetry
+  total) span at most :data:`ffu_cvx.kron.reduce.DENSE_D_MAX` cells (:data:`ONE_BLOCK_D_MAX`
+  when the reduction has a single block): the symmetry
   reduction, solved exactly with a certified gap (``"symmetric"``; one block is a dense
   Problem 1 for SM-II, several go to the block dual ascent);
 - otherwise the better of the two simple structures (one Kronecker Sigma by
@@ -17,6 +18,7 @@ Solver layer, top of ``ffu_cvx.kron``: imports numpy, ``problem``, ``products``,
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 import warnings
@@ -33,7 +35,11 @@ from .reduce import DENSE_D_MAX, ascent, reduce
 from .simple import independent, kronecker_bcd, product_bound, product_term
 from .solution import KronSolution
 
-__all__ = ["STRUCTURES", "solve_kron", "structure_of"]
+__all__ = ["STRUCTURES", "ONE_BLOCK_D_MAX", "solve_kron", "structure_of"]
+
+#: A union whose reduction has a single block is a dense Problem 1 over the structured
+#: attributes' joint space; SM-II takes it up to this many cells.
+ONE_BLOCK_D_MAX = 4096
 
 #: Structures ``solve_kron(structure=...)`` accepts ("auto" picks as the module docstring says).
 STRUCTURES = ("auto", "product", "symmetric", "kronecker", "independent")
@@ -46,9 +52,13 @@ def structure_of(problem: ProductProblem) -> tuple[str, str]:
         return "product", "one product group: the product of per-attribute optima is exact"
     ns = [i for i in range(len(sizes)) if any(g.blocks[i].kind not in ("identity", "total") for g in groups)]
     D = math.prod(sizes[i] for i in ns)
-    if D <= DENSE_D_MAX:
+    parts = set()
+    for g in groups:
+        ident = [i for i in range(len(sizes)) if i not in ns and sizes[i] >= 2 and g.blocks[i].kind == "identity"]
+        parts.update(frozenset(c) for r in range(len(ident) + 1) for c in itertools.combinations(ident, r))
+    if D <= (ONE_BLOCK_D_MAX if len(parts) == 1 else DENSE_D_MAX):
         return "symmetric", (f"union of {len(groups)} groups; the structured attributes {[problem.domain.names[i] for i in ns]} "
-                             f"span {D} <= {DENSE_D_MAX} cells: exact symmetry reduction")
+                             f"span {D} cells, {len(parts)} block(s): exact symmetry reduction")
     return "best simple", (f"union of {len(groups)} groups over structured attributes of {D} > {DENSE_D_MAX} cells: "
                            "best of one Kronecker Sigma and independent group mechanisms")
 
