@@ -26,10 +26,13 @@ from .sdp import solve_sdp
 from .smii import solve_gd, solve_smii
 from .status import SolverError
 
-__all__ = ["METHODS", "AUTO_SDP_MAX_K", "solve", "auto_method"]
+__all__ = ["METHODS", "STRUCTURED_METHODS", "AUTO_SDP_MAX_K", "solve", "auto_method"]
 
-#: method name -> solver function ``f(problem, *, tol, callback, **options) -> Solution``.
-METHODS = {"sdp": solve_sdp, "smii": solve_smii, "gd": solve_gd, "kron": solve_kron}
+#: method name -> solver function ``f(problem, *, tol, callback, **options) -> Solution`` for any
+#: FitnessProblem (a product problem's dense one included).
+METHODS = {"sdp": solve_sdp, "smii": solve_smii, "gd": solve_gd}
+#: Methods for structured (product) problems only, Sigma kept in factors.
+STRUCTURED_METHODS = {"kron": solve_kron}
 #: ``method="auto"`` gives dense problems of rank up to this to the exact SDP, larger ones to SM-II.
 AUTO_SDP_MAX_K = 32
 #: Agreement asked of the Fourier optimum re-expressed as a structured mechanism.
@@ -101,7 +104,7 @@ def _dense_of(problem: ProductProblem, method: str) -> FitnessProblem:
 
 
 def solve(problem, method: str = "sdp", tol: float | None = None, callback=None, **options) -> Solution:
-    """Solve Problem 1 for ``problem`` with ``method`` in :data:`METHODS` or ``"auto"``.
+    """Solve Problem 1 for ``problem`` with ``method`` in :data:`METHODS`, :data:`STRUCTURED_METHODS` or ``"auto"``.
 
     ``problem`` is a :class:`~ffu_cvx.problem.FitnessProblem`, or a
     :class:`~ffu_cvx.products.ProductProblem` (a product workload's): "kron" solves it with
@@ -128,8 +131,9 @@ def solve(problem, method: str = "sdp", tol: float | None = None, callback=None,
         raise ValueError(f"`problem` must be a FitnessProblem or a ProductProblem, got {type(problem).__name__}; "
                          "build one with FitnessProblem(W, c) or FitnessProblem.from_workload(wl)")
     name = str(method).lower()
-    if name not in METHODS and name != "auto":
-        raise ValueError(f"unknown method {method!r}; valid methods are {sorted(METHODS) + ['auto']}")
+    if name not in METHODS and name not in STRUCTURED_METHODS and name != "auto":
+        raise ValueError(f"unknown method {method!r}; valid methods are "
+                         f"{sorted(METHODS) + sorted(STRUCTURED_METHODS) + ['auto']}")
     why = None
     if name == "auto":
         name, why = auto_method(problem)
@@ -145,7 +149,7 @@ def solve(problem, method: str = "sdp", tol: float | None = None, callback=None,
     if tol is not None:
         options["tol"] = tol
     try:
-        sol = METHODS[name](problem, callback=callback, **options)
+        sol = {**METHODS, **STRUCTURED_METHODS}[name](problem, callback=callback, **options)
     except SolverError as err:
         advice = problem.scaling_advice if isinstance(problem, FitnessProblem) else ""
         if not advice or advice in str(err):
