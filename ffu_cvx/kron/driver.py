@@ -113,7 +113,7 @@ def _simple(problem, solver, which, tol, t0, why):
     if which in ("best simple", "independent"):
         candidates["independent"] = terms_ind
     if which in ("best simple", "kronecker"):
-        term, _, sweeps = kronecker_bcd(groups, solver)
+        term, _, _ = kronecker_bcd(groups, solver)
         candidates["kronecker"] = (term,)
     sols = {k: KronSolution.from_terms(problem, t, lower_bound=lb, structure=k) for k, t in candidates.items()}
     name = min(sols, key=lambda k: sols[k].privacy_cost * sols[k].max_ratio)

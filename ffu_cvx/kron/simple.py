@@ -71,8 +71,8 @@ def kronecker_bcd(groups, solver, sweeps: int = BCD_SWEEPS):
         for i in range(a):
             others = np.prod([group_max(j, sols[j]) for j in range(a) if j != i], axis=0) if a > 1 else 1.0
             sols[i] = solver.solve([g.blocks[i] for g in groups], targets / others)
-        cost = math.prod(s.privacy_cost for s in sols) * max(
-            float(np.max(np.prod([group_max(j, sols[j]) for j in range(a)], axis=0) / targets)), 0.0)
+        ratio = float(np.max(np.prod([group_max(j, sols[j]) for j in range(a)], axis=0) / targets))
+        cost = math.prod(s.privacy_cost for s in sols) * ratio
         if prev - cost <= BCD_RTOL * cost:
             break
     return _stacked_term(groups, sols), cost, done
