@@ -1,38 +1,125 @@
 """The one entry point: ``solve(problem, method=..., tol=..., callback=None, **options)``.
 
-Interfaces to the solver layer: imports ``problem``, ``result``, ``sdp`` and ``smii``
-(neither imports CVXPY at module level). The shape is scipy.optimize's ``minimize``:
-a plain dispatch table of functions, the same ``tol`` meaning for every method (the
-certified relative gap of the returned Solution), one ``callback`` contract
-(:class:`ffu_cvx.status.IntermediateResult`; ``StopIteration`` stops with status
-``"user_stopped"``), and every method-specific option passed through by name.
+Interfaces to the solver layer: imports numpy, ``problem``, ``products``, ``result``,
+``status``, ``sdp``, ``smii``, ``fourier`` and ``kron`` (none imports CVXPY at module
+level). The shape is scipy.optimize's ``minimize``: a plain dispatch table of functions,
+the same ``tol`` meaning for every method (the certified relative gap of the returned
+Solution), one ``callback`` contract (:class:`ffu_cvx.status.IntermediateResult`;
+``StopIteration`` stops with status ``"user_stopped"``), and every method-specific
+option passed through by name. ``method="auto"`` picks a method from the problem's size
+and structure and records why in ``Solution.info["auto"]``.
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+from .fourier import min_privacy_cost
+from .kron import KronSolution, solve_kron, structure_of
+from .kron.reduce import reduce
 from .problem import FitnessProblem
+from .products import DENSE_MAX_CELLS, ProductProblem
 from .result import Solution
-from .status import SolverError
 from .sdp import solve_sdp
 from .smii import solve_gd, solve_smii
+from .status import SolverError
 
-__all__ = ["METHODS", "solve"]
+__all__ = ["METHODS", "STRUCTURED_METHODS", "AUTO_SDP_MAX_K", "solve", "auto_method"]
 
-#: method name -> solver function ``f(problem, *, tol, callback, **options) -> Solution``.
+#: method name -> solver function ``f(problem, *, tol, callback, **options) -> Solution`` for any
+#: FitnessProblem (a product problem's dense one included).
 METHODS = {"sdp": solve_sdp, "smii": solve_smii, "gd": solve_gd}
+#: Methods for structured (product) problems only, Sigma kept in factors.
+STRUCTURED_METHODS = {"kron": solve_kron}
+#: ``method="auto"`` gives dense problems of rank up to this to the exact SDP, larger ones to SM-II.
+AUTO_SDP_MAX_K = 32
+#: Agreement asked of the Fourier optimum re-expressed as a structured mechanism.
+FOURIER_RTOL = 1e-8
 
 
-def solve(problem: FitnessProblem, method: str = "sdp", tol: float | None = None, callback=None,
-          **options) -> Solution:
-    """Solve Problem 1 for ``problem`` with ``method`` in :data:`METHODS`.
+def _is_marginal_union(problem: ProductProblem) -> bool:
+    return all(b.kind in ("identity", "total") for g in problem.groups for b in g.blocks)
+
+
+def auto_method(problem) -> tuple[str, str]:
+    """``(method, why)`` that ``method="auto"`` uses for ``problem``."""
+    if isinstance(problem, ProductProblem):
+        if len(problem.groups) > 1 and _is_marginal_union(problem):
+            return "fourier", "a union of marginals (identity and total blocks only): the Fourier optimum is exact"
+        structure, why = structure_of(problem)
+        return "kron", f"product workload, structure {structure!r}: {why}"
+    if problem.k <= AUTO_SDP_MAX_K:
+        return "sdp", f"dense problem of rank k = {problem.k} <= {AUTO_SDP_MAX_K}: the exact SDP"
+    return "smii", f"dense problem of rank k = {problem.k} > {AUTO_SDP_MAX_K}: SM-II"
+
+
+def _fourier(problem: ProductProblem, tol: float | None, why: str) -> KronSolution:
+    """The Fourier optimum of a marginal union, as the symmetric-block structured mechanism.
+
+    Component ``S`` of the Fourier mechanism costs ``p_S / tau_S``; block ``S`` of the
+    symmetry reduction (:mod:`ffu_cvx.kron.reduce`) releases the same residual with cost
+    ``kappa_S b_S^2 / sigma_S``, so ``sigma_S = kappa_S b_S^2 / cost_S``. Falls back to the
+    block ascent if the two disagree.
+    """
+    sizes = problem.domain.sizes
+    keep = [i for i, n in enumerate(sizes) if n >= 2]
+    index = {i: j for j, i in enumerate(keep)}
+    targets = {}
+    for g in problem.groups:
+        A = tuple(index[i] for i, b in enumerate(g.blocks) if b.kind == "identity" and sizes[i] >= 2)
+        targets[A] = min(targets.get(A, math.inf), g.target)
+    mech = min_privacy_cost(tuple(sizes[i] for i in keep), targets)
+    costs = mech.component_costs
+    red = reduce(problem.workload)
+    sigmas = [np.array([[blk.kappa * float(blk.B[0, 0]) ** 2 / costs[tuple(index[i] for i in blk.part)]]])
+              for blk in red.blocks]
+    sol = KronSolution.from_terms(problem, red.terms(sigmas), method="kron", lower_bound=mech.lower_bound,
+                                  time=mech.time, structure="fourier", auto=why, fourier_cost=mech.privacy_cost)
+    same = abs(sol.privacy_cost * sol.max_ratio / (mech.privacy_cost * mech.max_ratio) - 1.0) <= FOURIER_RTOL
+    if same and sol.gap <= (1e-4 if tol is None else tol):
+        return sol
+    fallback = solve_kron(problem, structure="symmetric", **({} if tol is None else {"tol": tol}))
+    return KronSolution.from_terms(problem, fallback.terms, status=fallback.status, lower_bound=fallback.lower_bound,
+                                   nit=fallback.nit, time=fallback.time, history=fallback.history,
+                                   **dict(fallback.info, auto=why + "; the Fourier mechanism did not re-express "
+                                          "exactly, solved by the block ascent"))
+
+
+def _with_auto(sol: Solution, why: str) -> Solution:
+    if isinstance(sol, KronSolution):
+        return KronSolution.from_terms(sol.problem, sol.terms, method=sol.method, status=sol.status,
+                                       message=sol.message, lower_bound=sol.lower_bound, nit=sol.nit, time=sol.time,
+                                       history=sol.history, **dict(sol.info, auto=why))
+    return Solution._frozen_from(dict(sol, info=dict(sol["info"], auto=why)))
+
+
+def _dense_of(problem: ProductProblem, method: str) -> FitnessProblem:
+    try:
+        return problem.dense(DENSE_MAX_CELLS)
+    except ValueError as exc:
+        raise ValueError(f"method={method!r} needs the dense problem, which is refused here ({exc}); "
+                         "solve the product workload with method='kron' (or 'auto')") from None
+
+
+def solve(problem, method: str = "sdp", tol: float | None = None, callback=None, **options) -> Solution:
+    """Solve Problem 1 for ``problem`` with ``method`` in :data:`METHODS`, :data:`STRUCTURED_METHODS` or ``"auto"``.
+
+    ``problem`` is a :class:`~ffu_cvx.problem.FitnessProblem`, or a
+    :class:`~ffu_cvx.products.ProductProblem` (a product workload's): "kron" solves it with
+    Sigma in factors (a :class:`~ffu_cvx.kron.KronSolution`), the dense methods solve its
+    dense problem when the domain is small enough (and refuse otherwise). ``"auto"``
+    picks the SDP (rank up to :data:`AUTO_SDP_MAX_K`), SM-II, the Fourier optimum (unions
+    of marginals) or the Kronecker solver, and says why in ``info["auto"]``.
 
     ``tol`` is the certified relative gap to reach (``None``: the method's default,
-    1e-6 for "sdp", 1e-4 for "smii" and "gd"); solver-internal tolerances have their
+    1e-6 for "sdp", 1e-4 for "smii", "gd" and "kron"); solver-internal tolerances have their
     own names (``solver_tol`` for the SDP's CVXPY tolerance). ``options`` go to the
     method; an unknown option raises ``TypeError``. ``callback(intermediate_result)``
-    is called once per iteration (SM-II, GD) or level (SDP); raising ``StopIteration``
-    in it stops the solve with status ``"user_stopped"``. A ``SolverError`` on a badly
-    scaled problem says so (:attr:`FitnessProblem.scaling_advice`).
+    is called once per iteration (SM-II, GD, the Kronecker block ascent) or level (SDP);
+    raising ``StopIteration`` in it stops the solve with status ``"user_stopped"``. A
+    ``SolverError`` on a badly scaled problem says so (:attr:`FitnessProblem.scaling_advice`).
 
     >>> import ffu_cvx as ffu
     >>> problem = ffu.FitnessProblem.from_workload(ffu.workloads.prefix(4))
@@ -40,19 +127,33 @@ def solve(problem: FitnessProblem, method: str = "sdp", tol: float | None = None
     >>> sol.status, round(sol.privacy_cost, 5), sol.gap <= 1e-6   # Table 2, d = 4: 1.758601
     ('optimal', 1.7586, True)
     """
-    if not isinstance(problem, FitnessProblem):
-        raise ValueError(f"`problem` must be a FitnessProblem, got {type(problem).__name__}; "
+    if not isinstance(problem, (FitnessProblem, ProductProblem)):
+        raise ValueError(f"`problem` must be a FitnessProblem or a ProductProblem, got {type(problem).__name__}; "
                          "build one with FitnessProblem(W, c) or FitnessProblem.from_workload(wl)")
     name = str(method).lower()
-    if name not in METHODS:
-        raise ValueError(f"unknown method {method!r}; valid methods are {sorted(METHODS)}")
+    if name not in METHODS and name not in STRUCTURED_METHODS and name != "auto":
+        raise ValueError(f"unknown method {method!r}; valid methods are "
+                         f"{sorted(METHODS) + sorted(STRUCTURED_METHODS) + ['auto']}")
+    why = None
+    if name == "auto":
+        name, why = auto_method(problem)
+        if name == "fourier":
+            if options:
+                raise TypeError(f"method='auto' chose the Fourier optimum, which takes no options; got {sorted(options)}")
+            return _fourier(problem, tol, why)
+    if isinstance(problem, ProductProblem) and name != "kron":
+        problem = _dense_of(problem, name)
+    elif isinstance(problem, FitnessProblem) and name == "kron":
+        raise ValueError("method='kron' needs a product workload (FitnessProblem.from_workload of "
+                         "ffu.workloads.product(...)); use 'sdp', 'smii' or 'auto' for a dense FitnessProblem")
     if tol is not None:
         options["tol"] = tol
     try:
-        return METHODS[name](problem, callback=callback, **options)
+        sol = {**METHODS, **STRUCTURED_METHODS}[name](problem, callback=callback, **options)
     except SolverError as err:
-        advice = problem.scaling_advice
+        advice = problem.scaling_advice if isinstance(problem, FitnessProblem) else ""
         if not advice or advice in str(err):
             raise
         raise SolverError(f"{err}; {advice}", status=err.status, nit=err.nit, residual=err.residual,
                           **err.info) from err
+    return sol if why is None else _with_auto(sol, why)

@@ -1,0 +1,22 @@
+"""The Kronecker solver for product workloads: ``solve_kron`` (``solve(..., method="kron")``).
+
+Solver layer: the package imports numpy, scipy, the core modules (``basis``, ``privacy``,
+``problem``, ``products``, ``result``, ``status``, ``validation``) and the dense solvers
+``sdp`` and ``smii`` (for the per-attribute problems). Its modules, from the bottom
+(none imports one above it):
+
+- ``terms``: structured mechanisms kept in factors (profile, variances, noise);
+- ``solution``: :class:`KronSolution`, the Solution with Sigma in factors;
+- ``factors``: per-attribute Problem 1 solves (closed forms, SDP, SM-II), cached;
+- ``simple``: the exact product of one group, one Kronecker Sigma by block-coordinate
+  descent, independent per-group products;
+- ``reduce``: the symmetry reduction of unions (residual bases of the identity/total
+  attributes) and its certified block dual ascent;
+- ``driver``: :func:`solve_kron`, the choice of structure.
+"""
+
+from .driver import STRUCTURES, solve_kron, structure_of
+from .solution import KronSolution
+from .terms import Factor, Term
+
+__all__ = ["solve_kron", "structure_of", "STRUCTURES", "KronSolution", "Factor", "Term"]

@@ -1,0 +1,98 @@
+"""``KronSolution``: the Solution of a structured (product-workload) solve, Sigma kept in factors.
+
+Solver layer (``ffu_cvx.kron``): imports numpy, ``result``, ``status``, ``validation`` and the
+package's ``terms``. Same fields, immutability and privacy statements as
+:class:`ffu_cvx.result.Solution` (``epsilon``, ``delta``, ``rho``, ``neighbours`` from
+``privacy_cost``), but ``sigma`` is None: the mechanism is ``terms`` (see
+:mod:`ffu_cvx.kron.terms`), and no d x d or m x d matrix is ever formed.
+``variances`` (m,) and ``profile`` (d,) are formed only below :data:`VARIANCES_MAX` and
+:data:`PROFILE_MAX` entries (else None; ``privacy_cost`` and ``max_ratio`` are computed
+from the factors whatever the size, and :meth:`KronSolution.group_variances` gives one
+group's variances).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import validation
+from ..result import Solution
+from ..status import OPTIMAL, STATUSES, SUCCESS
+from . import terms as _terms
+
+__all__ = ["KronSolution", "PROFILE_MAX", "VARIANCES_MAX"]
+
+#: Largest domain (cells) whose profile vector a KronSolution forms.
+PROFILE_MAX = 1 << 20
+#: Largest number of queries whose variance vector a KronSolution forms.
+VARIANCES_MAX = 1 << 24
+
+
+def _rows(group) -> tuple:
+    return tuple(b.matrix.shape[0] for b in group.blocks)
+
+
+class KronSolution(Solution):
+    """Result of ``solve(product_problem, method="kron")``: a :class:`ffu_cvx.result.Solution`
+    whose Sigma is the structured mechanism ``terms``.
+
+    Extra fields: ``terms`` (tuple of :class:`ffu_cvx.kron.terms.Term`), ``profile_exact``
+    (False when the privacy cost is the conservative sum of the terms' maxes). ``info``
+    holds ``structure`` and the per-factor results.
+    """
+
+    @classmethod
+    def from_terms(cls, problem, terms, *, method: str = "kron", status: str = OPTIMAL, message: str = "",
+                   lower_bound: float = math.nan, **info) -> "KronSolution":
+        """Build and check the Solution of ``terms`` on the ProductProblem ``problem``."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}; expected one of {STATUSES}")
+        groups, sizes = problem.groups, problem.domain.sizes
+        targets = [g.target for g in groups]
+        alpha, exact = _terms.profile_max(terms, sizes)
+        ratio = _terms.max_ratio(terms, [_rows(g) for g in groups], targets)
+        var = None
+        if problem.m <= VARIANCES_MAX:
+            var = np.concatenate([_terms.group_variances(terms, g, _rows(grp)) for g, grp in enumerate(groups)])
+        prof = _terms.profile_vector(terms, sizes) if problem.d <= PROFILE_MAX else None
+        lb = float(lower_bound)
+        gap = alpha * ratio / lb - 1.0 if lb > 0 else math.inf
+        fields = dict(method=method, status=status, success=status in SUCCESS, message=message, problem=problem,
+                      sigma=None, terms=tuple(terms), profile=prof, variances=var, privacy_cost=float(alpha),
+                      profile_exact=exact, max_ratio=float(ratio), lower_bound=lb, gap=float(gap), lam=None,
+                      mu=None)
+        for key in ("nit", "n_hvp", "time", "history"):
+            fields[key] = info.pop(key, None)
+        fields["info"] = info
+        return cls._frozen_from(fields)
+
+    def scaled(self, privacy_cost: float) -> "KronSolution":
+        """The same mechanism rescaled to ``privacy_cost`` (every variance times ``alpha / privacy_cost``)."""
+        target = validation.positive(privacy_cost, "privacy_cost")
+        s = self["privacy_cost"] / target
+        info = dict(self["info"])
+        return KronSolution.from_terms(self["problem"], [t.scaled(s) for t in self["terms"]], method=self["method"],
+                                       status=self["status"], message=self["message"],
+                                       lower_bound=self["lower_bound"], nit=self["nit"], time=self["time"],
+                                       history=self["history"], **info)
+
+    def group_variances(self, g: int) -> np.ndarray:
+        """Variances (m_g,) of group ``g``'s queries, row-major over its blocks' rows."""
+        groups = self["problem"].groups
+        if not 0 <= int(g) < len(groups):
+            raise ValueError(f"`g` must be a group index in 0..{len(groups) - 1}, got {g!r}")
+        return _terms.group_variances(self["terms"], int(g), _rows(groups[int(g)]))
+
+    def sample_answer_noise(self, rng=None) -> np.ndarray:
+        """One draw (m,) of the noise on every answer, covariance exactly ``W Sigma W^T``.
+
+        ``rng``: a numpy Generator or a seed. Per term a standard normal tensor of
+        ``prod_f k_f`` entries, the per-factor Cholesky factors and reconstruction
+        matrices applied by mode products; groups sharing a term get correlated noise.
+        """
+        rng = np.random.default_rng(rng)
+        xis = [rng.standard_normal([f.k for f in t.factors]) for t in self["terms"]]
+        return np.concatenate([_terms.group_noise(self["terms"], xis, g, _rows(grp))
+                               for g, grp in enumerate(self["problem"].groups)])

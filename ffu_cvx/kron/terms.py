@@ -1,0 +1,208 @@
+"""Structured mechanisms kept in factors: Kronecker *terms*, their profile, variances and noise.
+
+Solver layer (``ffu_cvx.kron``), bottom of the package: imports numpy, scipy.linalg and
+:mod:`ffu_cvx.privacy`. Nothing here forms a d x d (or m x d) matrix.
+
+A structured mechanism is a tuple of independent **terms**. Term ``t`` releases
+
+    y_t = (B_{t,1} (x) ... (x) B_{t,q}) x + N(0, Sigma_{t,1} (x) ... (x) Sigma_{t,q}),
+
+one :class:`Factor` per tuple of attributes (the tuples partition the domain's
+attributes; usually one attribute each, several when a factor is dense over them
+jointly), rows of a joint factor in row-major order of its attributes. Group ``g``
+answers ``sum_t (R_{g,t,1} (x) ... (x) R_{g,t,q}) y_t`` over the terms it uses, with
+``R_{g,t,f} B_{t,f}`` the part of ``A_{g,f}`` (the Kronecker product of the group's blocks
+over the factor's attributes) that term ``t`` carries. Independent Gaussian mechanisms
+compose exactly, so:
+
+- profile (cell) = ``sum_t prod_f diag(B_{t,f}^T Sigma_{t,f}^{-1} B_{t,f})`` (a sum of
+  Kronecker products of nonnegative vectors; for one term its max is the product of
+  the per-factor maxes);
+- variances of group ``g`` = ``sum_t prod_f diag(R_{g,t,f} Sigma_{t,f} R_{g,t,f}^T)``;
+- noise: ``z_t = (C_{t,1} (x) ... ) xi_t`` with ``C`` the Cholesky factors, by mode
+  products on a tensor of ``prod_f k_f`` entries, then the ``R`` by mode products.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import privacy
+
+__all__ = ["Factor", "Term", "GRID_MAX", "profile_max", "profile_vector", "group_variances", "group_noise",
+           "max_ratio"]
+
+#: Largest grid (cells over the attributes whose profile varies) on which the exact max of a
+#: sum of several terms' profiles is evaluated; above it the max is bounded by the sum of the
+#: terms' maxes (a valid, conservative privacy cost; the Solution says so).
+GRID_MAX = 1 << 24
+#: Relative spread below which a factor's profile or variance vector counts as constant.
+CONSTANT_RTOL = 1e-12
+
+
+@dataclass(frozen=True, eq=False)
+class Factor:
+    """One factor of a term: ``attrs`` (increasing attribute indices), basis ``B`` (k, prod n),
+    covariance ``sigma`` (k, k) and its lower Cholesky factor ``chol``."""
+
+    attrs: tuple
+    B: np.ndarray
+    sigma: np.ndarray
+    chol: np.ndarray
+
+    @classmethod
+    def build(cls, attrs, B, sigma) -> "Factor":
+        B = np.array(B, dtype=float)
+        sigma = np.array(sigma, dtype=float)
+        sigma = 0.5 * (sigma + sigma.T)
+        chol = privacy.cholesky(sigma, "factor sigma")
+        for a in (B, sigma, chol):
+            a.setflags(write=False)
+        return cls(tuple(int(i) for i in attrs), B, sigma, chol)
+
+    @property
+    def k(self) -> int:
+        return self.sigma.shape[0]
+
+    def profile(self) -> np.ndarray:
+        """``diag(B^T Sigma^{-1} B)`` over the factor's cells (prod n,)."""
+        return privacy.profile(self.sigma, self.B, chol=self.chol)
+
+    def scaled(self, s: float) -> "Factor":
+        return Factor.build(self.attrs, self.B, self.sigma * s)
+
+
+@dataclass(frozen=True, eq=False)
+class Term:
+    """A Kronecker sub-mechanism: ``factors`` (tuple of :class:`Factor`) and ``recon``
+    {group index: tuple of ``R`` (rows_f, k_f), one per factor} for the groups it answers."""
+
+    factors: tuple
+    recon: dict
+
+    def scaled(self, s: float) -> "Term":
+        """The term with its covariance times ``s`` (put on the first factor)."""
+        return Term((self.factors[0].scaled(s),) + tuple(self.factors[1:]), self.recon)
+
+
+def _place(vec: np.ndarray, attrs: tuple, axes: tuple, shape_of) -> np.ndarray:
+    """``vec`` (over ``attrs`` jointly, row-major) as an array broadcastable over ``axes``."""
+    shape = [1] * len(axes)
+    for i in attrs:
+        shape[axes.index(i)] = shape_of(i)
+    return vec.reshape(shape)
+
+
+def _kron_sum(items, axes: tuple, shape_of) -> np.ndarray:
+    """``sum_t scalar_t prod (vec placed on its attrs)`` as an array over ``axes``.
+
+    ``items``: list of ``(scalar, [(attrs, vec), ...])``; attributes in ``axes`` that an
+    item does not mention are constant for it (broadcast).
+    """
+    out = np.zeros([shape_of(i) for i in axes])
+    for scalar, vecs in items:
+        part = np.asarray(scalar, dtype=float)
+        for attrs, vec in vecs:
+            part = part * _place(vec, attrs, axes, shape_of)
+        out = out + part
+    return out
+
+
+def _split_constant(vec: np.ndarray):
+    """``(scalar, None)`` for a (numerically) constant vector, else ``(1.0, vec)``."""
+    top = float(np.max(vec))
+    if float(np.min(vec)) >= top * (1.0 - CONSTANT_RTOL):
+        return top, None
+    return 1.0, vec
+
+
+def _profile_items(terms):
+    items = []
+    for t in terms:
+        scalar, vecs = 1.0, []
+        for f in t.factors:
+            s, vec = _split_constant(f.profile())
+            scalar *= s
+            if vec is not None:
+                vecs.append((f.attrs, vec))
+        items.append((scalar, vecs))
+    return items
+
+
+def profile_max(terms, sizes) -> tuple[float, bool]:
+    """``(max over cells of the profile, exact)`` for ``terms`` over a domain of ``sizes``.
+
+    One term: the product of its factors' maxes (exact). Several: the exact max on the
+    grid of the attributes whose profile varies when that grid has at most
+    :data:`GRID_MAX` cells, else the sum of the terms' maxes (``exact`` False: an upper
+    bound, so the privacy statements stay valid).
+    """
+    items = _profile_items(terms)
+    if len(items) == 1:
+        scalar, vecs = items[0]
+        return float(scalar * math.prod(float(v.max()) for _, v in vecs)), True
+    axes = tuple(sorted({i for _, vecs in items for attrs, _ in vecs for i in attrs}))
+    if math.prod(sizes[i] for i in axes) > GRID_MAX:
+        return float(sum(s * math.prod(float(v.max()) for _, v in vecs) for s, vecs in items)), False
+    return float(np.max(_kron_sum(items, axes, lambda i: sizes[i]))), True
+
+
+def profile_vector(terms, sizes) -> np.ndarray:
+    """The profile over every cell (d,), row-major (callers check that d is small)."""
+    axes = tuple(range(len(sizes)))
+    return np.broadcast_to(_kron_sum(_profile_items(terms), axes, lambda i: sizes[i]), sizes).reshape(-1)
+
+
+def group_variances(terms, g: int, rows: tuple) -> np.ndarray:
+    """Variances of group ``g``'s queries (m_g,), rows ``rows`` (r_i,) per attribute, row-major."""
+    items = []
+    for t in terms:
+        if g not in t.recon:
+            continue
+        vecs = [(f.attrs, privacy.variances(R, f.sigma)) for f, R in zip(t.factors, t.recon[g])]
+        items.append((1.0, vecs))
+    axes = tuple(range(len(rows)))
+    return np.broadcast_to(_kron_sum(items, axes, lambda i: rows[i]), rows).reshape(-1)
+
+
+def max_ratio(terms, groups, targets) -> float:
+    """``max_g max_j var_j / c_g`` without forming the variances when one term answers a group."""
+    worst = 0.0
+    for g, (rows, c) in enumerate(zip(groups, targets)):
+        used = [t for t in terms if g in t.recon]
+        if len(used) == 1:
+            t = used[0]
+            top = math.prod(float(privacy.variances(R, f.sigma).max()) for f, R in zip(t.factors, t.recon[g]))
+        else:
+            top = float(group_variances(terms, g, rows).max())
+        worst = max(worst, top / c)
+    return worst
+
+
+def _mode(T: np.ndarray, M: np.ndarray, axis: int) -> np.ndarray:
+    """Mode product: ``M`` (r, k) applied along ``axis`` of ``T``."""
+    return np.moveaxis(np.tensordot(M, T, axes=([1], [axis])), 0, axis)
+
+
+def group_noise(terms, xis, g: int, rows: tuple) -> np.ndarray:
+    """Noise on group ``g``'s answers (m_g,) from the standard normal tensors ``xis`` (one per term).
+
+    ``z_t = (C_{t,1} (x) ...) xi_t`` and the group's share ``(R_{g,t,1} (x) ...) z_t``, by
+    mode products; the terms' noises are shared by every group that uses them, which
+    gives the answers their joint covariance ``W Sigma W^T``.
+    """
+    out = np.zeros(rows)
+    for t, xi in zip(terms, xis):
+        if g not in t.recon:
+            continue
+        Z = xi
+        for axis, (f, R) in enumerate(zip(t.factors, t.recon[g])):
+            Z = _mode(Z, R @ f.chol, axis)
+        # each factor axis holds its attributes' rows jointly: split them, then domain order
+        order = [i for f in t.factors for i in f.attrs]
+        Z = Z.reshape([rows[i] for i in order])
+        out = out + np.transpose(Z, np.argsort(order))
+    return out.reshape(-1)
