@@ -89,6 +89,10 @@ def _check_solution(solution) -> Solution:
     if not isinstance(solution, Solution) or "sigma" not in solution or "problem" not in solution:
         raise ValueError(f"`solution` must be a Solution from ffu_cvx.solve or Solution.from_sigma, "
                          f"got {type(solution).__name__}")
+    if solution["sigma"] is None:
+        raise ValueError(f"`solution` keeps Sigma in factors (method {solution.get('method')!r}): release its answers "
+                         "with ffu_cvx.release_product(solution, workload, counts), which samples the noise from the "
+                         "factors")
     return solution
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import certificate, privacy, validation
 from .problem import FitnessProblem
-from .status import (BASELINE, MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, STATUSES, SUCCESS,
+from .status import (BASELINE, MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, STATUSES, SUCCESS,
                      SUCCESS_STATUSES, USER_STOPPED, SolverError)
 
 __all__ = [
@@ -81,10 +81,16 @@ class Solution(privacy.GaussianPrivacy, dict):
     del _mutator
 
     @classmethod
-    def _frozen_from(cls, fields: dict) -> "Solution":
+    def from_fields(cls, fields: dict) -> "Solution":
+        """The immutable Solution of already checked ``fields`` (for solvers' own Solution
+        types and :meth:`with_info`; everything else builds through :meth:`from_sigma`)."""
         sol = cls(fields)
         sol._frozen = True
         return sol
+
+    def with_info(self, **info) -> "Solution":
+        """A new Solution equal to this one with ``info`` updated by ``info``."""
+        return type(self).from_fields(dict(self, info=dict(self["info"], **info)))
 
     def __repr__(self) -> str:
         keys = [k for k in self._ORDER if k in self] + [
@@ -157,7 +163,7 @@ class Solution(privacy.GaussianPrivacy, dict):
         for key in ("nit", "n_hvp", "time", "history"):
             fields[key] = info.pop(key, None)
         fields["info"] = info
-        return cls._frozen_from(fields)
+        return cls.from_fields(fields)
 
     def scaled(self, privacy_cost: float) -> "Solution":
         """The same mechanism rescaled to ``privacy_cost`` (Theorem 8: Problem 2).
@@ -170,7 +176,7 @@ class Solution(privacy.GaussianPrivacy, dict):
         s = self["privacy_cost"] / target
         fields = dict(self, sigma=self["sigma"] * s, profile=self["profile"] / s,
                       variances=self["variances"] * s, privacy_cost=target, max_ratio=self["max_ratio"] * s)
-        return Solution._frozen_from(fields)
+        return Solution.from_fields(fields)
 
 
 def max_variance_ratio(solution: Solution, privacy_cost: float | None = None) -> float:

@@ -20,7 +20,7 @@ from .fourier import min_privacy_cost
 from .kron import KronSolution, solve_kron, structure_of
 from .kron.reduce import reduce
 from .problem import FitnessProblem
-from .products import DENSE_MAX_CELLS, ProductProblem
+from .products import ProductProblem
 from .result import Solution
 from .sdp import solve_sdp
 from .smii import solve_gd, solve_smii
@@ -87,22 +87,6 @@ def _fourier(problem: ProductProblem, tol: float | None, why: str) -> KronSoluti
                                           "exactly, solved by the block ascent"))
 
 
-def _with_auto(sol: Solution, why: str) -> Solution:
-    if isinstance(sol, KronSolution):
-        return KronSolution.from_terms(sol.problem, sol.terms, method=sol.method, status=sol.status,
-                                       message=sol.message, lower_bound=sol.lower_bound, nit=sol.nit, time=sol.time,
-                                       history=sol.history, **dict(sol.info, auto=why))
-    return Solution._frozen_from(dict(sol, info=dict(sol["info"], auto=why)))
-
-
-def _dense_of(problem: ProductProblem, method: str) -> FitnessProblem:
-    try:
-        return problem.dense(DENSE_MAX_CELLS)
-    except ValueError as exc:
-        raise ValueError(f"method={method!r} needs the dense problem, which is refused here ({exc}); "
-                         "solve the product workload with method='kron' (or 'auto')") from None
-
-
 def solve(problem, method: str = "sdp", tol: float | None = None, callback=None, **options) -> Solution:
     """Solve Problem 1 for ``problem`` with ``method`` in :data:`METHODS`, :data:`STRUCTURED_METHODS` or ``"auto"``.
 
@@ -142,7 +126,7 @@ def solve(problem, method: str = "sdp", tol: float | None = None, callback=None,
                 raise TypeError(f"method='auto' chose the Fourier optimum, which takes no options; got {sorted(options)}")
             return _fourier(problem, tol, why)
     if isinstance(problem, ProductProblem) and name != "kron":
-        problem = _dense_of(problem, name)
+        problem = problem.for_method(name)
     elif isinstance(problem, FitnessProblem) and name == "kron":
         raise ValueError("method='kron' needs a product workload (FitnessProblem.from_workload of "
                          "ffu.workloads.product(...)); use 'sdp', 'smii' or 'auto' for a dense FitnessProblem")
@@ -156,4 +140,4 @@ def solve(problem, method: str = "sdp", tol: float | None = None, callback=None,
             raise
         raise SolverError(f"{err}; {advice}", status=err.status, nit=err.nit, residual=err.residual,
                           **err.info) from err
-    return sol if why is None else _with_auto(sol, why)
+    return sol if why is None else sol.with_info(auto=why)

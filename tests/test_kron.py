@@ -249,3 +249,15 @@ def test_large_structured_union_falls_back_to_the_better_simple_structure(monkey
     assert sol.privacy_cost * sol.max_ratio == pytest.approx(kron_simple, rel=1e-3)
     assert sol.lower_bound <= optimum and sol.gap == pytest.approx(sol.privacy_cost * sol.max_ratio / sol.lower_bound - 1)
     assert set(sol.info["costs"]) == {"kronecker", "independent"}
+
+
+def test_gaussian_mechanism_points_a_factored_solution_to_release_product():
+    dom = ffu.Domain({"a": 6, "b": 3})
+    wl = ffu.workloads.product(dom, [({"a": "prefix", "b": "identity"}, 1.0)])
+    sol = ffu.solve(ffu.FitnessProblem.from_workload(wl), method="kron")
+    assert sol.sigma is None
+    with pytest.raises(ValueError, match="release_product"):
+        ffu.GaussianMechanism(sol)
+    counts = dom.counts(np.array([[0, 1], [5, 2], [5, 2]]))
+    rel = ffu.release_product(sol, wl, counts, rng=np.random.default_rng(0))
+    assert len(rel.answers) == wl.m and np.allclose(rel.variances, sol.variances)

@@ -66,7 +66,7 @@ class KronSolution(Solution):
         for key in ("nit", "n_hvp", "time", "history"):
             fields[key] = info.pop(key, None)
         fields["info"] = info
-        return cls._frozen_from(fields)
+        return cls.from_fields(fields)
 
     def scaled(self, privacy_cost: float) -> "KronSolution":
         """The same mechanism rescaled to ``privacy_cost`` (every variance times ``alpha / privacy_cost``)."""
