@@ -11,7 +11,7 @@ Commands
     Solve Problem 1 (or Problem 2 when the spec has a ``target``) and write RESULT. The
     method is ``--method``, else the spec's ``method``, else ``sdp``. A product spec
     (``domain`` and ``groups``) is solved densely by the dense methods when its domain is
-    small enough, or by a structured method (``kron``, ``auto``) where this version has one.
+    small enough, or with Sigma in factors by ``kron`` (``auto`` picks the method).
 ``ffu-cvx release RESULT.json (--data HIST.csv | --records RECORDS.csv) --out ANSWERS.csv``
     ``[--seed N] [--level 0.95] [--nonnegative] [--round] [--statement]``
     Run the mechanism on a histogram (``--data``) or on microdata (``--records``: a CSV
@@ -56,13 +56,13 @@ from .mechanism import GaussianMechanism, problem2
 from .memory import dense_bytes, human_bytes
 from .problem import FitnessProblem
 from .product_release import release_product
-from .products import DENSE_MAX_CELLS, ProductProblem
+from .products import ProductProblem
 from .release import sidecar_path
 from .resultfile import (SCHEMA_VERSION, STRUCTURED, WORKLOADS, check_options, check_target, dump_result,
                          load_result, load_spec, load_structured, product_workload, result_dict, spec_inputs,
                          structured_result_dict)
 from .status import SolverError
-from .solvers import METHODS, solve
+from .solvers import METHODS, STRUCTURED_METHODS, solve
 
 __all__ = ["main", "SCHEMA_VERSION", "WORKLOADS", "load_spec", "load_result", "InputError",
            "EXIT_OK", "EXIT_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_TERMINATED"]
@@ -81,7 +81,8 @@ TARGET_RTOL = 1e-6
 #: The method when neither --method nor the spec names one.
 DEFAULT_METHOD = "sdp"
 #: The structured solver a large product spec needs.
-STRUCTURED_METHOD = "kron"
+#: The methods the command line accepts: the dense ones, the structured ones and "auto".
+CLI_METHODS = (*sorted(METHODS), *sorted(STRUCTURED_METHODS), "auto")
 
 
 class _Run:
@@ -144,9 +145,9 @@ def _solve(problem, method: str, options: dict, run: _Run):
 
 def _method(args, spec: dict) -> str:
     method = args.method or spec.get("method") or DEFAULT_METHOD
-    if not isinstance(method, str) or method.lower() not in METHODS:
+    if not isinstance(method, str) or method.lower() not in CLI_METHODS:
         raise InputError(f"method {method!r} (from {'--method' if args.method else 'the spec'}) is not one of "
-                         f"{sorted(METHODS)}")
+                         f"{list(CLI_METHODS)}")
     return method.lower()
 
 
@@ -154,15 +155,12 @@ def _problem_for(problem, method: str, spec_path: Path):
     """The problem ``method`` solves: a product spec's dense problem for a dense method."""
     if not isinstance(problem, ProductProblem):
         return problem
+    if method not in METHODS:
+        return problem  # "kron" and "auto" take the structured problem
     try:
         return problem.for_method(method)
     except ValueError as exc:
-        if STRUCTURED_METHOD in METHODS:
-            raise InputError(f"spec {spec_path}: {exc}") from None
-        raise InputError(f"spec {spec_path}: the product workload has d = {problem.d} cells, more than the dense "
-                         f"method {method!r} takes (at most {DENSE_MAX_CELLS} cells); the structured solver "
-                         f"(method {STRUCTURED_METHOD!r}) is not in this version (methods: {sorted(METHODS)}): use "
-                         "fewer or smaller attributes") from None
+        raise InputError(f"spec {spec_path}: {exc}") from None
 
 
 def _solve_spec(problem, method: str, options: dict, target, run: _Run):
@@ -332,7 +330,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("solve", help="optimise the noise covariance for a workload spec")
     s.add_argument("spec", help="workload spec (JSON)")
-    s.add_argument("--method", default=None, choices=sorted(METHODS),
+    s.add_argument("--method", default=None, choices=CLI_METHODS,
                    help="solver (default: the spec's `method`, else sdp)")
     s.add_argument("--out", required=True, help="result file to write (JSON)")
     s.add_argument("--delta", type=float, default=1e-6, help="delta at which to report epsilon (default 1e-6)")

@@ -317,7 +317,7 @@ def test_product_spec_records_to_labelled_answers_and_statement(tmp_path, capsys
     ("unknown key", "unknown key(s) ['colour']"),
     ("bad domain", "`domain`"),
     ("group without variance", "`groups[0]`"),
-    ("large domain, dense method", "too many" if "kron" in ffu.METHODS else "not in this version"),
+    ("large domain, dense method", "method='kron' or 'auto'"),
     ("record outside the domain", "line 4, column `sex`: unknown value 'X'"),
     ("missing column", "no column `region`"),
     ("records with a matrix result", "not solved from a product spec"),
@@ -364,53 +364,35 @@ def test_bad_product_input_is_one_line_and_no_output(tmp_path, capsys, case, nee
 
 
 def test_structured_results_are_re_solved_on_release(tmp_path, capsys, monkeypatch):
-    """A stand-in structured method (the interface of method="kron"): RESULT, then release re-solves and checks."""
-    from ffu_cvx import cli as cli_mod
-
-    class StandIn(dict):
-        neighbours = privacy.ADD_REMOVE
-
-        def __init__(self, problem, scale):
-            m = problem.m
-            super().__init__(method="standin", status="optimal", privacy_cost=1.0 / scale, max_ratio=1.0,
-                             lower_bound=1.0 / scale, gap=0.0, variances=np.full(m, scale), problem=problem)
-
-        def sample_answer_noise(self, rng):
-            return np.sqrt(self["variances"]) * rng.standard_normal(self["variances"].size)
-
-        def scaled(self, cost):
-            return StandIn(self["problem"], 1.0 / cost)
+    """method="kron": a structured RESULT (no Sigma), then release re-solves it and checks every number."""
+    from ffu_cvx import solvers
 
     calls = []
+    kron = solvers.STRUCTURED_METHODS["kron"]
 
-    def standin(problem, *, callback=None, scale=1.0):
+    def counted(problem, **options):
         calls.append(problem)
-        return StandIn(problem, scale)
+        return kron(problem, **options)
 
-    monkeypatch.setitem(cli_mod.METHODS, "standin", standin)
-    real_solve = cli_mod.solve
-
-    def solve(problem, method, **options):  # ffu.solve on main accepts FitnessProblems only (kron adds products)
-        if isinstance(problem, ffu.products.ProductProblem):
-            return cli_mod.METHODS[method](problem, **options)
-        return real_solve(problem, method, **options)
-
-    monkeypatch.setattr(cli_mod, "solve", solve)
+    monkeypatch.setitem(solvers.STRUCTURED_METHODS, "kron", counted)
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({**PRODUCT_SPEC, "method": "standin", "options": {"scale": 2.0}}))
+    spec.write_text(json.dumps({**PRODUCT_SPEC, "method": "kron", "options": {"tol": 1e-6}}))
     result = tmp_path / "r.json"
     assert _run(capsys, "solve", spec, "--out", result, "--quiet")[0] == 0
     res = json.loads(result.read_text())
-    assert res["kind"] == "structured" and res["privacy_cost"] == 0.5 and "W" not in res
+    assert res["kind"] == "structured" and res["method"] == "kron" and "W" not in res and "sigma" not in res
     assert isinstance(calls[0], ffu.products.ProductProblem)
+    direct = ffu.solve(ffu.FitnessProblem.from_workload(ffu.resultfile.product_workload(PRODUCT_SPEC, spec)),
+                       method="sdp")
+    assert res["privacy_cost"] == pytest.approx(direct.privacy_cost, rel=2e-6)
     out = tmp_path / "a.csv"
     code, _, err = _run(capsys, "release", result, "--records", _records_csv(tmp_path / "p.csv"), "--out", out)
     assert code == 0, err
     assert len(calls) == 2
-    assert json.loads((tmp_path / "a.privacy.json").read_text())["privacy_cost"] == 0.5
-    assert all(float(r["variance"]) == 2.0 for r in _answers(out))
-    res["privacy_cost"] = 0.25  # an edited RESULT no longer matches the re-solved mechanism
+    assert json.loads((tmp_path / "a.privacy.json").read_text())["privacy_cost"] == pytest.approx(res["privacy_cost"])
+    assert [float(r["variance"]) for r in _answers(out)] == pytest.approx(res["variances"])
+    res["privacy_cost"] *= 0.5  # an edited RESULT no longer matches the re-solved mechanism
     result.write_text(json.dumps(res))
     code, _, err = _run(capsys, "release", result, "--records", tmp_path / "p.csv", "--out", tmp_path / "b.csv")
-    assert code == 2 and "`privacy_cost` records 0.25" in err and not (tmp_path / "b.csv").exists()
+    assert code == 2 and "`privacy_cost` records" in err and not (tmp_path / "b.csv").exists()
     assert _run(capsys, "report", result)[0] == 2
