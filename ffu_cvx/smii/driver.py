@@ -47,6 +47,7 @@ from ..problem import FitnessProblem
 from ..result import Solution
 from ..status import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
 from ..version import __version__
+from .backend import of, select
 from .bounds import BoundKeeper
 from .log import IterationLog
 from .model import Point, evaluate, initial_sigma, logits, normalise
@@ -105,14 +106,15 @@ def damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
     weights of :func:`ffu_cvx.smii.model.softmax` (computed in the log domain, finite
     where they underflow), ``theta = SHIFT_DAMP``; ``shift = None`` counts as uniform.
     Relative to the largest, no entry falls by more than ``SHIFT_CAP`` in one update."""
+    xp = of(x).xp
     y, _ = logits(x, t, shift)
-    logw = y - math.log(float(np.exp(y).sum()))
+    logw = y - math.log(float(xp.sum(xp.exp(y))))
     if shift is None:
         new, before = SHIFT_DAMP * logw, 0.0
     else:
-        new, before = (1.0 - SHIFT_DAMP) * shift + SHIFT_DAMP * logw, shift - shift.max()
-    top = float(new.max())
-    return top + np.maximum(new - top, before - SHIFT_CAP)
+        new, before = (1.0 - SHIFT_DAMP) * shift + SHIFT_DAMP * logw, shift - xp.max(shift)
+    top = float(xp.max(new))
+    return top + xp.maximum(new - top, before - SHIFT_CAP)
 
 
 class Best(NamedTuple):
@@ -153,9 +155,13 @@ class Run:
         self.log = IterationLog(opts.verbose, f"{method.title} (ffu-cvx {__version__})", problem,
                                 dict(t1=opts.t1, t2=opts.t2, mu=opts.mu, maxcg=opts.maxcg, tol2=opts.tol2,
                                      nttol=opts.nttol, tol=opts.tol))
-        sigma, self.c_int, self.kappa = normalise(initial_sigma(problem, Q), problem.B, problem.L, problem.c)
+        # The iterate and the data on the array backend (the start is computed on numpy).
+        self.bk = bk = select(opts.array_backend)
+        self.B, self.L = bk.asarray(problem.B), bk.asarray(problem.L)
+        sigma, self.c_int, self.kappa = normalise(bk.asarray(initial_sigma(problem, Q)), self.B, self.L,
+                                                  bk.asarray(problem.c))
         self.t1, self.t2 = opts.t1, opts.t2
-        self.p = evaluate(problem.B, problem.L, self.c_int, sigma, self.t1, self.t2)
+        self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2)
         self.bounds = BoundKeeper(problem, opts.tol)
         self.best: Best | None = None
         self.nit = self.n_hvp = self.n_cg = self.restarts = 0
@@ -193,12 +199,12 @@ class Run:
         p, opts = self.p, self.opts
         if self.settled or not self.last_decrease >= STALL * threshold:
             return None
-        d = self.method.direction(p, self.problem.L, self.c_int, self.cg_budget, opts.tol2, opts.radius)
+        d = self.method.direction(p, self.L, self.c_int, self.cg_budget, opts.tol2, opts.radius)
         self.n_hvp += d.n_cg  # each CG iteration is one Hessian product
         self.n_cg += d.n_cg
         if not abs(d.delta) >= threshold:
             return None
-        B, L, c_int = self.problem.B, self.problem.L, self.c_int
+        B, L, c_int = self.B, self.L, self.c_int
 
         def at(step):
             return evaluate(B, L, c_int, p.sigma + step * d.D, p.t1, p.t2, h=p.h + step * d.e, s1=p.s1, s2=p.s2)
@@ -242,7 +248,7 @@ class Run:
             return
         state = IntermediateResult(method=self.method.name, nit=nit, privacy_cost=alpha,
                                    lower_bound=self.bounds.lower_bound, gap=gap,
-                                   sigma=p.sigma / (p.h.max() * self.kappa), t1=self.t1, t2=self.t2,
+                                   sigma=self.bk.to_numpy(p.sigma) / ratio, t1=self.t1, t2=self.t2,
                                    objective=p.F, alpha=alpha, ratio=ratio, step=step, n_cg=n_cg)
         try:
             self.callback(state)
@@ -293,9 +299,9 @@ class Run:
             grow = min(grow, max(opts.t_shift / self.t1, 1.0))
         self.sub_steps, self.settled = 0, False
         self.t1, self.t2 = self.t1 * grow, self.t2 * grow
-        sigma, self.c_int, a = normalise(p.sigma, self.problem.B, self.problem.L, self.c_int)
+        sigma, self.c_int, a = normalise(p.sigma, self.B, self.L, self.c_int)
         self.kappa *= a
-        self.p = evaluate(self.problem.B, self.problem.L, self.c_int, sigma, self.t1, self.t2, s1=s1, s2=s2)
+        self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2, s1=s1, s2=s2)
         self.last_decrease = math.inf
 
     def _finish(self) -> Solution:
@@ -308,6 +314,7 @@ class Run:
             p, kappa = self.p, self.kappa
             self.bounds.certify(p, kappa, self.c_int)
         lb = self.bounds.value
+        p = p.to_numpy()  # the Solution, its certificate and the polish are numpy float64
         sigma = p.sigma / p.ratio(kappa)
         extra = {}
         if opts.refine and status == OPTIMAL:
