@@ -1,8 +1,8 @@
 """SM-II's driver: Algorithm 1 as a small state machine, and ``solve_smii`` / ``solve_gd``.
 
 Solver layer (SM-II), top of the package: imports numpy, ``problem``, ``result``,
-``status``, ``version`` and the submodules :mod:`~ffu_cvx.smii.model`,
-:mod:`~ffu_cvx.smii.newton`, :mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`,
+``status``, ``version`` and the submodules :mod:`~ffu_cvx.smii.backend`,
+:mod:`~ffu_cvx.smii.model`, :mod:`~ffu_cvx.smii.newton`, :mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`,
 :mod:`~ffu_cvx.smii.polish` and :mod:`~ffu_cvx.smii.log`.
 
 A run (:class:`Run`) moves between four states: **step** (a direction from the step
@@ -10,7 +10,9 @@ solver and a line search), **end of sub-problem** (the Newton decrement is below
 threshold, progress stalled, or the last full step settled it), **certify** (the best
 lower bound so far, :class:`~ffu_cvx.smii.bounds.BoundKeeper`) and **next t** (sharper
 soft maxes, or shifted ones). Gradient descent is the same run with the gradient as
-direction. Beyond the paper:
+direction. The iterate, ``B``, ``L`` and the internal targets live on the array backend
+of the option ``array_backend`` (numpy by default); the history, the callback's
+``sigma``, the certificate and the Solution are numpy. Beyond the paper:
 
 - The CG budget starts at the paper's MAXCG and doubles (to ``maxcg_cap``) while full
   Newton steps gain less and less; a sub-problem also ends when the Newton decrement is
@@ -421,6 +423,15 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         at large ``k``); gradients, line search and certificate stay in float64.
     verbose : bool, default False
         Print an iteration log (:mod:`ffu_cvx.smii.log`).
+    array_backend : str, default "numpy"
+        Where the dense kernels run (:mod:`ffu_cvx.smii.backend`): ``"numpy"`` (the
+        default and tested path), ``"torch"`` (CUDA when available, else the CPU),
+        ``"torch:cpu"``, ``"torch:cuda"`` or ``"cupy"``, all in float64; these need the
+        optional extra ``ffu-cvx[gpu]`` (array-api-compat) and torch or CuPy. The start,
+        the certificate, the polish and the returned Solution stay numpy float64. The
+        iterates match numpy's to rounding step by step; over a whole run they agree to
+        about 1e-10 where SM-II's trajectory is stable, and to the certified tolerance
+        where it is not (rounding can change later Newton steps).
 
     Returns
     -------
@@ -456,7 +467,7 @@ def solve_gd(problem: FitnessProblem, *, callback=None, Q=None, **options) -> So
     Same objective, schedule of ``t1, t2`` (never shifted), line search, certificate and
     outputs as :func:`solve_smii` (see there). Options: ``t1``, ``t2``, ``mu``,
     ``nttol``, ``ntrel``, ``sigma_ls``, ``beta``, ``maxiter`` (default 100000), ``tol``,
-    ``t_max``, ``max_time`` (s, default 60) and ``verbose``. A run stopped by
+    ``t_max``, ``max_time`` (s, default 60), ``verbose`` and ``array_backend``. A run stopped by
     ``max_time`` or ``maxiter`` short of ``tol`` ends with status ``"max_iter"`` and a
     ``RuntimeWarning`` naming the gap reached: gradient descent is far slower than
     Newton-CG (Table 3), use ``method="smii"`` for a certified optimum.

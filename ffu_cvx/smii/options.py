@@ -1,9 +1,9 @@
 """SM-II's options: one frozen, validated value (the keywords of ``solve_smii`` and ``solve_gd``).
 
 Solver layer (SM-II): imports ``validation``, :mod:`ffu_cvx.smii.backend` (to check
-``array_backend``) and :mod:`ffu_cvx.smii.polish` (for ``REFINE_AUTO_MAX_K``) only. Every option is checked when the value is built (a
-``ValueError`` names it, says what was seen and what is allowed; an unknown keyword is
-a ``TypeError``); :meth:`Options.resolved` replaces the ``"auto"`` and ``None``
+``array_backend``) and :mod:`ffu_cvx.smii.polish` (for ``REFINE_AUTO_MAX_K``) only.
+Every option is checked when the value is built (a ``ValueError`` names it, says what
+was seen and what is allowed; an unknown keyword is a ``TypeError``); :meth:`Options.resolved` replaces the ``"auto"`` and ``None``
 defaults by what they mean for a basis of size ``k``. :func:`ffu_cvx.smii.solve_smii`
 documents each option.
 """
