@@ -187,3 +187,17 @@ def test_float32_and_gradient_descent_run_on_the_backend(other):
     with pytest.warns(RuntimeWarning, match="maxiter"):
         got = ffu.solve(small, method="gd", maxiter=40, array_backend=other.name)
     assert got.nit == want.nit and _close(got.sigma, want.sigma, 1e-8)
+
+
+# ---- the benchmark -----------------------------------------------------------------------------------------
+
+def test_bench_backends_quick_compares_every_usable_backend_with_numpy():
+    from experiments import bench_backends
+
+    rows = bench_backends.main(["--quick", "--no-cache", "--quiet", "--workloads", "prefix"])
+    by = {r["backend"]: r for r in rows}
+    assert set(by) == {b for b in backend.available() if b != "torch"}
+    assert by["numpy"]["speedup"] == 1.0 and by["numpy"]["alpha_vs_numpy"] == 0.0
+    for r in rows:
+        assert r["d"] == 64 and r["status"] == OPTIMAL and r["gap"] <= 1e-3 and r["time_s"] > 0
+        assert abs(r["alpha_vs_numpy"]) <= 1e-3 and r["speedup"] == by["numpy"]["time_s"] / r["time_s"]

@@ -25,7 +25,7 @@ float64: the driver moves arrays back with :meth:`Backend.to_numpy`.
 from __future__ import annotations
 
 import functools
-import importlib.util
+import importlib
 
 import numpy as np
 from scipy import linalg
@@ -172,19 +172,25 @@ class CupyBackend(ArrayAPIBackend):
         return self.triangular(R, B, trans="T" if trans else 0, lower=True)
 
 
-def _installed(*modules: str) -> bool:
-    return all(importlib.util.find_spec(m) is not None for m in modules)
+def _importable(*modules: str) -> bool:
+    """Whether every module imports (a missing or broken install is not usable)."""
+    try:
+        for name in modules:
+            importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
 
 
 def available() -> tuple[str, ...]:
     """The values of ``array_backend`` usable here (torch and cupy need array-api-compat;
-    ``"torch:cuda"`` and ``"cupy"`` a CUDA device; the GPU checks import the library)."""
+    ``"torch:cuda"`` and ``"cupy"`` a CUDA device). Imports torch and cupy when installed."""
     names = ["numpy"]
-    if _installed("array_api_compat", "torch"):
+    if _importable("array_api_compat", "torch"):
         names += ["torch", "torch:cpu"]
         if _torch_cuda():
             names.append("torch:cuda")
-    if _installed("array_api_compat", "cupy") and _cupy_device():
+    if _importable("array_api_compat", "cupy") and _cupy_device():
         names.append("cupy")
     return tuple(names)
 
