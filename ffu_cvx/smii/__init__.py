@@ -2,6 +2,7 @@
 
 Solver layer: imports numpy, scipy and the core modules (``certificate``, ``privacy``,
 ``problem``, ``result``, ``status``, ``validation``, ``version``); never CVXPY.
+``array_api_compat`` with torch or CuPy only when ``array_backend`` asks for them.
 
 Notation (fitness-for-use paper, §6):
 
@@ -23,6 +24,8 @@ with a backtracking line search that tests positive definiteness by Cholesky
 (Algorithm 3), from ``Sigma_0 = s^2 Q^+ Q^{+T}`` (§6.3). What goes beyond the paper is
 explained in the module where it lives:
 
+- :mod:`~ffu_cvx.smii.backend`: the array backends (numpy, the default; torch or CuPy
+  through array-api-compat, option ``array_backend``) the dense kernels run on.
 - :mod:`~ffu_cvx.smii.model`: the objective model (soft maxes, the iterate, the
   whitened operator with a pure ``hvp``, the preconditioner, the start, ``objective``
   and ``hessp``).

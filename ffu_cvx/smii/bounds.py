@@ -1,6 +1,8 @@
 """SM-II's certificate bookkeeping: the best certified lower bound of a run and when to refresh it.
 
-Solver layer (SM-II): imports numpy, ``certificate`` and :mod:`ffu_cvx.smii.model` only.
+Solver layer (SM-II): imports ``certificate``, :mod:`ffu_cvx.smii.backend` and
+:mod:`ffu_cvx.smii.model` only. Certificates are numpy float64 whatever the array
+backend: :meth:`BoundKeeper.certify` moves the point to the host first.
 
 Stopping is certified: at the end of a sub-problem :func:`ffu_cvx.certificate.certify`
 starts from ``(w, u / c)`` (for ``k > CHEAP_CERTIFY_K`` the bound of ``(w, u / c)``
@@ -17,6 +19,7 @@ import math
 
 from .. import certificate
 from ..problem import FitnessProblem
+from .backend import of
 from .model import Point
 
 #: A sub-problem's end skips the certificate's dual ascent when the best bound has
@@ -83,7 +86,8 @@ class BoundKeeper:
     def certify(self, p: Point, kappa: float, c_int, force: bool = True) -> float:
         """Certify ``p`` and return its gap against the best bound (inf while no bound is positive).
 
-        With ``force=False`` the dual ascent is skipped when :meth:`_skip` says so.
+        With ``force=False`` the dual ascent is skipped when :meth:`_skip` says so. ``p``
+        and ``c_int`` may live on any array backend: the certificate is computed on numpy.
         """
         if not force and self.value > 0:
             gap = p.cost(kappa) / self.value - 1.0
@@ -91,7 +95,7 @@ class BoundKeeper:
                 self.skips += 1
                 return gap
         self.skips = 0
-        lb, lam, mu = self._bound(p, kappa, c_int)
+        lb, lam, mu = self._bound(p.to_numpy(), kappa, of(c_int).to_numpy(c_int))
         if lb > self.value:
             self.gain = lb / self.value - 1.0 if self.value > 0 else math.inf
             self.value, self.lam, self.mu = lb, lam, mu

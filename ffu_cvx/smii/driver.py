@@ -1,8 +1,8 @@
 """SM-II's driver: Algorithm 1 as a small state machine, and ``solve_smii`` / ``solve_gd``.
 
 Solver layer (SM-II), top of the package: imports numpy, ``problem``, ``result``,
-``status``, ``version`` and the submodules :mod:`~ffu_cvx.smii.model`,
-:mod:`~ffu_cvx.smii.newton`, :mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`,
+``status``, ``version`` and the submodules :mod:`~ffu_cvx.smii.backend`,
+:mod:`~ffu_cvx.smii.model`, :mod:`~ffu_cvx.smii.newton`, :mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`,
 :mod:`~ffu_cvx.smii.polish` and :mod:`~ffu_cvx.smii.log`.
 
 A run (:class:`Run`) moves between four states: **step** (a direction from the step
@@ -10,7 +10,9 @@ solver and a line search), **end of sub-problem** (the Newton decrement is below
 threshold, progress stalled, or the last full step settled it), **certify** (the best
 lower bound so far, :class:`~ffu_cvx.smii.bounds.BoundKeeper`) and **next t** (sharper
 soft maxes, or shifted ones). Gradient descent is the same run with the gradient as
-direction. Beyond the paper:
+direction. The iterate, ``B``, ``L`` and the internal targets live on the array backend
+of the option ``array_backend`` (numpy by default); the history, the callback's
+``sigma``, the certificate and the Solution are numpy. Beyond the paper:
 
 - The CG budget starts at the paper's MAXCG and doubles (to ``maxcg_cap``) while full
   Newton steps gain less and less; a sub-problem also ends when the Newton decrement is
@@ -47,6 +49,7 @@ from ..problem import FitnessProblem
 from ..result import Solution
 from ..status import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
 from ..version import __version__
+from .backend import of, select
 from .bounds import BoundKeeper
 from .log import IterationLog
 from .model import Point, evaluate, initial_sigma, logits, normalise
@@ -105,14 +108,15 @@ def damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
     weights of :func:`ffu_cvx.smii.model.softmax` (computed in the log domain, finite
     where they underflow), ``theta = SHIFT_DAMP``; ``shift = None`` counts as uniform.
     Relative to the largest, no entry falls by more than ``SHIFT_CAP`` in one update."""
+    xp = of(x).xp
     y, _ = logits(x, t, shift)
-    logw = y - math.log(float(np.exp(y).sum()))
+    logw = y - math.log(float(xp.sum(xp.exp(y))))
     if shift is None:
         new, before = SHIFT_DAMP * logw, 0.0
     else:
-        new, before = (1.0 - SHIFT_DAMP) * shift + SHIFT_DAMP * logw, shift - shift.max()
-    top = float(new.max())
-    return top + np.maximum(new - top, before - SHIFT_CAP)
+        new, before = (1.0 - SHIFT_DAMP) * shift + SHIFT_DAMP * logw, shift - xp.max(shift)
+    top = float(xp.max(new))
+    return top + xp.maximum(new - top, before - SHIFT_CAP)
 
 
 class Best(NamedTuple):
@@ -153,9 +157,13 @@ class Run:
         self.log = IterationLog(opts.verbose, f"{method.title} (ffu-cvx {__version__})", problem,
                                 dict(t1=opts.t1, t2=opts.t2, mu=opts.mu, maxcg=opts.maxcg, tol2=opts.tol2,
                                      nttol=opts.nttol, tol=opts.tol))
-        sigma, self.c_int, self.kappa = normalise(initial_sigma(problem, Q), problem.B, problem.L, problem.c)
+        # The iterate and the data on the array backend (the start is computed on numpy).
+        self.bk = bk = select(opts.array_backend)
+        self.B, self.L = bk.asarray(problem.B), bk.asarray(problem.L)
+        sigma, self.c_int, self.kappa = normalise(bk.asarray(initial_sigma(problem, Q)), self.B, self.L,
+                                                  bk.asarray(problem.c))
         self.t1, self.t2 = opts.t1, opts.t2
-        self.p = evaluate(problem.B, problem.L, self.c_int, sigma, self.t1, self.t2)
+        self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2)
         self.bounds = BoundKeeper(problem, opts.tol)
         self.best: Best | None = None
         self.nit = self.n_hvp = self.n_cg = self.restarts = 0
@@ -193,12 +201,12 @@ class Run:
         p, opts = self.p, self.opts
         if self.settled or not self.last_decrease >= STALL * threshold:
             return None
-        d = self.method.direction(p, self.problem.L, self.c_int, self.cg_budget, opts.tol2, opts.radius)
+        d = self.method.direction(p, self.L, self.c_int, self.cg_budget, opts.tol2, opts.radius)
         self.n_hvp += d.n_cg  # each CG iteration is one Hessian product
         self.n_cg += d.n_cg
         if not abs(d.delta) >= threshold:
             return None
-        B, L, c_int = self.problem.B, self.problem.L, self.c_int
+        B, L, c_int = self.B, self.L, self.c_int
 
         def at(step):
             return evaluate(B, L, c_int, p.sigma + step * d.D, p.t1, p.t2, h=p.h + step * d.e, s1=p.s1, s2=p.s2)
@@ -242,7 +250,7 @@ class Run:
             return
         state = IntermediateResult(method=self.method.name, nit=nit, privacy_cost=alpha,
                                    lower_bound=self.bounds.lower_bound, gap=gap,
-                                   sigma=p.sigma / (p.h.max() * self.kappa), t1=self.t1, t2=self.t2,
+                                   sigma=self.bk.to_numpy(p.sigma) / ratio, t1=self.t1, t2=self.t2,
                                    objective=p.F, alpha=alpha, ratio=ratio, step=step, n_cg=n_cg)
         try:
             self.callback(state)
@@ -293,9 +301,9 @@ class Run:
             grow = min(grow, max(opts.t_shift / self.t1, 1.0))
         self.sub_steps, self.settled = 0, False
         self.t1, self.t2 = self.t1 * grow, self.t2 * grow
-        sigma, self.c_int, a = normalise(p.sigma, self.problem.B, self.problem.L, self.c_int)
+        sigma, self.c_int, a = normalise(p.sigma, self.B, self.L, self.c_int)
         self.kappa *= a
-        self.p = evaluate(self.problem.B, self.problem.L, self.c_int, sigma, self.t1, self.t2, s1=s1, s2=s2)
+        self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2, s1=s1, s2=s2)
         self.last_decrease = math.inf
 
     def _finish(self) -> Solution:
@@ -308,6 +316,7 @@ class Run:
             p, kappa = self.p, self.kappa
             self.bounds.certify(p, kappa, self.c_int)
         lb = self.bounds.value
+        p = p.to_numpy()  # the Solution, its certificate and the polish are numpy float64
         sigma = p.sigma / p.ratio(kappa)
         extra = {}
         if opts.refine and status == OPTIMAL:
@@ -414,6 +423,15 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         at large ``k``); gradients, line search and certificate stay in float64.
     verbose : bool, default False
         Print an iteration log (:mod:`ffu_cvx.smii.log`).
+    array_backend : str, default "numpy"
+        Where the dense kernels run (:mod:`ffu_cvx.smii.backend`): ``"numpy"`` (the
+        default and tested path), ``"torch"`` (CUDA when available, else the CPU),
+        ``"torch:cpu"``, ``"torch:cuda"`` or ``"cupy"``, all in float64; these need the
+        optional extra ``ffu-cvx[gpu]`` (array-api-compat) and torch or CuPy. The start,
+        the certificate, the polish and the returned Solution stay numpy float64. The
+        iterates match numpy's to rounding step by step; over a whole run they agree to
+        about 1e-10 where SM-II's trajectory is stable, and to the certified tolerance
+        where it is not (rounding can change later Newton steps).
 
     Returns
     -------
@@ -449,7 +467,7 @@ def solve_gd(problem: FitnessProblem, *, callback=None, Q=None, **options) -> So
     Same objective, schedule of ``t1, t2`` (never shifted), line search, certificate and
     outputs as :func:`solve_smii` (see there). Options: ``t1``, ``t2``, ``mu``,
     ``nttol``, ``ntrel``, ``sigma_ls``, ``beta``, ``maxiter`` (default 100000), ``tol``,
-    ``t_max``, ``max_time`` (s, default 60) and ``verbose``. A run stopped by
+    ``t_max``, ``max_time`` (s, default 60), ``verbose`` and ``array_backend``. A run stopped by
     ``max_time`` or ``maxiter`` short of ``tol`` ends with status ``"max_iter"`` and a
     ``RuntimeWarning`` naming the gap reached: gradient descent is far slower than
     Newton-CG (Table 3), use ``method="smii"`` for a certified optimum.

@@ -1,7 +1,7 @@
 """SM-II's objective model: Problem 4's soft maxes, the iterate, the whitened operator, the start.
 
 Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``certificate``,
-``privacy`` and ``problem`` only.
+``privacy``, ``problem``, ``status`` and :mod:`ffu_cvx.smii.backend` only.
 
 - ``smax_t(x) = (1/t) log sum_i exp(t x_i + s_i)`` (:func:`softmax`), computed shifted;
   ``s`` are log multipliers (``None``: the paper's plain soft max).
@@ -25,6 +25,10 @@ Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``certificate
   Gaussian mechanism on the target-scaled workload and the ``Sigma`` of uniform dual
   multipliers (at d = 512 this start costs 22.5 on prefix and 14.0 on random ranges,
   against 512 and 13426 for ``I``).
+- Array backends: the point, the whitened operator and :func:`normalise` take their
+  array namespace and linear algebra from their arrays (:func:`ffu_cvx.smii.backend.of`),
+  so they run unchanged on torch or CuPy arrays; the start (:func:`initial_sigma`),
+  ``objective`` and ``hessp`` are numpy.
 - :func:`normalise`: every sub-problem starts from the normalised problem (``Sigma``
   and the targets rescaled so that ``max g = max h = 1``), so ``t`` has the same meaning
   on every workload.
@@ -39,6 +43,8 @@ from scipy import linalg
 
 from .. import certificate, privacy
 from ..problem import FitnessProblem
+from ..status import SolverError
+from .backend import NUMPY, of
 
 __all__ = ["objective", "hessp"]
 
@@ -55,7 +61,7 @@ START_MARGIN = 0.99
 def logits(x: np.ndarray, t: float, shift=None) -> tuple[np.ndarray, float]:
     """``(y - top, top)`` for ``y = t x + shift`` (n,) and ``top = max y`` (``shift = None``: 0)."""
     y = t * x if shift is None else t * x + shift
-    top = float(y.max())
+    top = float(of(y).xp.max(y))
     return y - top, top
 
 
@@ -65,8 +71,9 @@ def softmax(x: np.ndarray, t: float, shift=None) -> tuple[float, np.ndarray]:
     ``shift`` (n,): log multipliers, ``smax = (1/t) log sum_i exp(t x_i + shift_i)``.
     """
     y, top = logits(x, t, shift)
-    z = np.exp(y)
-    s = float(z.sum())
+    xp = of(y).xp
+    z = xp.exp(y)
+    s = float(xp.sum(z))
     return (top + math.log(s)) / t, z / s
 
 
@@ -76,7 +83,7 @@ def symmetrise(X: np.ndarray) -> np.ndarray:
 
 def inner(X: np.ndarray, Y: np.ndarray) -> float:
     """Frobenius inner product ``<X, Y>``."""
-    return float(np.vdot(X, Y))
+    return of(X).inner(X, Y)
 
 
 class Point:
@@ -98,29 +105,39 @@ class Point:
 
     def cost(self, kappa: float) -> float:
         """The normalised privacy cost ``max g * max h`` on the true targets (``kappa``: see :func:`normalise`)."""
-        return float(self.g.max() * self.h.max() * kappa)
+        xp = of(self.g).xp
+        return float(xp.max(self.g) * xp.max(self.h) * kappa)
+
+    def to_numpy(self) -> "Point":
+        """This point with its arrays on the host (itself when they are numpy arrays already)."""
+        bk = of(self.sigma)
+        if bk is NUMPY:
+            return self
+        host = Point.__new__(Point)
+        for name in self.__slots__:
+            value = getattr(self, name)
+            setattr(host, name, bk.to_numpy(value) if hasattr(value, "shape") else value)
+        return host
 
     def ratio(self, kappa: float) -> float:
         """The worst variance ratio ``max_j var_j / c_j`` on the true targets; ``sigma / ratio`` meets every one."""
-        return float(self.h.max() * kappa)
+        return float(of(self.h).xp.max(self.h) * kappa)
 
 
 def variance_ratios(L: np.ndarray, sigma: np.ndarray, c: np.ndarray) -> np.ndarray:
     """``diag(L Sigma L^T) / c`` (m,), O(m k^2)."""
-    return privacy.variances(L, sigma) / c
+    return of(L).variances(L, sigma) / c
 
 
 def factor(sigma: np.ndarray, B: np.ndarray):
     """``(R, Y, g)``: Cholesky factor of ``sigma``, ``Y = R^{-1} B`` and the profile
     ``g_i = |y_i|^2`` (O(k^2 d)); ``None`` when ``sigma`` is not positive definite."""
-    try:
-        R = linalg.cholesky(sigma, lower=True, check_finite=False)
-    except linalg.LinAlgError:
+    bk = of(sigma)
+    R = bk.cholesky(sigma)
+    if R is None:
         return None
-    if not np.all(np.isfinite(np.diag(R))):
-        return None
-    Y = linalg.solve_triangular(R, B, lower=True, check_finite=False)
-    return R, Y, np.einsum("ij,ij->j", Y, Y)
+    Y = bk.solve_triangular(R, B)
+    return R, Y, bk.einsum("ij,ij->j", Y, Y)
 
 
 def evaluate(B, L, c, sigma, t1, t2, h=None, s1=None, s2=None) -> Point | None:
@@ -138,14 +155,14 @@ def evaluate(B, L, c, sigma, t1, t2, h=None, s1=None, s2=None) -> Point | None:
 
 def whiten(R: np.ndarray, D: np.ndarray) -> np.ndarray:
     """``E = R^{-1} D R^{-T}`` (k, k), symmetrised: a direction of ``Sigma`` in whitened coordinates."""
-    Dw = linalg.solve_triangular(R, D, lower=True, check_finite=False)
-    return symmetrise(linalg.solve_triangular(R, Dw.T, lower=True, check_finite=False))
+    bk = of(R)
+    return symmetrise(bk.solve_triangular(R, bk.solve_triangular(R, D).T))
 
 
 def unwhiten_dual(R: np.ndarray, G: np.ndarray) -> np.ndarray:
     """``R^{-T} G R^{-1}`` (k, k), symmetrised: a whitened gradient back in ``Sigma``'s coordinates."""
-    A = linalg.solve_triangular(R, G, lower=True, trans="T", check_finite=False)
-    return symmetrise(linalg.solve_triangular(R, A.T, lower=True, trans="T", check_finite=False))
+    bk = of(R)
+    return symmetrise(bk.solve_triangular(R, bk.solve_triangular(R, G, trans=True).T, trans=True))
 
 
 class Whitened:
@@ -172,25 +189,27 @@ class Whitened:
     """
 
     def __init__(self, p: Point, L: np.ndarray, c: np.ndarray, rotate: bool = False, float32: bool = False):
+        self.bk = bk = of(p.Y)
+        xp = bk.xp
         self.t1, self.t2 = p.t1, p.t2
-        act = p.w > PRUNE * p.w.max()
+        act = p.w > PRUNE * xp.max(p.w)
         self.Ya, self.wa = p.Y[:, act], p.w[act]
         self.M = (self.Ya * self.wa) @ self.Ya.T
         self.RQ, self.Q = p.R, None
         if rotate:
-            lam, self.Q = linalg.eigh(self.M, check_finite=False, driver="evd")
+            lam, self.Q = bk.eigh(self.M)
             self.Ya = self.Q.T @ self.Ya
-            self.M = np.diag(lam)
-            self.lam = np.maximum(lam, 0.0)
+            self.M = bk.diag(lam)
+            self.lam = xp.maximum(lam, 0.0)
             self.RQ = p.R @ self.Q
         self.V = L @ self.RQ  # O(m k^2)
-        actu = p.u > PRUNE * p.u.max()
-        self.Va, self.ua, self.ca = (self.V, p.u, c) if actu.all() else (self.V[actu], p.u[actu], c[actu])
+        actu = p.u > PRUNE * xp.max(p.u)
+        self.Va, self.ua, self.ca = (self.V, p.u, c) if bool(xp.all(actu)) else (self.V[actu], p.u[actu], c[actu])
         self.c = c
         self.grad = symmetrise((self.Va.T * (self.ua / self.ca)) @ self.Va) - self.M
         self.float32 = bool(float32)
         arrays = (self.Ya, self.wa, self.Va, self.ua, self.ca)
-        self._hvp_arrays = tuple(x.astype(np.float32) for x in arrays) if float32 else arrays
+        self._hvp_arrays = tuple(bk.single(x) for x in arrays) if float32 else arrays
 
     def preconditioner(self):
         """An approximate inverse of ``H`` in the rotated frame (needs ``rotate=True``).
@@ -202,30 +221,33 @@ class Whitened:
         inverted by Woodbury (shrunk by ``WOODBURY_SHRINK`` where it would lose
         definiteness). Applying it costs O(k^2).
         """
-        lam = self.lam
-        Z2 = np.square(self.Ya)
+        bk, lam = self.bk, self.lam
+        xp = bk.xp
+        Z2 = xp.square(self.Ya)
         K = (Z2 * (self.t1 * self.wa)) @ Z2.T
-        Z2 = np.square(self.Va)
+        Z2 = xp.square(self.Va)
         K += (Z2.T * (self.t2 * self.ua / self.ca ** 2)) @ Z2
         diag = lam[:, None] + lam[None, :] + 2.0 * K
-        diag[np.diag_indices_from(diag)] -= np.diag(K)
-        dinv = 1.0 / np.maximum(diag, 1e-12 * float(diag.max()))
-        U = np.stack([self.M, self.grad + self.M])
+        i = xp.arange(diag.shape[0])
+        diag[i, i] -= K[i, i]
+        dinv = 1.0 / xp.maximum(diag, 1e-12 * float(xp.max(diag)))
+        U = xp.stack([self.M, self.grad + self.M])
         DU = U * dinv
-        A = np.einsum("iab,jab->ij", U, DU)
+        # The 2 x 2 Woodbury core on the host.
+        A = bk.to_numpy(bk.einsum("iab,jab->ij", U, DU))
         st = np.sqrt([self.t1, self.t2])
         top = float(np.linalg.eigvalsh(A * np.outer(st, st))[-1])
         gamma = min(1.0, WOODBURY_SHRINK / top) if top > 0 else 1.0
-        Sinv = np.linalg.inv(np.diag(1.0 / (gamma * st ** 2)) - A)
+        Sinv = bk.asarray(np.linalg.inv(np.diag(1.0 / (gamma * st ** 2)) - A))
 
         def apply(G):
-            return G * dinv + np.tensordot(Sinv @ np.tensordot(DU, G, axes=2), DU, axes=1)
+            return G * dinv + xp.tensordot(Sinv @ xp.tensordot(DU, G, axes=2), DU, axes=1)
 
         return apply
 
     def dh(self, E: np.ndarray) -> np.ndarray:
         """Directional derivatives ``e_j`` (m,) of every ``h_j`` along whitened ``E``."""
-        return privacy.variances(self.V, E) / self.c
+        return self.bk.variances(self.V, E) / self.c
 
     def hvp(self, E: np.ndarray) -> np.ndarray:
         """``H[E]`` (k, k): four matrix products, O(k^2 (2 d_act + 2 m_act)).
@@ -233,17 +255,18 @@ class Whitened:
         With ``X = E Y`` and ``Z = X diag(w) - Y diag(t1 w (a - w.a)) / 2`` the profile
         part ``E M + M E - t1 Y diag(w (a - w.a)) Y^T`` is ``Z Y^T + (Z Y^T)^T``.
         """
+        bk = self.bk
         Ya, wa, Va, ua, ca = self._hvp_arrays
         if self.float32:
-            E = E.astype(np.float32)
+            E = bk.single(E)
         X = E @ Ya
-        a = -np.einsum("ij,ij->j", Ya, X)
+        a = -bk.einsum("ij,ij->j", Ya, X)
         Z = X * wa - Ya * (0.5 * self.t1 * wa * (a - wa @ a))
         out = Z @ Ya.T
-        out += out.T
-        e = privacy.variances(Va, E) / ca
+        out = out + out.T
+        e = bk.variances(Va, E) / ca
         out += self.t2 * ((Va.T * (ua * (e - ua @ e) / ca)) @ Va)
-        return out.astype(np.float64, copy=False)
+        return bk.double(out)
 
 
 def _start_candidates(problem: FitnessProblem) -> list[np.ndarray]:
@@ -308,10 +331,12 @@ def normalise(sigma, B, L, c_int):
     are ``kappa`` times the true ones, so ``max g * max h * kappa`` is the true normalised
     cost (:meth:`Point.cost`).
     """
-    Y = linalg.solve_triangular(linalg.cholesky(sigma, lower=True, check_finite=False), B,
-                                lower=True, check_finite=False)
-    gmax = float(np.einsum("ij,ij->j", Y, Y).max())
-    hmax = float(variance_ratios(L, sigma, c_int).max())
+    fac = factor(sigma, B)
+    if fac is None:
+        raise SolverError("SM-II: an iterate lost positive definiteness; try a smaller `mu` or `radius`")
+    xp = of(sigma).xp
+    gmax = float(xp.max(fac[2]))
+    hmax = float(xp.max(variance_ratios(L, sigma, c_int)))
     a = gmax * hmax
     return sigma * gmax, c_int * a, a
 

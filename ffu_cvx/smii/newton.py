@@ -1,6 +1,8 @@
 """SM-II's step solver: truncated Newton-CG directions and one backtracking Cholesky line search.
 
-Solver layer (SM-II): imports numpy and :mod:`ffu_cvx.smii.model` only. Shared by
+Solver layer (SM-II): imports numpy, :mod:`ffu_cvx.smii.backend` and
+:mod:`ffu_cvx.smii.model` only. Like the model, it takes its array namespace from the
+operator's arrays, so the same code runs on every array backend. Shared by
 the main loop (:mod:`ffu_cvx.smii.driver`, Problem 4) and the ≺R polish levels
 (:mod:`ffu_cvx.smii.polish`, a barrier objective): both hand it an operator with
 ``grad`` (k, k), ``RQ`` (k, k) and a pure ``hvp(E)``, and a function that evaluates a
@@ -24,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .backend import of
 from .model import Point, Whitened, inner, symmetrise, unwhiten_dual, variance_ratios
 
 #: Backtracking halvings before the line search gives up (step ``beta**60``).
@@ -61,10 +64,10 @@ def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None)
     positive definite map ``(k, k) -> (k, k)``, approximately ``H^{-1}``) turns it
     into preconditioned CG. Every iteration calls ``op.hvp`` once.
     """
-    s = np.zeros_like(op.grad)
+    s = of(op.grad).xp.zeros_like(op.grad)
     r = -op.grad
     z = r if precond is None else precond(r)
-    p = z.copy()
+    p = z  # never updated in place
     rzold = inner(r, z)
     it = 0
     for it in range(1, maxcg + 1):
@@ -77,7 +80,7 @@ def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None)
         if inner(s_next, s_next) >= radius * radius:
             return _to_boundary(s, p, radius), it
         s = s_next
-        r -= a * Hp
+        r = r - a * Hp
         if inner(r, r) <= tol2:
             break
         z = r if precond is None else precond(r)
@@ -136,7 +139,7 @@ def line_search(at, F0: float, delta: float, sigma_ls: float, beta: float):
     step = 1.0
     for _ in range(MAX_BACKTRACK):
         q = at(step)
-        if q is not None and np.isfinite(q.F) and q.F <= F0 + step * sigma_ls * delta:
+        if q is not None and math.isfinite(q.F) and q.F <= F0 + step * sigma_ls * delta:
             return step, q
         step *= beta
     return step, None

@@ -1,9 +1,9 @@
 """SM-II's options: one frozen, validated value (the keywords of ``solve_smii`` and ``solve_gd``).
 
-Solver layer (SM-II): imports ``validation`` and :mod:`ffu_cvx.smii.polish` (for
-``REFINE_AUTO_MAX_K``) only. Every option is checked when the value is built (a
-``ValueError`` names it, says what was seen and what is allowed; an unknown keyword is
-a ``TypeError``); :meth:`Options.resolved` replaces the ``"auto"`` and ``None``
+Solver layer (SM-II): imports ``validation``, :mod:`ffu_cvx.smii.backend` (to check
+``array_backend``) and :mod:`ffu_cvx.smii.polish` (for ``REFINE_AUTO_MAX_K``) only.
+Every option is checked when the value is built (a ``ValueError`` names it, says what
+was seen and what is allowed; an unknown keyword is a ``TypeError``); :meth:`Options.resolved` replaces the ``"auto"`` and ``None``
 defaults by what they mean for a basis of size ``k``. :func:`ffu_cvx.smii.solve_smii`
 documents each option.
 """
@@ -14,6 +14,7 @@ import dataclasses
 import math
 
 from .. import validation
+from . import backend
 from .polish import REFINE_AUTO_MAX_K
 
 __all__ = ["PRECONDITION_MIN_K", "Options", "smii_options", "gd_options"]
@@ -29,7 +30,7 @@ MAXCG_CAP = 40
 #: The options :func:`ffu_cvx.smii.solve_gd` accepts, and its own defaults for the rest
 #: (a long run of plain gradient steps on the paper's unshifted schedule).
 GD_OPTIONS = ("t1", "t2", "mu", "nttol", "ntrel", "sigma_ls", "beta", "maxiter", "tol", "t_max", "max_time",
-              "verbose")
+              "verbose", "array_backend")
 GD_DEFAULTS = dict(maxiter=100_000, max_time=60.0, maxcg=1, maxcg_cap=1, t_shift=math.inf, refine=False,
                    precondition=False)
 
@@ -58,6 +59,7 @@ class Options:
     precondition: bool | str = "auto"
     float32: bool = False
     verbose: bool = False
+    array_backend: str = "numpy"
 
     def __post_init__(self):
         checked = {name: validation.positive(getattr(self, name), name)
@@ -73,7 +75,8 @@ class Options:
                        refine=validation.flag(self.refine, "refine", extra=("auto",)),
                        precondition=validation.flag(self.precondition, "precondition", extra=("auto",)),
                        float32=validation.flag(self.float32, "float32"),
-                       verbose=validation.flag(self.verbose, "verbose"))
+                       verbose=validation.flag(self.verbose, "verbose"),
+                       array_backend=backend.check(self.array_backend, "array_backend"))
         if self.maxcg_cap is not None:
             checked["maxcg_cap"] = validation.positive_int(self.maxcg_cap, "maxcg_cap")
         # t_shift: None or inf never shifts (the paper's schedule).

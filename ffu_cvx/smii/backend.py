@@ -1,0 +1,257 @@
+"""SM-II's array backends: numpy (the default and tested path) and, when installed, PyTorch or CuPy.
+
+Solver layer (SM-II), bottom of the package: imports numpy, scipy and ``privacy`` only;
+``array_api_compat`` with ``torch`` or ``cupy`` is imported only when such a backend is
+asked for (the optional extra ``pip install ffu-cvx[gpu]``).
+
+SM-II's dense kernels (the point's Cholesky factor and profile, the whitened gradient,
+the Hessian products, the preconditioner's eigendecomposition, CG and the line search)
+are written once against an array namespace ``xp`` and take it from their arrays
+(:func:`of`), so the same code runs wherever the arrays live: on numpy ``xp`` is numpy
+itself (so the default path calls exactly the numpy and scipy functions it always
+did), elsewhere the array-API namespace of array-api-compat. What the array API
+leaves out, each :class:`Backend` adds: ``cholesky`` (``None`` when the matrix is not
+positive definite), a lower ``solve_triangular`` (optionally transposed), ``eigh``,
+``einsum``, ``diag``, ``variances`` (``diag(L S L^T)``), ``inner`` and the float32 /
+float64 casts. The arrays also need numpy-style boolean column masks, which torch and
+CuPy support.
+
+:func:`select` turns the option ``array_backend`` into a backend: ``"numpy"``,
+``"torch"`` (CUDA when available, else the CPU), ``"torch:cpu"``, ``"torch:cuda"`` or
+``"cupy"``, all in float64. The start, the certificate and the polish stay on numpy in
+float64: the driver moves arrays back with :meth:`Backend.to_numpy`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+import numpy as np
+from scipy import linalg
+
+from .. import privacy
+
+__all__ = ["BACKENDS", "Backend", "NUMPY", "available", "of", "select"]
+
+#: The values of the option ``array_backend``.
+BACKENDS = ("numpy", "torch", "torch:cpu", "torch:cuda", "cupy")
+#: What the non-numpy backends need, for the error message and the optional extra.
+INSTALL_HINT = "pip install 'ffu-cvx[gpu]' (array-api-compat) plus torch or cupy"
+
+
+class Backend:
+    """numpy's kernels: exactly the scipy / numpy calls of the original solver."""
+
+    name = "numpy"
+    xp = np
+    einsum = staticmethod(np.einsum)
+    diag = staticmethod(np.diag)
+    variances = staticmethod(privacy.variances)
+
+    def asarray(self, x):
+        """``x`` as a float64 array of this backend (a numpy array: itself)."""
+        return np.asarray(x, dtype=float)
+
+    def to_numpy(self, x) -> np.ndarray:
+        """``x`` as a numpy array on the host."""
+        return np.asarray(x)
+
+    def cholesky(self, A):
+        """The lower Cholesky factor of ``A``, or ``None`` when it is not positive definite."""
+        try:
+            R = linalg.cholesky(A, lower=True, check_finite=False)
+        except linalg.LinAlgError:
+            return None
+        return R if np.all(np.isfinite(np.diag(R))) else None
+
+    def solve_triangular(self, R, B, trans: bool = False):
+        """``R^{-1} B`` (``R^{-T} B`` with ``trans``) for lower triangular ``R``."""
+        if trans:
+            return linalg.solve_triangular(R, B, lower=True, trans="T", check_finite=False)
+        return linalg.solve_triangular(R, B, lower=True, check_finite=False)
+
+    def eigh(self, M):
+        """``(eigenvalues ascending, eigenvectors)`` of the symmetric ``M``."""
+        return linalg.eigh(M, check_finite=False, driver="evd")
+
+    def inner(self, X, Y) -> float:
+        """The Frobenius inner product ``<X, Y>``."""
+        return float(np.vdot(X, Y))
+
+    def single(self, x):
+        return x.astype(np.float32)
+
+    def double(self, x):
+        return x.astype(np.float64, copy=False)
+
+
+#: The default backend.
+NUMPY = Backend()
+
+
+class ArrayAPIBackend(Backend):
+    """A non-numpy backend through array-api-compat's namespace ``xp`` of ``lib`` (torch or cupy)."""
+
+    def __init__(self, name: str, lib, xp):
+        self.name, self.lib, self.xp = name, lib, xp
+        self.einsum, self.diag = lib.einsum, lib.diag
+
+    def variances(self, L, S):
+        return self.einsum("ij,ij->i", L @ S, L)
+
+    def inner(self, X, Y) -> float:
+        xp = self.xp
+        return float(xp.vecdot(xp.reshape(X, (-1,)), xp.reshape(Y, (-1,))))
+
+    def eigh(self, M):
+        return tuple(self.xp.linalg.eigh(M))
+
+    def single(self, x):
+        return self.xp.astype(x, self.xp.float32)
+
+    def double(self, x):
+        return self.xp.astype(x, self.xp.float64, copy=False)
+
+    def finite_factor(self, R):
+        xp = self.xp
+        return R if bool(xp.all(xp.isfinite(xp.linalg.diagonal(R)))) else None
+
+
+class TorchBackend(ArrayAPIBackend):
+    """PyTorch on one device (``"cpu"`` or ``"cuda"``)."""
+
+    def __init__(self, device: str):
+        import array_api_compat.torch as xp
+        import torch
+
+        super().__init__(f"torch:{device}", torch, xp)
+        self.device = torch.device(device)
+
+    def asarray(self, x):
+        return self.lib.tensor(np.asarray(x, dtype=float), dtype=self.lib.float64, device=self.device)
+
+    def to_numpy(self, x) -> np.ndarray:
+        return x.detach().cpu().numpy() if isinstance(x, self.lib.Tensor) else np.asarray(x)
+
+    def cholesky(self, A):
+        R, info = self.lib.linalg.cholesky_ex(A)
+        return self.finite_factor(R) if int(info) == 0 else None
+
+    def solve_triangular(self, R, B, trans: bool = False):
+        solve = self.lib.linalg.solve_triangular
+        return solve(R.mT, B, upper=True) if trans else solve(R, B, upper=False)
+
+
+class CupyBackend(ArrayAPIBackend):
+    """CuPy on the current CUDA device."""
+
+    def __init__(self):
+        import array_api_compat.cupy as xp
+        import cupy
+        import cupyx.scipy.linalg
+
+        super().__init__("cupy", cupy, xp)
+        self.triangular = cupyx.scipy.linalg.solve_triangular
+
+    def asarray(self, x):
+        return self.lib.asarray(np.asarray(x, dtype=float))
+
+    def to_numpy(self, x) -> np.ndarray:
+        return self.lib.asnumpy(x)
+
+    def cholesky(self, A):
+        # CuPy returns NaNs (or raises numpy's LinAlgError under cupyx.errstate) when A is not definite.
+        try:
+            R = self.lib.linalg.cholesky(A)
+        except np.linalg.LinAlgError:
+            return None
+        return self.finite_factor(R)
+
+    def solve_triangular(self, R, B, trans: bool = False):
+        return self.triangular(R, B, trans="T" if trans else 0, lower=True)
+
+
+def _importable(*modules: str) -> bool:
+    """Whether every module imports (a missing or broken install is not usable)."""
+    try:
+        for name in modules:
+            importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+def available() -> tuple[str, ...]:
+    """The values of ``array_backend`` usable here (torch and cupy need array-api-compat;
+    ``"torch:cuda"`` and ``"cupy"`` a CUDA device). Imports torch and cupy when installed."""
+    names = ["numpy"]
+    if _importable("array_api_compat", "torch"):
+        names += ["torch", "torch:cpu"]
+        if _torch_cuda():
+            names.append("torch:cuda")
+    if _importable("array_api_compat", "cupy") and _cupy_device():
+        names.append("cupy")
+    return tuple(names)
+
+
+def _torch_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _cupy_device() -> bool:
+    import cupy
+
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return False
+
+
+def check(name, option: str = "array_backend") -> str:
+    """``name`` if it is a backend usable here; else a ``ValueError`` naming ``option`` and the installed choices."""
+    if name == "numpy":
+        return name
+    if not isinstance(name, str) or name not in BACKENDS:
+        raise ValueError(f"`{option}` must be one of {BACKENDS}, got {name!r}; installed here: {available()}")
+    usable = available()
+    if name not in usable:
+        raise ValueError(f"`{option}` = {name!r} is not usable here (not installed, or no CUDA device); installed "
+                         f"choices: {usable}; for torch or cupy: {INSTALL_HINT}")
+    return name
+
+
+def select(name: str) -> Backend:
+    """The backend called ``name`` (checked by :func:`check`)."""
+    name = check(name)
+    if name == "numpy":
+        return NUMPY
+    if name == "cupy":
+        return _cupy()
+    device = name.partition(":")[2] or ("cuda" if _torch_cuda() else "cpu")
+    return _torch(device)
+
+
+@functools.lru_cache(maxsize=None)
+def _torch(device: str) -> TorchBackend:
+    return TorchBackend(device)
+
+
+@functools.lru_cache(maxsize=1)
+def _cupy() -> CupyBackend:
+    return CupyBackend()
+
+
+def of(x) -> Backend:
+    """The backend whose arrays ``x`` is one of: numpy for a numpy array, else torch (on
+    ``x``'s device) or cupy."""
+    if isinstance(x, np.ndarray):
+        return NUMPY
+    kind = type(x).__module__.partition(".")[0]
+    if kind == "torch":
+        return _torch(x.device.type)
+    if kind == "cupy":
+        return _cupy()
+    raise TypeError(f"SM-II kernels take numpy, torch or cupy arrays, got {type(x).__name__}")

@@ -1,0 +1,203 @@
+"""SM-II's array backends: numpy stays the default; torch (CPU here, CUDA where present) and
+CuPy give the same iterates as numpy to 1e-10.
+
+The torch and CuPy tests skip cleanly when torch, CuPy, array-api-compat or a CUDA
+device is missing. Where SM-II's trajectory is stable (prefix d = 32, random ranges
+d = 32) the whole run is compared iterate by iterate. On random ranges d = 64 the
+trajectory itself is chaotic (a relative change of 1e-15 in the numpy start alone
+grows to 1e-4 by the tenth Newton step), so there each step is compared from the same
+iterate: one Newton step of each backend from every iterate of the numpy run.
+"""
+
+import numpy as np
+import pytest
+
+import ffu_cvx as ffu
+from ffu_cvx import workloads
+from ffu_cvx.smii import backend, driver
+from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, normalise, unwhiten_dual, whiten
+from ffu_cvx.smii.newton import line_search, smii_direction
+from ffu_cvx.smii.options import Options
+from ffu_cvx.status import OPTIMAL
+
+#: Relative agreement required between a backend and numpy.
+RTOL = 1e-10
+
+
+def _close(got, want, rtol=RTOL):
+    """``max |got - want| <= rtol max |want|`` (arrays or floats; ``got`` on any backend)."""
+    got = np.asarray(backend.of(got).to_numpy(got) if not np.isscalar(got) else got, dtype=float)
+    want = np.asarray(want, dtype=float)
+    scale = max(float(np.abs(want).max()), 1e-300)
+    return float(np.abs(got - want).max()) <= rtol * scale
+
+
+@pytest.fixture(params=["torch:cpu", "torch:cuda", "cupy"])
+def other(request):
+    """A non-numpy backend, or a skip naming what is missing."""
+    name = request.param
+    pytest.importorskip("array_api_compat")
+    pytest.importorskip(name.partition(":")[0])
+    if name not in backend.available():
+        pytest.skip(f"{name} needs a CUDA device")
+    return backend.select(name)
+
+
+def _ranges64():
+    return ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=0))
+
+
+# ---- the option ------------------------------------------------------------------------------------------
+
+def test_numpy_is_the_default_and_dispatch_of_numpy_arrays():
+    assert Options().array_backend == "numpy"
+    assert backend.select("numpy") is backend.NUMPY
+    assert backend.of(np.zeros((2, 2))) is backend.NUMPY
+    assert "numpy" in backend.available()
+
+
+@pytest.mark.parametrize("bad", ["jax", "Torch", "", 3])
+def test_unknown_backend_names_the_option_and_the_installed_choices(bad):
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(8))
+    with pytest.raises(ValueError, match=r"`array_backend`.*installed here: \(.*'numpy'"):
+        ffu.solve(problem, method="smii", array_backend=bad)
+    with pytest.raises(ValueError, match="`array_backend`"):
+        ffu.solve(problem, method="gd", array_backend=bad)
+
+
+def test_backend_not_installed_says_what_to_install():
+    missing = [name for name in backend.BACKENDS if name not in backend.available()]
+    if not missing:
+        pytest.skip("every backend is usable here")
+    with pytest.raises(ValueError, match=r"not usable here.*installed choices: \('numpy'.*pip install"):
+        Options(array_backend=missing[0])
+
+
+def test_of_rejects_other_array_types():
+    with pytest.raises(TypeError, match="numpy, torch or cupy"):
+        backend.of([1.0, 2.0])
+
+
+# ---- kernels at one point --------------------------------------------------------------------------------
+
+def test_kernels_match_numpy(other):
+    problem = _ranges64()
+    rng = np.random.default_rng(3)
+    # SM-II's start: there the eigenvalues of M are well separated (relative gaps 1e-4), so
+    # its eigenbasis, hence the preconditioner, is fixed to rounding (but for signs).
+    sigma = initial_sigma(problem, None)
+    E, G = (X + X.T for X in rng.standard_normal((2, problem.k, problem.k)))
+    up = other.asarray
+    s1, s2 = 0.1 * rng.standard_normal(problem.d), 0.1 * rng.standard_normal(problem.m)
+    want = evaluate(problem.B, problem.L, problem.c, sigma, 1.0, 2.0, s1=s1, s2=s2)
+    got = evaluate(up(problem.B), up(problem.L), up(problem.c), up(sigma), 1.0, 2.0, s1=up(s1), s2=up(s2))
+    for name in ("R", "Y", "g", "h", "w", "u"):
+        assert _close(getattr(got, name), getattr(want, name)), name
+    assert _close(got.F, want.F)
+    host = got.to_numpy()
+    assert isinstance(host.sigma, np.ndarray) and host.F == got.F
+    assert _close(whiten(got.R, up(E)), whiten(want.R, E))
+    assert _close(unwhiten_dual(got.R, up(G)), unwhiten_dual(want.R, G))
+    for rotate in (False, True):
+        op_w, op_g = Whitened(want, problem.L, problem.c, rotate=rotate), Whitened(got, up(problem.L), up(problem.c),
+                                                                                  rotate=rotate)
+        # The rotated frame is fixed up to signs of the eigenvectors: compare what does not depend on them.
+        back_w, back_g = op_w.RQ @ op_w.hvp(op_w.grad) @ op_w.RQ.T, op_g.RQ @ op_g.hvp(op_g.grad) @ op_g.RQ.T
+        assert _close(back_g, back_w), rotate
+        assert _close(op_g.dh(op_g.grad), op_w.dh(op_w.grad)), rotate
+        if rotate:
+            pw, pg = op_w.preconditioner(), op_g.preconditioner()
+            assert _close(op_g.RQ @ pg(op_g.grad) @ op_g.RQ.T, op_w.RQ @ pw(op_w.grad) @ op_w.RQ.T)
+    for want_x, got_x in zip(normalise(sigma, problem.B, problem.L, problem.c),
+                             normalise(up(sigma), up(problem.B), up(problem.L), up(problem.c))):
+        assert _close(got_x, want_x)
+    assert _close(driver.damped_shift(up(want.g), 3.0, up(s1)), driver.damped_shift(want.g, 3.0, s1))
+    assert _close(driver.damped_shift(up(want.g), 3.0), driver.damped_shift(want.g, 3.0))
+
+
+def test_cholesky_reports_an_indefinite_matrix(other):
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(8))
+    bad = -np.eye(problem.k)
+    assert evaluate(problem.B, problem.L, problem.c, bad, 1.0, 1.0) is None
+    assert evaluate(other.asarray(problem.B), other.asarray(problem.L), other.asarray(problem.c), other.asarray(bad),
+                    1.0, 1.0) is None
+
+
+# ---- whole runs and single steps ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("workload", [workloads.prefix(32), workloads.random_ranges(32, seed=1)],
+                         ids=["prefix32", "ranges32"])
+def test_identical_iterates_on_a_stable_trajectory(other, workload):
+    problem = ffu.FitnessProblem.from_workload(workload)
+    want = ffu.solve(problem, method="smii", refine=False)
+    got = ffu.solve(problem, method="smii", refine=False, array_backend=other.name)
+    assert isinstance(got.sigma, np.ndarray) and got.sigma.dtype == np.float64
+    assert (got.nit, got.n_hvp, got.status) == (want.nit, want.n_hvp, want.status)
+    for a, b in zip(got.history, want.history):
+        # t grows with the certified gap, a difference of nearly equal numbers: its relative
+        # rounding is the iterates' divided by the gap (1e-4 here).
+        assert (a["n_cg"], a["step"]) == (b["n_cg"], b["step"]) and _close(a["t1"], b["t1"], 1e-6)
+        assert _close(a["objective"], b["objective"]) and _close(a["alpha"], b["alpha"])
+    assert _close(got.sigma, want.sigma) and _close(got.lam, want.lam) and _close(got.mu, want.mu)
+    assert _close(got.lower_bound, want.lower_bound)
+
+
+def _one_step(problem, sigma, t1, t2, bk, precondition):
+    """One SM-II Newton step from ``sigma`` on backend ``bk``: ``(D, delta, step, next sigma, next F)`` on numpy."""
+    B, L, c = bk.asarray(problem.B), bk.asarray(problem.L), bk.asarray(problem.c)
+    p = evaluate(B, L, c, bk.asarray(sigma), t1, t2)
+    d = smii_direction(p, L, c, 5, 1e-10, 1.0, precondition=precondition)
+    step, q = line_search(lambda s: evaluate(B, L, c, p.sigma + s * d.D, t1, t2, h=p.h + s * d.e), p.F, d.delta,
+                          0.01, 0.5)
+    return bk.to_numpy(d.D), d.delta, step, bk.to_numpy(q.sigma), q.F
+
+
+@pytest.mark.parametrize("precondition", [False, True])
+def test_identical_steps_along_a_chaotic_trajectory(other, precondition):
+    problem = _ranges64()
+    states = []
+    ffu.solve(problem, method="smii", tol=1e-3, refine=False, callback=states.append)
+    assert len(states) >= 10
+    for state in states[::3]:
+        want = _one_step(problem, state.sigma, state.t1, state.t2, backend.NUMPY, precondition)
+        got = _one_step(problem, state.sigma, state.t1, state.t2, other, precondition)
+        assert got[2] == want[2]  # the same line-search step
+        for x, y in zip(got, want):
+            assert _close(x, y), state.nit
+
+
+def test_chaotic_run_certifies_the_same_optimum(other):
+    problem = _ranges64()
+    tol = 1e-4
+    want = ffu.solve(problem, method="smii", tol=tol)
+    got = ffu.solve(problem, method="smii", tol=tol, array_backend=other.name)
+    assert got.status == want.status == OPTIMAL
+    assert got.gap <= tol and abs(got.privacy_cost / want.privacy_cost - 1.0) <= tol
+    # Every certified bound is a valid one: neither run beats the other's bound.
+    assert got.privacy_cost >= want.lower_bound and want.privacy_cost >= got.lower_bound
+
+
+def test_float32_and_gradient_descent_run_on_the_backend(other):
+    problem = _ranges64()
+    sol = ffu.solve(problem, method="smii", tol=1e-3, float32=True, array_backend=other.name)
+    assert sol.status == OPTIMAL and sol.gap <= 1e-3
+    small = ffu.FitnessProblem.from_workload(workloads.prefix(16))
+    with pytest.warns(RuntimeWarning, match="maxiter"):
+        want = ffu.solve(small, method="gd", maxiter=40)
+    with pytest.warns(RuntimeWarning, match="maxiter"):
+        got = ffu.solve(small, method="gd", maxiter=40, array_backend=other.name)
+    assert got.nit == want.nit and _close(got.sigma, want.sigma, 1e-8)
+
+
+# ---- the benchmark -----------------------------------------------------------------------------------------
+
+def test_bench_backends_quick_compares_every_usable_backend_with_numpy():
+    from experiments import bench_backends
+
+    rows = bench_backends.main(["--quick", "--no-cache", "--quiet", "--workloads", "prefix"])
+    by = {r["backend"]: r for r in rows}
+    assert set(by) == {b for b in backend.available() if b != "torch"}
+    assert by["numpy"]["speedup"] == 1.0 and by["numpy"]["alpha_vs_numpy"] == 0.0
+    for r in rows:
+        assert r["d"] == 64 and r["status"] == OPTIMAL and r["gap"] <= 1e-3 and r["time_s"] > 0
+        assert abs(r["alpha_vs_numpy"]) <= 1e-3 and r["speedup"] == by["numpy"]["time_s"] / r["time_s"]
