@@ -1,8 +1,10 @@
 """Regenerate every table and figure of §7: ``python -m experiments.all [--quick] [...]``.
 
-Flags are passed to every experiment; the total and per-experiment times are printed
-and written to ``results/all.{csv,json,md}``; a failing experiment does not stop the
-others, but the run exits non-zero naming it. Ctrl-C stops the whole run (status 130):
+Flags are passed to every experiment as given (``--jobs N`` and ``--scheduler ADDRESS``
+too: each experiment computes its cells on the workers, which start once for the whole
+run); the total and per-experiment times are printed and written to
+``results/all.{csv,json,md}``; a failing experiment does not stop the others, but the
+run exits non-zero naming it. Ctrl-C stops the whole run (status 130):
 the interrupted experiment keeps its finished cells, the finished experiments their
 results.
 """
@@ -10,6 +12,7 @@ results.
 from __future__ import annotations
 
 import importlib
+import sys
 import time
 import traceback
 
@@ -21,8 +24,8 @@ TABLE = runner.Table("Run time of every experiment", ("experiment", "time_s", "e
 
 
 def main(argv=None):
-    args = runner.parser("Run every table and figure of the paper's §7").parse_args(argv)
-    flags = [f"--{k.replace('_', '-')}" for k, v in vars(args).items() if v]
+    flags = list(sys.argv[1:] if argv is None else argv)
+    args = runner.parser("Run every table and figure of the paper's §7").parse_args(flags)
     rows = []
     t0 = time.perf_counter()
     for name in EXPERIMENTS:

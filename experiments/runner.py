@@ -1,8 +1,8 @@
 """The experiments' runner: cells -> cache -> progress -> atomic results -> figures -> paths printed.
 
-Interfaces layer (experiments): imports ``ffu_cvx.files``, ``ffu_cvx.jsonio``,
-``ffu_cvx.version``, :mod:`experiments.paths` and :mod:`experiments.formatting`;
-matplotlib only when a figure is drawn. An experiment module keeps its grid (a list of
+Interfaces layer (experiments): imports ``ffu_cvx.batch``, ``ffu_cvx.files``,
+``ffu_cvx.jsonio``, ``ffu_cvx.version``, :mod:`experiments.paths` and
+:mod:`experiments.formatting`; matplotlib only when a figure is drawn. An experiment module keeps its grid (a list of
 :class:`Cell`), its cell function, the paper's numbers and its layout (:class:`Table`,
 :class:`Figure`), and calls :func:`run_grid`, which
 
@@ -10,8 +10,12 @@ matplotlib only when a figure is drawn. An experiment module keeps its grid (a l
    cell, keyed by the cell's arguments and the experiment's cell version). Failures are
    never cached; a cache file that cannot be read (truncated, empty, another cell's, no
    ``value``) is a miss: a :class:`CacheWarning` names the file and that cell alone is
-   recomputed;
-2. prints progress to stderr, then the table (ours beside the paper's) to stdout;
+   recomputed. The missing cells are computed here, one after the other, or with
+   ``--jobs N`` on N worker processes, or with ``--scheduler ADDRESS`` on a Dask
+   cluster (:func:`ffu_cvx.batch.completed`: one BLAS thread per worker, so the
+   numbers are the serial run's); each is cached as it finishes;
+2. prints a progress line to stderr as each cell finishes, then the table (ours beside
+   the paper's) to stdout;
 3. writes ``results/<name>.{csv,json,md}`` (:mod:`ffu_cvx.jsonio`: non-finite numbers
    are ``null``), draws every figure FROM that JSON (as read back) and writes
    ``figures/<fig>.{png,pdf}``, all atomically and with Ctrl-C held off until the last
@@ -23,7 +27,9 @@ result or figure is written, one line says so and the exit status is 130
 (:data:`EXIT_INTERRUPTED`); the same command then resumes from the cache. Cells must
 not catch ``KeyboardInterrupt``: :func:`run_grid` reports the exception types given as
 ``errors`` (a :class:`ffu_cvx.SolverError`, say) as an error row, never cached, and lets
-every other exception through.
+every other exception through. With ``--jobs`` or ``--scheduler`` the cell function
+and keys travel to the workers (cloudpickle: a function of the running script goes by
+value), so a cell must depend on its key alone, not on state set up in ``main``.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ffu_cvx import jsonio
+from ffu_cvx import batch, jsonio
 from ffu_cvx.files import atomic_write_bytes
 from ffu_cvx.version import __version__
 
@@ -159,6 +165,17 @@ class Cache:
             atomic_write_bytes(self.path(version, key), text.encode("utf-8"))
 
 
+def _jobs(text: str) -> int:
+    """``--jobs``: a worker count >= 1, or -1 for one per CPU."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1 and n != -1:
+        raise argparse.ArgumentTypeError(f"expected a number of workers >= 1 (or -1: one per CPU), got {text!r}")
+    return n
+
+
 def parser(description: str, *, figures: bool = False) -> argparse.ArgumentParser:
     """Argument parser with the flags every experiment shares (``--replot`` with ``figures``)."""
     p = argparse.ArgumentParser(description=description)
@@ -168,6 +185,12 @@ def parser(description: str, *, figures: bool = False) -> argparse.ArgumentParse
     p.add_argument("--collect", action="store_true", help="only report cells already cached; compute nothing")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cell cache")
     p.add_argument("--quiet", action="store_true", help="no progress and no table (the paths written are printed)")
+    p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+                   help="compute the cells on N worker processes (-1: one per CPU; one BLAS thread each; "
+                        "needs ffu-cvx[parallel]); the results are those of the serial run")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="compute the cells on the Dask cluster at ADDRESS (tcp://host:8786; needs ffu-cvx[dask]); "
+                        "its workers set the parallelism")
     if figures:
         p.add_argument("--replot", action="store_true",
                        help="compute nothing: draw the figures again from the existing results JSON")
@@ -252,40 +275,43 @@ def write_files(files: dict[Path, bytes]) -> list[Path]:
     return list(files)
 
 
+def _workers(args: argparse.Namespace) -> dict:
+    """The batch engine's settings from ``--jobs`` and ``--scheduler`` (older namespaces: serial)."""
+    return {"n_jobs": getattr(args, "jobs", 1), "scheduler": getattr(args, "scheduler", None)}
+
+
 def _compute(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], cache: Cache, version: int,
-             errors: tuple, collect: bool, quiet: bool) -> list[dict]:
-    """Every cell's row(s), from the cache or ``cell_fn(**cell.key)``; Ctrl-C -> exit 130."""
-    rows, kept, hits, t0 = [], 0, 0, time.perf_counter()
+             errors: tuple, args: argparse.Namespace) -> list[dict]:
+    """Every cell's row(s), from the cache or ``cell_fn(**cell.key)`` (on ``--jobs`` workers,
+    each cached as it finishes); Ctrl-C -> exit 130."""
+    values = [cache.get(version, cell.key) for cell in cells]
+    hits = sum(v is not None for v in values)
+    todo = [] if args.collect else [i for i, v in enumerate(values) if v is None]
+    kept, t0 = hits, time.perf_counter()
     try:
-        for i, cell in enumerate(cells, 1):
-            value = cache.get(version, cell.key)
-            if value is not None:
-                hits += 1
-            elif collect:
+        for done in batch.completed(cell_fn, [cells[i].key for i in todo], catch=errors, **_workers(args)):
+            i = todo[done.index]
+            line = f"{name} [{done.done}/{done.total}] {cells[i].name}: "
+            if isinstance(done.result, batch.Failure):  # reported in the table, never cached
+                values[i] = {"error": str(done.result)}
+                print(line + values[i]["error"], file=sys.stderr, flush=True)
                 continue
-            else:
-                if not quiet:
-                    print(f"{name} [{i}/{len(cells)}] {cell.name} ({time.perf_counter() - t0:.1f} s elapsed)",
-                          file=sys.stderr, flush=True)
-                try:
-                    value = jsonio.jsonable(cell_fn(**cell.key))
-                except errors as exc:  # reported in the table, never cached
-                    value = {"error": f"{type(exc).__name__}: {exc}"}
-                    print(f"{name}: {cell.name}: {value['error']}", file=sys.stderr, flush=True)
-                else:
-                    cache.put(version, cell.key, value)
-            failed = isinstance(value, dict) and "error" in value
-            kept += cache.write and not failed
-            rows += [jsonio.jsonable({**cell.row, **v}) for v in (value if isinstance(value, list) else [value])]
+            values[i] = jsonio.jsonable(done.result)
+            cache.put(version, cells[i].key, values[i])
+            kept += 1
+            if not args.quiet:
+                print(line + f"{done.seconds:.1f} s ({time.perf_counter() - t0:.1f} s elapsed)",
+                      file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         where = (f"{kept} finished cell(s) kept in {paths.shown(cache.folder)}; run the same command to resume"
                  if cache.write else "nothing kept (--no-cache)")
         print(f"{name}: interrupted; {where}; no results or figures written", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_INTERRUPTED) from None
-    if not quiet:
+    if not args.quiet:
         print(f"{name}: {len(cells)} cell(s), {hits} of them from {paths.shown(cache.folder)}, "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    return rows
+    return [jsonio.jsonable({**cell.row, **v}) for cell, value in zip(cells, values) if value is not None
+            for v in (value if isinstance(value, list) else [value])]
 
 
 def _replot(name: str, figures: Sequence[Figure], quick: bool) -> list[dict]:
@@ -313,7 +339,7 @@ def run_grid(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], args
         return _replot(name, figures, args.quick)
     cache = Cache(paths.cache_dir(name), read=not (args.force or args.no_cache), write=not args.no_cache)
     t0 = time.perf_counter()
-    rows = _compute(name, cells, cell_fn, cache, version, tuple(errors), args.collect, args.quiet)
+    rows = _compute(name, cells, cell_fn, cache, version, tuple(errors), args)
     rows = jsonio.jsonable(combine(rows)) if combine else rows
     total = time.perf_counter() - t0
     if not rows:

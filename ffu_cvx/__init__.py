@@ -9,17 +9,18 @@ Every submodule is a plain import (CVXPY itself loads only when a conic model is
 solved, inside :mod:`ffu_cvx.cvx`).
 """
 
-from . import (basis, baselines, certificate, cvx, domain, fourier, mechanism, pml, privacy, products, refine, sdp,
+from . import (basis, baselines, batch, certificate, cvx, domain, fourier, mechanism, pml, privacy, products, refine, sdp,
                smii, status, validation, workloads)
 from .domain import Domain
 from .mechanism import GaussianMechanism
 from .problem import FitnessProblem
 from .result import Solution, SolverError, max_variance_ratio
 from .solvers import METHODS, solve
+from .batch import solve_many
 from .version import __version__
 
 __all__ = [
-    "Domain", "FitnessProblem", "Solution", "SolverError", "solve", "METHODS", "max_variance_ratio", "GaussianMechanism",
-    "basis", "baselines", "certificate", "cvx", "domain", "products", "fourier", "mechanism", "pml", "privacy", "refine", "sdp",
+    "Domain", "FitnessProblem", "Solution", "SolverError", "solve", "solve_many", "METHODS", "max_variance_ratio", "GaussianMechanism",
+    "basis", "baselines", "batch", "certificate", "cvx", "domain", "products", "fourier", "mechanism", "pml", "privacy", "refine", "sdp",
     "smii", "status", "validation", "workloads", "__version__",
 ]
