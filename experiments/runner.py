@@ -58,8 +58,8 @@ from ffu_cvx.version import __version__
 from . import paths
 from .formatting import format_table, markdown_table
 
-__all__ = ["EXIT_INTERRUPTED", "Cell", "Table", "Figure", "CacheWarning", "Cache", "parser", "environment",
-           "result_files", "write_files", "run_grid", "cli"]
+__all__ = ["EXIT_INTERRUPTED", "Cell", "Table", "Figure", "CacheWarning", "Cache", "Grid", "Planned", "parser",
+           "environment", "result_files", "write_files", "planning", "computed", "run_grid", "cli"]
 
 #: Exit status of a command stopped by Ctrl-C (128 + SIGINT, the shell's convention).
 EXIT_INTERRUPTED = 130
@@ -122,8 +122,8 @@ class CacheWarning(UserWarning):
 class Cache:
     """Finished cells of one experiment: one JSON file per cell in ``folder``.
 
-    A file holds ``{"version", "key", "value"}``; its name is a hash of version and
-    key. ``read=False`` ignores what is there (``--force``); ``write=False`` stores
+    A file holds ``{"version", "key", "value", "seconds"}``; its name is a hash of version
+    and key. ``read=False`` ignores what is there (``--force``); ``write=False`` stores
     nothing (``--no-cache``).
     """
 
@@ -158,11 +158,22 @@ class Cache:
         warnings.warn(f"cache file {path} cannot be used ({why}); recomputing that cell", CacheWarning, stacklevel=3)
         return None
 
-    def put(self, version: int, key: dict, value) -> None:
+    def put(self, version: int, key: dict, value, seconds: float | None = None) -> None:
+        """Store a cell's value (and the seconds it took, which :meth:`seconds` reads back)."""
         if self.write:
             self.folder.mkdir(parents=True, exist_ok=True)
-            text = jsonio.dumps({"version": version, "key": key, "value": value}, indent=1) + "\n"
-            atomic_write_bytes(self.path(version, key), text.encode("utf-8"))
+            stored = {"version": version, "key": key, "value": value, "seconds": seconds}
+            atomic_write_bytes(self.path(version, key), (jsonio.dumps(stored, indent=1) + "\n").encode("utf-8"))
+
+    def seconds(self, version: int, key: dict) -> float | None:
+        """How long the cell took when last cached (also under ``--force``; None if unknown or
+        ``--no-cache``): the workers start the longest cells first."""
+        path = self.path(version, key)
+        try:
+            took = json.loads(path.read_text(encoding="utf-8")).get("seconds") if self.write else None
+        except (OSError, ValueError, AttributeError):
+            return None
+        return float(took) if isinstance(took, (int, float)) else None
 
 
 def _jobs(text: str) -> int:
@@ -280,37 +291,136 @@ def _workers(args: argparse.Namespace) -> dict:
     return {"n_jobs": getattr(args, "jobs", 1), "scheduler": getattr(args, "scheduler", None)}
 
 
-def _compute(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], cache: Cache, version: int,
-             errors: tuple, args: argparse.Namespace) -> list[dict]:
-    """Every cell's row(s), from the cache or ``cell_fn(**cell.key)`` (on ``--jobs`` workers,
-    each cached as it finishes); Ctrl-C -> exit 130."""
-    values = [cache.get(version, cell.key) for cell in cells]
-    hits = sum(v is not None for v in values)
-    todo = [] if args.collect else [i for i, v in enumerate(values) if v is None]
-    kept, t0 = hits, time.perf_counter()
+@dataclass(frozen=True)
+class Grid:
+    """One experiment's cells as :func:`run_grid` received them (what :func:`planning` records)."""
+
+    name: str
+    cells: Sequence[Cell]
+    cell_fn: Callable[..., Any]
+    version: int
+    errors: tuple
+    cache: Cache
+    args: argparse.Namespace
+
+    def computed_above(self, cell: Cell) -> bool:
+        return self.cache.path(self.version, cell.key) in _COMPUTED
+
+    def known(self, cell: Cell):
+        """The cell's value when computed earlier in this run (:func:`computed`) or cached; else None."""
+        path = self.cache.path(self.version, cell.key)
+        return _COMPUTED[path] if path in _COMPUTED else self.cache.get(self.version, cell.key)
+
+
+class Planned(BaseException):
+    """Raised by :func:`run_grid` inside :func:`planning`: the grid is recorded, the experiment
+    stops there (a BaseException, so that no ``except Exception`` takes it for a failure)."""
+
+
+#: The grids recorded inside :func:`planning` (None outside it).
+_PLAN: list | None = None
+#: Cell values computed by :func:`computed`, by cache path, for the run_grid calls inside it.
+_COMPUTED: dict = {}
+
+
+@contextlib.contextmanager
+def planning():
+    """Inside, :func:`run_grid` computes nothing: it appends its :class:`Grid` to the list
+    yielded and raises :class:`Planned` (``--replot`` runs record nothing)."""
+    global _PLAN
+    outer, _PLAN = _PLAN, []
     try:
-        for done in batch.completed(cell_fn, [cells[i].key for i in todo], catch=errors, **_workers(args)):
-            i = todo[done.index]
-            line = f"{name} [{done.done}/{done.total}] {cells[i].name}: "
-            if isinstance(done.result, batch.Failure):  # reported in the table, never cached
-                values[i] = {"error": str(done.result)}
-                print(line + values[i]["error"], file=sys.stderr, flush=True)
+        yield _PLAN
+    finally:
+        _PLAN = outer
+
+
+@contextlib.contextmanager
+def computed(grids: Sequence[Grid], args: argparse.Namespace):
+    """Compute the missing cells of every grid on one set of workers (``args.jobs``,
+    ``args.scheduler``), cache each as it finishes, and keep the values (error rows too)
+    for the :func:`run_grid` calls inside the block, which then compute nothing, also
+    under ``--force`` or ``--no-cache``. Ctrl-C: as in :func:`run_grid`."""
+    todo = [(g, i) for g in grids if not g.args.collect for i, cell in enumerate(g.cells) if g.known(cell) is None]
+    write = any(g.cache.write for g in grids)
+    values = _compute(todo, args, "cells", paths.cache_dir("all").parent, write, kept=0)  # results/cache/
+    ours = {g.cache.path(g.version, g.cells[i].key): v for (g, i), v in zip(todo, values)}
+    _COMPUTED.update(ours)
+    try:
+        yield
+    finally:
+        for path in ours:
+            _COMPUTED.pop(path, None)
+
+
+def _run_cell(cell_fn: Callable[..., Any], key: dict, errors: tuple):
+    """One cell, wherever it is scheduled: ``(value, None)``, or ``(None, "Type: message")``
+    for the exception types reported in the table."""
+    try:
+        return jsonio.jsonable(cell_fn(**key)), None
+    except errors as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _longest_first(todo: Sequence[tuple[Grid, int]]) -> list[int]:
+    """The order in which workers take the cells: those never timed first (in grid order),
+    then the others by decreasing time last cached, so a long cell does not start last."""
+    took = [g.cache.seconds(g.version, g.cells[i].key) for g, i in todo]
+    return sorted(range(len(todo)), key=lambda j: (took[j] is not None, -(took[j] or 0.0)))
+
+
+def _compute(todo: Sequence[tuple[Grid, int]], args: argparse.Namespace, name: str, folder: Path, write: bool,
+             kept: int) -> list:
+    """The values of the cells ``(grid, index)`` in ``todo`` (error rows for the reported
+    errors), computed here or on the workers and cached as each finishes; Ctrl-C -> exit 130."""
+    values: list = [None] * len(todo)
+    if not todo:  # nothing to compute: no workers started
+        return values
+    workers = _workers(args)
+    serial = workers["n_jobs"] == 1 and workers["scheduler"] is None
+    order = list(range(len(todo))) if serial else _longest_first(todo)
+    grids, cells = [g for g, _ in todo], [g.cells[i] for g, i in todo]
+    tasks = [{"cell_fn": grids[j].cell_fn, "key": cells[j].key, "errors": grids[j].errors} for j in order]
+    t0 = time.perf_counter()
+    try:
+        for done in batch.completed(_run_cell, tasks, catch=(), **workers):
+            j = order[done.index]
+            grid, cell = grids[j], cells[j]
+            value, error = done.result
+            line = f"{grid.name} [{done.done}/{done.total}] {cell.name}: "
+            if error is not None:  # reported in the table, never cached
+                values[j] = {"error": error}
+                print(line + error, file=sys.stderr, flush=True)
                 continue
-            values[i] = jsonio.jsonable(done.result)
-            cache.put(version, cells[i].key, values[i])
+            values[j] = value
+            grid.cache.put(grid.version, cell.key, value, seconds=done.seconds)
             kept += 1
             if not args.quiet:
                 print(line + f"{done.seconds:.1f} s ({time.perf_counter() - t0:.1f} s elapsed)",
                       file=sys.stderr, flush=True)
     except KeyboardInterrupt:
-        where = (f"{kept} finished cell(s) kept in {paths.shown(cache.folder)}; run the same command to resume"
-                 if cache.write else "nothing kept (--no-cache)")
+        where = (f"{kept} finished cell(s) kept in {paths.shown(folder)}; run the same command to resume"
+                 if write else "nothing kept (--no-cache)")
         print(f"{name}: interrupted; {where}; no results or figures written", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_INTERRUPTED) from None
-    if not args.quiet:
-        print(f"{name}: {len(cells)} cell(s), {hits} of them from {paths.shown(cache.folder)}, "
-              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    return [jsonio.jsonable({**cell.row, **v}) for cell, value in zip(cells, values) if value is not None
+    return values
+
+
+def _grid_rows(grid: Grid) -> list[dict]:
+    """Every cell's row(s), from this run, the cache or computed now."""
+    t0 = time.perf_counter()
+    values = [grid.known(cell) for cell in grid.cells]
+    above = sum(map(grid.computed_above, grid.cells))
+    hits = sum(v is not None for v in values) - above
+    todo = [] if grid.args.collect else [i for i, v in enumerate(values) if v is None]
+    found = _compute([(grid, i) for i in todo], grid.args, grid.name, grid.cache.folder, grid.cache.write, hits)
+    for i, value in zip(todo, found):
+        values[i] = value
+    if not grid.args.quiet:
+        print(f"{grid.name}: {len(grid.cells)} cell(s), {hits} of them from {paths.shown(grid.cache.folder)}"
+              + (f", {above} computed with the other experiments' cells" if above else "")
+              + f", {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return [jsonio.jsonable({**cell.row, **v}) for cell, value in zip(grid.cells, values) if value is not None
             for v in (value if isinstance(value, list) else [value])]
 
 
@@ -335,11 +445,16 @@ def run_grid(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], args
     the cells' rows into the table's (columns derived from several values, one row from
     several cells), after the cache and before anything is written.
     """
-    if getattr(args, "replot", False):
-        return _replot(name, figures, args.quick)
+    replot = getattr(args, "replot", False)
     cache = Cache(paths.cache_dir(name), read=not (args.force or args.no_cache), write=not args.no_cache)
+    if _PLAN is not None:
+        if not replot:
+            _PLAN.append(Grid(name, tuple(cells), cell_fn, version, tuple(errors), cache, args))
+        raise Planned(name)
+    if replot:
+        return _replot(name, figures, args.quick)
     t0 = time.perf_counter()
-    rows = _compute(name, cells, cell_fn, cache, version, tuple(errors), args)
+    rows = _grid_rows(Grid(name, tuple(cells), cell_fn, version, tuple(errors), cache, args))
     rows = jsonio.jsonable(combine(rows)) if combine else rows
     total = time.perf_counter() - t0
     if not rows:

@@ -8,6 +8,7 @@ The Dask tests skip where distributed is not installed.
 import importlib
 import json
 import pickle
+import re
 import sys
 
 import numpy as np
@@ -209,3 +210,21 @@ def test_an_experiment_on_workers_writes_the_serial_results(table2_serial):
 def test_an_experiment_on_a_dask_cluster_writes_the_serial_results(table2_serial, cluster):
     out, serial_rows = table2_serial
     assert run_table2(out, "--scheduler", cluster.scheduler_address) == serial_rows
+
+
+def test_all_on_workers_writes_the_serial_results(tmp_path, monkeypatch, capsys):
+    from experiments import all as run_all, paths
+
+    monkeypatch.setattr(run_all, "EXPERIMENTS", ("table5", "figure2"))
+    written = {}
+    for jobs in ("1", "2"):
+        monkeypatch.setenv(paths.ENV, str(tmp_path / jobs))
+        rows = run_all.main(["--quick", "--no-cache", "--jobs", jobs])
+        assert not any(r["error"] for r in rows)
+        written[jobs] = {p.name: bits(json.loads(p.read_text())) for p in (tmp_path / jobs / "results").glob("*.json")
+                         if p.name != "all.json"}
+    assert sorted(written["2"]) == ["figure2.json", "table5.json"] and written["2"] == written["1"]
+    err = capsys.readouterr().err
+    # --no-cache: each cell computed once, on the workers, and the tables written from those values
+    assert "table5: 2 cell(s), 0 of them from" in err and ", 2 computed with the other experiments' cells" in err
+    assert len(re.findall(r"^table5 \[\d+/\d+\] d = 24: ", err, re.M)) == 2  # once in each run

@@ -333,6 +333,30 @@ def test_all_forwards_its_flags_as_given(out, monkeypatch):
     monkeypatch.setattr(run_all, "EXPERIMENTS", ("tiny_experiment",))
     monkeypatch.setitem(sys.modules, "experiments.tiny_experiment", types.SimpleNamespace(main=seen.append))
     run_all.main(["--quick", "--jobs", "2", "--scheduler", "tcp://127.0.0.1:8786", "--quiet"])
-    assert seen == [["--quick", "--jobs", "2", "--scheduler", "tcp://127.0.0.1:8786", "--quiet"]]
+    flags = ["--quick", "--jobs", "2", "--scheduler", "tcp://127.0.0.1:8786", "--quiet"]
+    assert seen == [flags, flags]  # its grid is built first (no run_grid here: nothing to compute), then it runs
     data = json.loads((out / "results" / "all.json").read_text())
-    assert data["meta"]["flags"] == seen[0]
+    assert data["meta"]["flags"] == flags and [r["experiment"] for r in data["rows"]] == ["cells", "tiny_experiment",
+                                                                                          "total"]
+
+
+def test_cells_record_their_time_and_workers_take_the_longest_first(out, monkeypatch):
+    tiny.main(["--quiet", "--cells", "4"])
+    cache = runner.Cache(paths.cache_dir(tiny.NAME))
+    assert all(cache.seconds(1, k) >= 0 for k in KEYS)
+    assert runner.Cache(cache.folder, write=False).seconds(1, KEYS[0]) is None  # --no-cache reads nothing
+    for i, took in enumerate((1.0, 9.0, 3.0)):  # as if cells 0-2 had taken these times
+        cache.put(1, {"i": i}, {"square": i * i}, seconds=took)
+    cache.path(1, {"i": 3}).unlink()
+    submitted, completed = [], runner.batch.completed
+
+    def record(fn, tasks, **kwargs):
+        submitted.append([t["key"]["i"] for t in tasks])
+        return completed(fn, tasks, **{**kwargs, "n_jobs": 1})  # computed here, in that order
+
+    monkeypatch.setattr(runner.batch, "completed", record)
+    rows = tiny.main(["--quiet", "--cells", "5", "--force", "--jobs", "2"])
+    assert submitted == [[3, 4, 1, 2, 0]]  # never timed (grid order), then 9 s, 3 s, 1 s
+    assert [r["square"] for r in rows] == [0, 1, 4, 9, 16]
+    tiny.main(["--quiet", "--cells", "5", "--force"])
+    assert submitted[1:] == [[0, 1, 2, 3, 4]]  # a serial run keeps the grid's order
