@@ -25,6 +25,10 @@ uses the same number of threads (a multithreaded BLAS splits its sums differentl
 - in any other worker process (a Dask worker), through threadpoolctl at the task's
   start and left in place (Dask's nannies already start workers with one BLAS thread).
 
+On a Dask cluster the scheduler and every worker must import the same ffu-cvx (and,
+for the experiments, the ``experiments`` package): a scheduler that cannot unpickle a
+task logs "Error during deserialization of the task graph" and the batch waits.
+
 A task that raises one of the ``catch`` exceptions (every ``Exception`` for
 :func:`solve_many`) becomes a :class:`Failure` in its place; the others go on.
 ``KeyboardInterrupt`` is never caught: it stops the batch, joblib cancels the tasks
@@ -35,6 +39,7 @@ the caller alone decides).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import threading
@@ -88,7 +93,7 @@ class Finished:
 
 def _import(module: str, backend: str):
     try:
-        return __import__(module, fromlist=["_"])
+        return importlib.import_module(module)
     except ImportError as exc:
         raise ImportError(f"backend={backend!r} needs {module.split('.')[0]}, which is not installed: "
                           f"pip install 'ffu-cvx[{EXTRAS[backend]}]' (or run serially with n_jobs=1)") from exc
@@ -152,10 +157,11 @@ def _dask_client(scheduler):
     distributed = _import("distributed", "dask")
     if scheduler is None:
         try:
-            yield distributed.get_client()
+            client = distributed.get_client()
         except ValueError:
             raise ValueError("backend='dask' needs a cluster: pass scheduler='tcp://host:8786' "
                              "(or a distributed.Client), or start a Client first") from None
+        yield client
     elif isinstance(scheduler, distributed.Client):
         yield scheduler
     else:

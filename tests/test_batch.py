@@ -228,3 +228,11 @@ def test_all_on_workers_writes_the_serial_results(tmp_path, monkeypatch, capsys)
     # --no-cache: each cell computed once, on the workers, and the tables written from those values
     assert "table5: 2 cell(s), 0 of them from" in err and ", 2 computed with the other experiments' cells" in err
     assert len(re.findall(r"^table5 \[\d+/\d+\] d = 24: ", err, re.M)) == 2  # once in each run
+
+
+def test_a_task_error_on_the_default_dask_client_is_not_taken_for_a_missing_cluster(cluster):
+    from distributed import Client
+
+    with Client(cluster):
+        with pytest.raises(ValueError, match="must be a FitnessProblem"):
+            ffu.solve_many(["not a problem"], method="smii", backend="dask", raise_errors=True)
