@@ -1,8 +1,8 @@
 """The experiments' runner: cells -> cache -> progress -> atomic results -> figures -> paths printed.
 
-Interfaces layer (experiments): imports ``ffu_cvx.files``, ``ffu_cvx.jsonio``,
-``ffu_cvx.version``, :mod:`experiments.paths` and :mod:`experiments.formatting`;
-matplotlib only when a figure is drawn. An experiment module keeps its grid (a list of
+Interfaces layer (experiments): imports ``ffu_cvx.batch``, ``ffu_cvx.files``,
+``ffu_cvx.jsonio``, ``ffu_cvx.version``, :mod:`experiments.paths` and
+:mod:`experiments.formatting`; matplotlib only when a figure is drawn. An experiment module keeps its grid (a list of
 :class:`Cell`), its cell function, the paper's numbers and its layout (:class:`Table`,
 :class:`Figure`), and calls :func:`run_grid`, which
 
@@ -10,8 +10,12 @@ matplotlib only when a figure is drawn. An experiment module keeps its grid (a l
    cell, keyed by the cell's arguments and the experiment's cell version). Failures are
    never cached; a cache file that cannot be read (truncated, empty, another cell's, no
    ``value``) is a miss: a :class:`CacheWarning` names the file and that cell alone is
-   recomputed;
-2. prints progress to stderr, then the table (ours beside the paper's) to stdout;
+   recomputed. The missing cells are computed here, one after the other, or with
+   ``--jobs N`` on N worker processes, or with ``--scheduler ADDRESS`` on a Dask
+   cluster (:func:`ffu_cvx.batch.completed`: one BLAS thread per worker, so the
+   numbers are the serial run's); each is cached as it finishes;
+2. prints a progress line to stderr as each cell finishes, then the table (ours beside
+   the paper's) to stdout;
 3. writes ``results/<name>.{csv,json,md}`` (:mod:`ffu_cvx.jsonio`: non-finite numbers
    are ``null``), draws every figure FROM that JSON (as read back) and writes
    ``figures/<fig>.{png,pdf}``, all atomically and with Ctrl-C held off until the last
@@ -23,7 +27,9 @@ result or figure is written, one line says so and the exit status is 130
 (:data:`EXIT_INTERRUPTED`); the same command then resumes from the cache. Cells must
 not catch ``KeyboardInterrupt``: :func:`run_grid` reports the exception types given as
 ``errors`` (a :class:`ffu_cvx.SolverError`, say) as an error row, never cached, and lets
-every other exception through.
+every other exception through. With ``--jobs`` or ``--scheduler`` the cell function
+and keys travel to the workers (cloudpickle: a function of the running script goes by
+value), so a cell must depend on its key alone, not on state set up in ``main``.
 """
 
 from __future__ import annotations
@@ -45,15 +51,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ffu_cvx import jsonio
+from ffu_cvx import batch, jsonio
 from ffu_cvx.files import atomic_write_bytes
 from ffu_cvx.version import __version__
 
 from . import paths
 from .formatting import format_table, markdown_table
 
-__all__ = ["EXIT_INTERRUPTED", "Cell", "Table", "Figure", "CacheWarning", "Cache", "parser", "environment",
-           "result_files", "write_files", "run_grid", "cli"]
+__all__ = ["EXIT_INTERRUPTED", "Cell", "Table", "Figure", "CacheWarning", "Cache", "Grid", "Planned", "parser",
+           "environment", "result_files", "write_files", "planning", "computed", "run_grid", "cli"]
 
 #: Exit status of a command stopped by Ctrl-C (128 + SIGINT, the shell's convention).
 EXIT_INTERRUPTED = 130
@@ -116,8 +122,8 @@ class CacheWarning(UserWarning):
 class Cache:
     """Finished cells of one experiment: one JSON file per cell in ``folder``.
 
-    A file holds ``{"version", "key", "value"}``; its name is a hash of version and
-    key. ``read=False`` ignores what is there (``--force``); ``write=False`` stores
+    A file holds ``{"version", "key", "value", "seconds"}``; its name is a hash of version
+    and key. ``read=False`` ignores what is there (``--force``); ``write=False`` stores
     nothing (``--no-cache``).
     """
 
@@ -152,11 +158,33 @@ class Cache:
         warnings.warn(f"cache file {path} cannot be used ({why}); recomputing that cell", CacheWarning, stacklevel=3)
         return None
 
-    def put(self, version: int, key: dict, value) -> None:
+    def put(self, version: int, key: dict, value, seconds: float | None = None) -> None:
+        """Store a cell's value (and the seconds it took, which :meth:`seconds` reads back)."""
         if self.write:
             self.folder.mkdir(parents=True, exist_ok=True)
-            text = jsonio.dumps({"version": version, "key": key, "value": value}, indent=1) + "\n"
-            atomic_write_bytes(self.path(version, key), text.encode("utf-8"))
+            stored = {"version": version, "key": key, "value": value, "seconds": seconds}
+            atomic_write_bytes(self.path(version, key), (jsonio.dumps(stored, indent=1) + "\n").encode("utf-8"))
+
+    def seconds(self, version: int, key: dict) -> float | None:
+        """How long the cell took when last cached (also under ``--force``; None if unknown or
+        ``--no-cache``): the workers start the longest cells first."""
+        path = self.path(version, key)
+        try:
+            took = json.loads(path.read_text(encoding="utf-8")).get("seconds") if self.write else None
+        except (OSError, ValueError, AttributeError):
+            return None
+        return float(took) if isinstance(took, (int, float)) else None
+
+
+def _jobs(text: str) -> int:
+    """``--jobs``: a worker count >= 1, or -1 for one per CPU."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1 and n != -1:
+        raise argparse.ArgumentTypeError(f"expected a number of workers >= 1 (or -1: one per CPU), got {text!r}")
+    return n
 
 
 def parser(description: str, *, figures: bool = False) -> argparse.ArgumentParser:
@@ -168,6 +196,12 @@ def parser(description: str, *, figures: bool = False) -> argparse.ArgumentParse
     p.add_argument("--collect", action="store_true", help="only report cells already cached; compute nothing")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cell cache")
     p.add_argument("--quiet", action="store_true", help="no progress and no table (the paths written are printed)")
+    p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+                   help="compute the cells on N worker processes (-1: one per CPU; one BLAS thread each; "
+                        "needs ffu-cvx[parallel]); the results are those of the serial run")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="compute the cells on the Dask cluster at ADDRESS (tcp://host:8786; needs ffu-cvx[dask]); "
+                        "its workers set the parallelism")
     if figures:
         p.add_argument("--replot", action="store_true",
                        help="compute nothing: draw the figures again from the existing results JSON")
@@ -252,40 +286,142 @@ def write_files(files: dict[Path, bytes]) -> list[Path]:
     return list(files)
 
 
-def _compute(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], cache: Cache, version: int,
-             errors: tuple, collect: bool, quiet: bool) -> list[dict]:
-    """Every cell's row(s), from the cache or ``cell_fn(**cell.key)``; Ctrl-C -> exit 130."""
-    rows, kept, hits, t0 = [], 0, 0, time.perf_counter()
+def _workers(args: argparse.Namespace) -> dict:
+    """The batch engine's settings from ``--jobs`` and ``--scheduler`` (older namespaces: serial)."""
+    return {"n_jobs": getattr(args, "jobs", 1), "scheduler": getattr(args, "scheduler", None)}
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One experiment's cells as :func:`run_grid` received them (what :func:`planning` records)."""
+
+    name: str
+    cells: Sequence[Cell]
+    cell_fn: Callable[..., Any]
+    version: int
+    errors: tuple
+    cache: Cache
+    args: argparse.Namespace
+
+    def computed_above(self, cell: Cell) -> bool:
+        return self.cache.path(self.version, cell.key) in _COMPUTED
+
+    def known(self, cell: Cell):
+        """The cell's value when computed earlier in this run (:func:`computed`) or cached; else None."""
+        path = self.cache.path(self.version, cell.key)
+        return _COMPUTED[path] if path in _COMPUTED else self.cache.get(self.version, cell.key)
+
+
+class Planned(BaseException):
+    """Raised by :func:`run_grid` inside :func:`planning`: the grid is recorded, the experiment
+    stops there (a BaseException, so that no ``except Exception`` takes it for a failure)."""
+
+
+#: The grids recorded inside :func:`planning` (None outside it).
+_PLAN: list | None = None
+#: Cell values computed by :func:`computed`, by cache path, for the run_grid calls inside it.
+_COMPUTED: dict = {}
+
+
+@contextlib.contextmanager
+def planning():
+    """Inside, :func:`run_grid` computes nothing: it appends its :class:`Grid` to the list
+    yielded and raises :class:`Planned` (``--replot`` runs record nothing)."""
+    global _PLAN
+    outer, _PLAN = _PLAN, []
     try:
-        for i, cell in enumerate(cells, 1):
-            value = cache.get(version, cell.key)
-            if value is not None:
-                hits += 1
-            elif collect:
+        yield _PLAN
+    finally:
+        _PLAN = outer
+
+
+@contextlib.contextmanager
+def computed(grids: Sequence[Grid], args: argparse.Namespace):
+    """Compute the missing cells of every grid on one set of workers (``args.jobs``,
+    ``args.scheduler``), cache each as it finishes, and keep the values (error rows too)
+    for the :func:`run_grid` calls inside the block, which then compute nothing, also
+    under ``--force`` or ``--no-cache``. Ctrl-C: as in :func:`run_grid`."""
+    todo = [(g, i) for g in grids if not g.args.collect for i, cell in enumerate(g.cells) if g.known(cell) is None]
+    write = any(g.cache.write for g in grids)
+    values = _compute(todo, args, "cells", paths.cache_dir("all").parent, write, kept=0)  # results/cache/
+    ours = {g.cache.path(g.version, g.cells[i].key): v for (g, i), v in zip(todo, values)}
+    _COMPUTED.update(ours)
+    try:
+        yield
+    finally:
+        for path in ours:
+            _COMPUTED.pop(path, None)
+
+
+def _run_cell(cell_fn: Callable[..., Any], key: dict, errors: tuple):
+    """One cell, wherever it is scheduled: ``(value, None)``, or ``(None, "Type: message")``
+    for the exception types reported in the table."""
+    try:
+        return jsonio.jsonable(cell_fn(**key)), None
+    except errors as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _longest_first(todo: Sequence[tuple[Grid, int]]) -> list[int]:
+    """The order in which workers take the cells: those never timed first (in grid order),
+    then the others by decreasing time last cached, so a long cell does not start last."""
+    took = [g.cache.seconds(g.version, g.cells[i].key) for g, i in todo]
+    return sorted(range(len(todo)), key=lambda j: (took[j] is not None, -(took[j] or 0.0)))
+
+
+def _compute(todo: Sequence[tuple[Grid, int]], args: argparse.Namespace, name: str, folder: Path, write: bool,
+             kept: int) -> list:
+    """The values of the cells ``(grid, index)`` in ``todo`` (error rows for the reported
+    errors), computed here or on the workers and cached as each finishes; Ctrl-C -> exit 130."""
+    values: list = [None] * len(todo)
+    if not todo:  # nothing to compute: no workers started
+        return values
+    workers = _workers(args)
+    serial = workers["n_jobs"] == 1 and workers["scheduler"] is None
+    order = list(range(len(todo))) if serial else _longest_first(todo)
+    grids, cells = [g for g, _ in todo], [g.cells[i] for g, i in todo]
+    tasks = [{"cell_fn": grids[j].cell_fn, "key": cells[j].key, "errors": grids[j].errors} for j in order]
+    t0 = time.perf_counter()
+    try:
+        for done in batch.completed(_run_cell, tasks, catch=(), **workers):
+            j = order[done.index]
+            grid, cell = grids[j], cells[j]
+            value, error = done.result
+            line = f"{grid.name} [{done.done}/{done.total}] {cell.name}: "
+            if error is not None:  # reported in the table, never cached
+                values[j] = {"error": error}
+                print(line + error, file=sys.stderr, flush=True)
                 continue
-            else:
-                if not quiet:
-                    print(f"{name} [{i}/{len(cells)}] {cell.name} ({time.perf_counter() - t0:.1f} s elapsed)",
-                          file=sys.stderr, flush=True)
-                try:
-                    value = jsonio.jsonable(cell_fn(**cell.key))
-                except errors as exc:  # reported in the table, never cached
-                    value = {"error": f"{type(exc).__name__}: {exc}"}
-                    print(f"{name}: {cell.name}: {value['error']}", file=sys.stderr, flush=True)
-                else:
-                    cache.put(version, cell.key, value)
-            failed = isinstance(value, dict) and "error" in value
-            kept += cache.write and not failed
-            rows += [jsonio.jsonable({**cell.row, **v}) for v in (value if isinstance(value, list) else [value])]
+            values[j] = value
+            grid.cache.put(grid.version, cell.key, value, seconds=done.seconds)
+            kept += 1
+            if not args.quiet:
+                print(line + f"{done.seconds:.1f} s ({time.perf_counter() - t0:.1f} s elapsed)",
+                      file=sys.stderr, flush=True)
     except KeyboardInterrupt:
-        where = (f"{kept} finished cell(s) kept in {paths.shown(cache.folder)}; run the same command to resume"
-                 if cache.write else "nothing kept (--no-cache)")
+        where = (f"{kept} finished cell(s) kept in {paths.shown(folder)}; run the same command to resume"
+                 if write else "nothing kept (--no-cache)")
         print(f"{name}: interrupted; {where}; no results or figures written", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_INTERRUPTED) from None
-    if not quiet:
-        print(f"{name}: {len(cells)} cell(s), {hits} of them from {paths.shown(cache.folder)}, "
-              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    return rows
+    return values
+
+
+def _grid_rows(grid: Grid) -> list[dict]:
+    """Every cell's row(s), from this run, the cache or computed now."""
+    t0 = time.perf_counter()
+    values = [grid.known(cell) for cell in grid.cells]
+    above = sum(map(grid.computed_above, grid.cells))
+    hits = sum(v is not None for v in values) - above
+    todo = [] if grid.args.collect else [i for i, v in enumerate(values) if v is None]
+    found = _compute([(grid, i) for i in todo], grid.args, grid.name, grid.cache.folder, grid.cache.write, hits)
+    for i, value in zip(todo, found):
+        values[i] = value
+    if not grid.args.quiet:
+        print(f"{grid.name}: {len(grid.cells)} cell(s), {hits} of them from {paths.shown(grid.cache.folder)}"
+              + (f", {above} computed with the other experiments' cells" if above else "")
+              + f", {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return [jsonio.jsonable({**cell.row, **v}) for cell, value in zip(grid.cells, values) if value is not None
+            for v in (value if isinstance(value, list) else [value])]
 
 
 def _replot(name: str, figures: Sequence[Figure], quick: bool) -> list[dict]:
@@ -309,11 +445,16 @@ def run_grid(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], args
     the cells' rows into the table's (columns derived from several values, one row from
     several cells), after the cache and before anything is written.
     """
-    if getattr(args, "replot", False):
-        return _replot(name, figures, args.quick)
+    replot = getattr(args, "replot", False)
     cache = Cache(paths.cache_dir(name), read=not (args.force or args.no_cache), write=not args.no_cache)
+    if _PLAN is not None:
+        if not replot:
+            _PLAN.append(Grid(name, tuple(cells), cell_fn, version, tuple(errors), cache, args))
+        raise Planned(name)
+    if replot:
+        return _replot(name, figures, args.quick)
     t0 = time.perf_counter()
-    rows = _compute(name, cells, cell_fn, cache, version, tuple(errors), args.collect, args.quiet)
+    rows = _grid_rows(Grid(name, tuple(cells), cell_fn, version, tuple(errors), cache, args))
     rows = jsonio.jsonable(combine(rows)) if combine else rows
     total = time.perf_counter() - t0
     if not rows:

@@ -9,21 +9,22 @@ Every submodule is a plain import (CVXPY itself loads only when a conic model is
 solved, inside :mod:`ffu_cvx.cvx`).
 """
 
-from . import (basis, baselines, certificate, counts, cvx, domain, fourier, mechanism, pml, privacy, product_release,
-               products, refine, release, sdp, smii, status, validation, workloads)
+from . import (basis, baselines, batch, certificate, counts, cvx, domain, fourier, mechanism, pml, privacy,
+               product_release, products, refine, release, sdp, smii, status, validation, workloads)
 from .counts import Counts
 from .domain import Domain
 from .mechanism import GaussianMechanism
 from .problem import FitnessProblem
 from .product_release import release_product
 from .result import Solution, SolverError, max_variance_ratio
+from .batch import solve_many
 from .solvers import METHODS, solve
 from .version import __version__
 
 __all__ = [
-    "Counts", "Domain", "FitnessProblem", "Solution", "SolverError", "solve", "METHODS", "max_variance_ratio",
-    "GaussianMechanism", "release_product",
-    "basis", "baselines", "certificate", "counts", "cvx", "domain", "fourier", "mechanism", "pml", "privacy",
-    "product_release", "products", "refine", "release", "sdp", "smii", "status", "validation", "workloads",
-    "__version__",
+    "Counts", "Domain", "FitnessProblem", "Solution", "SolverError", "solve", "solve_many", "METHODS",
+    "max_variance_ratio", "GaussianMechanism", "release_product",
+    "basis", "baselines", "batch", "certificate", "counts", "cvx", "domain", "fourier", "mechanism", "pml",
+    "privacy", "product_release", "products", "refine", "release", "sdp", "smii", "status", "validation",
+    "workloads", "__version__",
 ]

@@ -50,6 +50,14 @@ class SolverError(RuntimeError):
         self.residual = residual
         self.info = info
 
+    def __reduce__(self):
+        # Keep status, nit, residual and info through pickling (batch workers re-raise it).
+        return _rebuild_solver_error, (str(self), self.status, self.nit, self.residual, self.info)
+
+
+def _rebuild_solver_error(message, status, nit, residual, info):
+    return SolverError(message, status=status, nit=nit, residual=residual, **info)
+
 
 class IntermediateResult:
     """What every iterative method passes to ``callback`` (immutable).

@@ -104,3 +104,12 @@ def test_solver_error_on_a_badly_scaled_problem_names_the_cause(monkeypatch):
         ffu.solve(problem, method="smii")
     assert err.value.nit == 3 and err.value.status == "solver_error"
     assert ffu.FitnessProblem(np.eye(2), 1.0).scaling_advice == ""
+
+
+def test_solver_error_keeps_its_fields_through_pickling():
+    import pickle
+
+    err = ffu.SolverError("no progress", status="max_iter", nit=7, residual=0.5, where="level 2")
+    back = pickle.loads(pickle.dumps(err))
+    assert isinstance(back, ffu.SolverError) and str(back) == "no progress"
+    assert (back.status, back.nit, back.residual, back.info) == ("max_iter", 7, 0.5, {"where": "level 2"})

@@ -254,3 +254,109 @@ def test_crossval_reports_a_failed_refinement(monkeypatch):
     row = crossval.run_cell("pm1/uniform", 8, 0, 1e-4)
     assert (row["refined"], row["unique"], row["refine_failed"]) == (False, False, "level 2 failed in every retry")
     assert abs(row["rel_diff"]) < 1e-4
+
+
+# --jobs and --scheduler: the cells on worker processes (ffu_cvx.batch), results as the serial run's.
+# A fresh process for each run, so that the workers start with the environment the test sets.
+
+def _tiny(out, *flags, **env):
+    return subprocess.run([sys.executable, str(REPO / "tests" / "tiny_experiment.py"), "--quiet", *flags],
+                          env=_subprocess_env(out, **env), capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_jobs_give_the_serial_results_failures_uncached(out):
+    pytest.importorskip("joblib")
+    serial = _tiny(out, "--cells", "5", "--no-cache", TINY_FAIL="2")
+    expected = json.loads((out / "results" / "tiny.json").read_text())["rows"]
+    parallel = _tiny(out, "--cells", "5", "--jobs", "2", TINY_FAIL="2")
+    assert serial.returncode == parallel.returncode == 0, parallel.stderr
+    assert json.loads((out / "results" / "tiny.json").read_text())["rows"] == expected
+    assert expected[2] == {"i": 2, "error": "SolverError: cell 2 failed on purpose"}
+    assert re.search(r"^tiny \[\d/5\] i = 2: SolverError: cell 2 failed on purpose$", parallel.stderr, re.M)
+    assert sorted(computed(out)) == sorted([0, 1, 3, 4] * 2)  # each computed once per run, in the workers
+    assert sorted(p.name for p in cache_file({"i": 0}).parent.iterdir()) == sorted(
+        cache_file({"i": i}).name for i in (0, 1, 3, 4))  # every finished cell cached, the failure not
+
+
+def _processes_with(out) -> list[int]:
+    """Processes whose environment names ``out`` (this test's runs and their workers)."""
+    mark = f"{paths.ENV}={out}".encode()
+    found = []
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if mark in env.read_bytes().split(b"\0"):
+                found.append(int(env.parent.name))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc to find the workers")
+def test_ctrl_c_stops_the_workers_too_then_a_rerun_resumes(out):
+    pytest.importorskip("joblib")
+    cache = paths.cache_dir(tiny.NAME)
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "tiny_experiment.py"), "--cells", "12",
+                             "--jobs", "2"], env=_subprocess_env(out, TINY_SLEEP="0.5"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while (not cache.exists() or len(list(cache.iterdir())) < 2) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the command and its workers
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and stdout == "" and "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith("tiny: interrupted; ")
+    deadline = time.monotonic() + 10
+    while _processes_with(out) and time.monotonic() < deadline:  # the workers were ended, not left running
+        time.sleep(0.1)
+    assert _processes_with(out) == []
+    kept = len(list(cache.iterdir()))
+    assert 2 <= kept < 12 and f"{kept} finished cell(s) kept" in stderr
+    computed(out)
+    assert _tiny(out, "--cells", "12", "--jobs", "2").returncode == 0
+    assert len(computed(out)) == 12 - kept  # resumed from the cache
+
+
+def test_jobs_must_be_a_worker_count(out):
+    for bad in ("0", "-2", "two"):
+        with pytest.raises(SystemExit) as stop:
+            tiny.main(["--jobs", bad])
+        assert stop.value.code == 2
+    assert runner.parser("t").parse_args(["--jobs", "-1"]).jobs == -1
+
+
+def test_all_forwards_its_flags_as_given(out, monkeypatch):
+    from experiments import all as run_all
+
+    seen = []
+    monkeypatch.setattr(run_all, "EXPERIMENTS", ("tiny_experiment",))
+    monkeypatch.setitem(sys.modules, "experiments.tiny_experiment", types.SimpleNamespace(main=seen.append))
+    run_all.main(["--quick", "--jobs", "2", "--scheduler", "tcp://127.0.0.1:8786", "--quiet"])
+    flags = ["--quick", "--jobs", "2", "--scheduler", "tcp://127.0.0.1:8786", "--quiet"]
+    assert seen == [flags, flags]  # its grid is built first (no run_grid here: nothing to compute), then it runs
+    data = json.loads((out / "results" / "all.json").read_text())
+    assert data["meta"]["flags"] == flags and [r["experiment"] for r in data["rows"]] == ["cells", "tiny_experiment",
+                                                                                          "total"]
+
+
+def test_cells_record_their_time_and_workers_take_the_longest_first(out, monkeypatch):
+    tiny.main(["--quiet", "--cells", "4"])
+    cache = runner.Cache(paths.cache_dir(tiny.NAME))
+    assert all(cache.seconds(1, k) >= 0 for k in KEYS)
+    assert runner.Cache(cache.folder, write=False).seconds(1, KEYS[0]) is None  # --no-cache reads nothing
+    for i, took in enumerate((1.0, 9.0, 3.0)):  # as if cells 0-2 had taken these times
+        cache.put(1, {"i": i}, {"square": i * i}, seconds=took)
+    cache.path(1, {"i": 3}).unlink()
+    submitted, completed = [], runner.batch.completed
+
+    def record(fn, tasks, **kwargs):
+        submitted.append([t["key"]["i"] for t in tasks])
+        return completed(fn, tasks, **{**kwargs, "n_jobs": 1})  # computed here, in that order
+
+    monkeypatch.setattr(runner.batch, "completed", record)
+    rows = tiny.main(["--quiet", "--cells", "5", "--force", "--jobs", "2"])
+    assert submitted == [[3, 4, 1, 2, 0]]  # never timed (grid order), then 9 s, 3 s, 1 s
+    assert [r["square"] for r in rows] == [0, 1, 4, 9, 16]
+    tiny.main(["--quiet", "--cells", "5", "--force"])
+    assert submitted[1:] == [[0, 1, 2, 3, 4]]  # a serial run keeps the grid's order

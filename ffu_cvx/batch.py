@@ -1,0 +1,254 @@
+"""Batch solves: many problems (or any tasks) at once, serially or on joblib's workers.
+
+Driver layer, beside the mechanisms: imports ``solvers``, ``status`` and ``validation``;
+the parallel engines are optional extras imported only when asked for: joblib (with
+threadpoolctl when installed) for ``n_jobs > 1``, ``pip install 'ffu-cvx[parallel]'``;
+dask and distributed for ``backend="dask"``, ``pip install 'ffu-cvx[dask]'``. A serial
+run (``n_jobs=1``) needs neither.
+
+:func:`solve_many` solves a list of problems and returns their Solutions in the
+input's order; :func:`completed` is the engine beneath it (and beneath the
+experiments' ``--jobs``): it runs ``fn(**kwargs)`` for every task and yields a
+:class:`Finished` record as each one ends, in the order they end.
+
+Identical results. A task's numbers do not depend on where it ran, provided the BLAS
+uses the same number of threads (a multithreaded BLAS splits its sums differently):
+``blas_threads`` (default 1) is set
+
+- in loky worker processes through the ``OPENBLAS_NUM_THREADS``-style variables, which
+  joblib puts in their environment before they start, hence before they import numpy
+  (a change of limit starts fresh workers);
+- in the calling process, for the whole batch, through threadpoolctl when it is
+  installed: this covers the serial run, the ``threading`` backend and an in-process
+  Dask cluster (without threadpoolctl the caller's BLAS keeps its own setting: set
+  ``OPENBLAS_NUM_THREADS=1`` before starting Python for a serial run that matches);
+- in any other worker process (a Dask worker), through threadpoolctl at the task's
+  start and left in place (Dask's nannies already start workers with one BLAS thread).
+
+On a Dask cluster the scheduler and every worker must import the same ffu-cvx (and,
+for the experiments, the ``experiments`` package): a scheduler that cannot unpickle a
+task logs "Error during deserialization of the task graph" and the batch waits.
+
+A task that raises one of the ``catch`` exceptions (every ``Exception`` for
+:func:`solve_many`) becomes a :class:`Failure` in its place; the others go on.
+``KeyboardInterrupt`` is never caught: it stops the batch, joblib cancels the tasks
+not yet started and ends its workers (loky workers ignore Ctrl-C themselves, so that
+the caller alone decides).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+from . import solvers, validation
+from .status import SolverError
+
+__all__ = ["BACKENDS", "Failure", "Finished", "completed", "solve_many"]
+
+#: joblib backends a batch may run on: worker processes, threads, a Dask cluster.
+BACKENDS = ("loky", "threading", "dask")
+#: The extra that provides each backend (``pip install 'ffu-cvx[<extra>]'``).
+EXTRAS = {"loky": "parallel", "threading": "parallel", "dask": "dask"}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A task that raised: its position in the batch, the exception's type name,
+    message and traceback (as text, from wherever it ran), and the ``SolverError``'s
+    status (None for any other exception). ``success`` is False, as for an unusable
+    Solution, so ``[r.success for r in results]`` reads every result."""
+
+    index: int
+    error_type: str
+    message: str
+    status: str | None = None
+    traceback: str = ""
+    success = False
+
+    def __str__(self) -> str:
+        return f"{self.error_type}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One finished task: ``index`` in the batch, ``result`` (the value or a
+    :class:`Failure`), ``done`` of ``total`` finished so far, ``seconds`` the task took
+    where it ran, ``elapsed`` since the batch started (in the caller)."""
+
+    index: int
+    result: Any
+    done: int
+    total: int
+    seconds: float
+    elapsed: float
+
+
+def _import(module: str, backend: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"backend={backend!r} needs {module.split('.')[0]}, which is not installed: "
+                          f"pip install 'ffu-cvx[{EXTRAS[backend]}]' (or run serially with n_jobs=1)") from exc
+
+
+def _blas_limit(blas_threads: int | None):
+    """A context holding the BLAS to ``blas_threads`` in this process (threadpoolctl), else a no-op."""
+    if blas_threads is None:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=blas_threads, user_api="blas")
+
+
+def _in_worker_process(blas_threads: int | None) -> None:
+    """Settings of a worker process (not the caller's): the BLAS limit, kept rather than
+    restored (a Dask worker's threads share one setting), and, on the worker's main
+    thread (loky), Ctrl-C ignored: the caller stops the batch and ends its workers."""
+    _blas_limit(blas_threads)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_task(fn: Callable, index: int, kwargs: dict, catch: tuple, blas_threads: int | None,
+              caller_pid: int) -> tuple[int, Any, float]:
+    """Run one task where it is scheduled: ``(index, fn(**kwargs) or a Failure, seconds)``."""
+    if os.getpid() != caller_pid:
+        _in_worker_process(blas_threads)
+    t0 = time.perf_counter()
+    try:
+        value = fn(**kwargs)
+    except catch as exc:
+        status = exc.status if isinstance(exc, SolverError) else None
+        value = Failure(index, type(exc).__name__, str(exc), status, traceback.format_exc())
+    return index, value, time.perf_counter() - t0
+
+
+def _n_jobs(n_jobs) -> int:
+    if n_jobs == -1:
+        return os.cpu_count() or 1
+    return validation.positive_int(n_jobs, "n_jobs")
+
+
+def _backend(backend, scheduler, n_jobs) -> str | None:
+    """The joblib backend to use, or None for the serial loop."""
+    if backend is None:
+        backend = "dask" if scheduler is not None else "loky"
+    validation.choice(backend, "backend", BACKENDS)
+    if scheduler is not None and backend != "dask":
+        raise ValueError(f"`scheduler` ({scheduler!r}) is a Dask scheduler's address: use it with backend='dask', "
+                         f"got backend={backend!r}")
+    return backend if backend == "dask" or n_jobs > 1 else None
+
+
+@contextlib.contextmanager
+def _dask_client(scheduler):
+    """The Dask client for a batch: ``scheduler`` itself (a Client), one connected to its
+    address (closed afterwards), or the current default client."""
+    distributed = _import("distributed", "dask")
+    if scheduler is None:
+        try:
+            client = distributed.get_client()
+        except ValueError:
+            raise ValueError("backend='dask' needs a cluster: pass scheduler='tcp://host:8786' "
+                             "(or a distributed.Client), or start a Client first") from None
+        yield client
+    elif isinstance(scheduler, distributed.Client):
+        yield scheduler
+    else:
+        client = distributed.Client(scheduler, set_as_default=False)
+        try:
+            yield client
+        finally:
+            client.close()
+
+
+def _joblib_outputs(joblib, backend, n_jobs, scheduler, blas_threads, calls):
+    """joblib's results in the order they finish, on ``backend``."""
+    with contextlib.ExitStack() as stack:
+        if backend == "dask":
+            client = stack.enter_context(_dask_client(scheduler))
+            stack.enter_context(joblib.parallel_config(backend="dask", client=client))
+        else:  # loky workers get the limit in their environment; threads are held by _blas_limit
+            limit = {"inner_max_num_threads": blas_threads} if backend == "loky" and blas_threads else {}
+            stack.enter_context(joblib.parallel_config(backend=backend, n_jobs=n_jobs, **limit))
+        run = joblib.Parallel(return_as="generator_unordered", max_nbytes=None)
+        yield from run(joblib.delayed(_run_task)(*call) for call in calls)
+
+
+def _finished(outputs, total: int, blas_threads: int | None) -> Iterator[Finished]:
+    t0 = time.perf_counter()
+    with _blas_limit(blas_threads):
+        for done, (index, value, seconds) in enumerate(outputs, 1):
+            yield Finished(index, value, done, total, seconds, time.perf_counter() - t0)
+
+
+def completed(fn: Callable[..., Any], tasks: Sequence[dict], *, n_jobs: int = 1, backend: str | None = None,
+              scheduler=None, blas_threads: int | None = 1, catch: tuple = (Exception,)) -> Iterator[Finished]:
+    """Run ``fn(**task)`` for every task; yield a :class:`Finished` as each one ends.
+
+    ``n_jobs`` workers (1: in this process, in order; -1: one per CPU) on ``backend``
+    (``"loky"`` processes, the default; ``"threading"``; ``"dask"``, on the cluster at
+    ``scheduler``, an address or a ``distributed.Client``, whose workers decide the
+    parallelism, so ``n_jobs`` is not used; a ``scheduler`` alone implies ``"dask"``).
+    ``blas_threads`` BLAS threads per worker (None: leave them). Exceptions of the
+    types in ``catch`` become a :class:`Failure` result; any other one stops the batch
+    and propagates (the tasks already yielded stay with the caller). ``fn`` and the
+    tasks must pickle for a process or Dask backend; results come back as copies.
+    The arguments are checked, and the engine imported, before this returns.
+    """
+    tasks, catch = list(tasks), tuple(catch)
+    n_jobs = _n_jobs(n_jobs)
+    engine = _backend(backend, scheduler, n_jobs)
+    if blas_threads is not None:
+        blas_threads = validation.positive_int(blas_threads, "blas_threads")
+    calls = ((fn, i, task, catch, blas_threads, os.getpid()) for i, task in enumerate(tasks))
+    if engine is None:
+        return _finished((_run_task(*call) for call in calls), len(tasks), blas_threads)
+    joblib = _import("joblib", engine)
+    if engine == "dask":
+        _import("distributed", engine)
+    outputs = _joblib_outputs(joblib, engine, n_jobs, scheduler, blas_threads, calls)
+    return _finished(outputs, len(tasks), blas_threads)
+
+
+def solve_many(problems, method: str = "smii", *, n_jobs: int = 1, backend: str | None = None, scheduler=None,
+               blas_threads: int | None = 1, progress: Callable[[Finished], Any] | None = None,
+               raise_errors: bool = False, **options) -> list:
+    """Solve every problem with ``solve(problem, method, **options)``; one result each, in order.
+
+    Each result is the problem's Solution or, for a problem whose solve raised, a
+    :class:`Failure` (type, message, index) in its place: the other problems are solved
+    all the same (``raise_errors=True`` instead stops the batch at the first failure
+    and raises it). The workers: ``n_jobs``, ``backend``, ``scheduler`` and
+    ``blas_threads`` as in :func:`completed` (default: one problem at a time, here).
+    The numbers are those of the serial run, bit for bit, whatever the backend
+    (module docstring); only timings differ, and a Solution from a worker carries a
+    copy of its problem. ``progress(finished)`` is called here with a
+    :class:`Finished` record as each problem ends (in the order they end).
+
+    >>> import ffu_cvx as ffu
+    >>> problems = [ffu.FitnessProblem.from_workload(ffu.workloads.prefix(d)) for d in (2, 4)]
+    >>> [round(s.privacy_cost, 4) for s in ffu.solve_many(problems, method="smii", tol=1e-6)]
+    [1.3333, 1.7586]
+    """
+    name = str(method).lower()
+    if name not in solvers.METHODS:
+        raise ValueError(f"unknown method {method!r}; valid methods are {sorted(solvers.METHODS)}")
+    tasks = [dict(problem=problem, method=name, **options) for problem in problems]
+    results: list = [None] * len(tasks)
+    for finished in completed(solvers.solve, tasks, n_jobs=n_jobs, backend=backend, scheduler=scheduler,
+                              blas_threads=blas_threads, catch=() if raise_errors else (Exception,)):
+        results[finished.index] = finished.result
+        if progress is not None:
+            progress(finished)
+    return results
