@@ -63,7 +63,7 @@ __all__ = [
     "STATUS_MAP", "FORMULATIONS", "SOLVERS", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
     "solve_model", "raw_status", "reciprocal_program", "ca_program",
     "LevelResult", "lmi_order", "pick_solver", "solver_kwargs", "solve_level", "normalise_sigma", "reject_if_far",
-    "WARM_MAX_ITERS", "WARM_MIN_EPS", "solve_warm", "certified_gap",
+    "WARM_MAX_ITERS", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS", "WARM_SCS_OPTIONS", "solve_warm", "certified_gap",
 ]
 
 #: CVXPY status -> ours. Anything unmapped (infeasible, unbounded, user limit, solver
@@ -421,11 +421,19 @@ def reject_if_far(gap: float, *, solver: str, raw: str, nit: int | None) -> None
 #: SCS iteration limit of each :func:`solve_warm` attempt.
 WARM_MAX_ITERS = 50_000
 
-#: :func:`solve_warm` tightens SCS's tolerance tenfold while the certified gap exceeds
-#: ``tol``, down to this. Its first tolerance is ``tol / 10``: from SM-II's point at a
-#: gap of ``tol / 4``, prefix d = 128 took 2,400 SCS iterations (16 s) at eps 1e-7 and
-#: 8,250 at 1e-8, where a cold solve takes 11,000-15,000 at any eps from 1e-6 to 1e-9.
+#: :func:`solve_warm` aims at a certified gap of ``tol`` times this (a margin, so that
+#: alpha is accurate well inside ``tol``), starting SCS at tolerance ``tol`` times
+#: :data:`WARM_EPS_FACTOR` and tightening it tenfold while the gap is above the aim,
+#: down to :data:`WARM_MIN_EPS`.
+WARM_GAP_FACTOR = 0.1
+WARM_EPS_FACTOR = 0.01
 WARM_MIN_EPS = 1e-11
+
+#: SCS settings of a warm start. Its adaptive scale walks away from the start: from
+#: SM-II's point (gap 1.9e-7) on prefix d = 128 at eps 1e-8, SCS took 8,250 iterations
+#: with it and 1,425 (10 s) without, where a cold solve takes 11,000-15,000 at any eps
+#: from 1e-6 to 1e-9.
+WARM_SCS_OPTIONS = {"adaptive_scale": False}
 
 #: SCS's ``status_val`` -> ours (1 solved, 2 solved inaccurate: e.g. at ``max_iters``);
 #: -5 is SIGINT, anything else a failure.
@@ -524,9 +532,10 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
     """Problem 1 by SCS on the ``"inverse"`` model, started at ``sigma`` (k, k), ``lam`` (d,), ``mu`` (m,).
 
     The start is any near-optimal point with its multipliers (SM-II's Solution: its
-    scale does not matter). SCS runs at tolerance ``tol / 10``, tightened tenfold
-    (resuming from its own last point) while the certified gap exceeds ``tol``, down
-    to :data:`WARM_MIN_EPS` or until it stops at ``max_iters``. Returns a
+    scale does not matter). SCS runs with :data:`WARM_SCS_OPTIONS` at tolerance
+    ``tol * WARM_EPS_FACTOR``, tightened tenfold (resuming from its own last point)
+    while the certified gap exceeds ``tol * WARM_GAP_FACTOR``, down to
+    :data:`WARM_MIN_EPS` or until it stops at ``max_iters``. Returns a
     :class:`LevelResult` (solver ``"SCS"``, ``nit`` summed over the attempts):
     ``"optimal"`` when the certified gap is at most ``tol``, else
     ``"optimal_inaccurate"``; raises ``SolverError`` on a solver failure or a gap above
@@ -541,9 +550,9 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
     data, cone = _inverse_scs_data(problem.B, L_scaled)
     x, y, s = _inverse_scs_point(problem.B, L_scaled, np.asarray(sigma, dtype=float), np.asarray(lam, dtype=float),
                                  np.asarray(mu, dtype=float) * problem.c)
-    compile_time, solve_time, nit, eps = time.perf_counter() - t0, 0.0, 0, tol / 10.0
+    compile_time, solve_time, nit, eps = time.perf_counter() - t0, 0.0, 0, tol * WARM_EPS_FACTOR
     while True:
-        opts = dict({"eps_abs": eps, "eps_rel": eps, "max_iters": max_iters, "verbose": verbose},
+        opts = dict(WARM_SCS_OPTIONS, eps_abs=eps, eps_rel=eps, max_iters=max_iters, verbose=verbose,
                     **(solver_options or {}))
         out = scs.SCS(data, cone, **opts).solve(warm_start=True, x=x, y=y, s=s)
         info = out["info"]
@@ -569,7 +578,7 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
                             status=status, solver="SCS", nit=nit, compile_time=compile_time, solve_time=solve_time,
                             raw_status=str(info["status"]))
         gap = certified_gap(problem, level)
-        if gap <= tol or eps <= WARM_MIN_EPS or status != OPTIMAL:
+        if gap <= tol * WARM_GAP_FACTOR or eps <= WARM_MIN_EPS or status != OPTIMAL:
             break
         eps /= 10.0
     if not gap <= tol:
