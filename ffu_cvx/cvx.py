@@ -1,8 +1,8 @@
 """The CVXPY adapter: every conic model of the package and the one place CVXPY is imported.
 
 Solver layer, bottom: imports numpy, scipy, ``status``, ``validation``, ``problem``,
-``privacy`` and ``certificate`` (all core); CVXPY itself is imported inside the
-functions that build a model, so importing the package stays cheap. Nothing in the
+``privacy`` and ``certificate`` (all core); CVXPY (and SCS, for :func:`solve_warm`)
+is imported inside the functions that build a model, so importing the package stays cheap. Nothing in the
 core imports this module.
 
 One status map (:data:`STATUS_MAP`) and one solve (:func:`solve_model`) serve every

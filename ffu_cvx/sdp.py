@@ -1,10 +1,12 @@
 """Exact reference solver for Problem 1: the SDP of :mod:`ffu_cvx.cvx`, refined and post-checked.
 
 Solver layer, top of the exact solver: imports numpy, ``certificate``, ``problem``,
-``result``, ``status``, ``validation``, ``cvx`` (the model and the one level solve) and
-``refine`` (the ≺R driver, handed :func:`solve_level`). The path of
-``ffu.solve(problem, method="sdp")`` is :func:`solve_sdp`: one level solve
-(:func:`ffu_cvx.cvx.solve_level`, Problem 1), the refinement levels
+``result``, ``status``, ``validation``, ``cvx`` (the model and the one level solve),
+``refine`` (the ≺R driver, handed :func:`solve_level`) and, inside a function, ``smii``
+(the warm start). The path of ``ffu.solve(problem, method="sdp")`` is :func:`solve_sdp`:
+Problem 1 solved once (:func:`first_level`: SCS warm-started from SM-II by
+:func:`ffu_cvx.cvx.solve_warm`, or :func:`ffu_cvx.cvx.solve_level`, with
+``solver="auto"``'s fallbacks judged by the certified gap), the refinement levels
 (:func:`ffu_cvx.refine.refine_first`, unless ``refine=False``), then :func:`finish`:
 ``Sigma`` rescaled to meet every target, certified by the first level's multipliers,
 the status decided by the certificate, and the ``Solution`` built once.
@@ -34,8 +36,9 @@ from .result import Solution
 from .status import OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, USER_STOPPED, SolverError
 
 __all__ = ["FORMULATIONS", "SOLVERS", "STATUS_MAP", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
-           "LevelResult", "lmi_order", "pick_solver", "solve_level", "normalise_sigma", "solve_sdp", "refine",
-           "refine_from", "finish"]
+           "WARM_STARTS", "WARM_SMII_TOL_FACTOR", "FALLBACK_ITERS_FACTOR",
+           "LevelResult", "lmi_order", "pick_solver", "solve_level", "normalise_sigma", "solve_sdp", "first_level",
+           "refine", "refine_from", "finish"]
 
 
 def _first_info(first: LevelResult, formulation: str) -> dict:
