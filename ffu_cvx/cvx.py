@@ -1,8 +1,8 @@
 """The CVXPY adapter: every conic model of the package and the one place CVXPY is imported.
 
 Solver layer, bottom: imports numpy, scipy, ``status``, ``validation``, ``problem``,
-``privacy`` and ``certificate`` (all core); CVXPY itself is imported inside the
-functions that build a model, so importing the package stays cheap. Nothing in the
+``privacy`` and ``certificate`` (all core); CVXPY (and SCS, for :func:`solve_warm`)
+is imported inside the functions that build a model, so importing the package stays cheap. Nothing in the
 core imports this module.
 
 One status map (:data:`STATUS_MAP`) and one solve (:func:`solve_model`) serve every
@@ -34,6 +34,11 @@ solver pays for (Clarabel factors a dense block of size ``n(n+1)/2`` for order `
     ``sum(lam) = 1``, ``mu . c = 1``; ``alpha* = tr(Z)^2`` and ``Sigma`` is read off the
     LMI's multiplier. Order ``2k``. Problem 1 only (no refinement levels).
 
+:func:`solve_warm` solves the ``"inverse"`` model of Problem 1 with SCS called directly
+(its data built here, not by CVXPY), started from a near-optimal point (SM-II's
+``Sigma`` and multipliers): SCS's cold start spends most of its iterations reaching
+moderate accuracy, which the warm start skips.
+
 :func:`solve_level` solves one such model, optionally with some columns capped (the
 levels of :mod:`ffu_cvx.refine`), and returns a :class:`LevelResult` with the
 multipliers ``lam`` (d,) of the privacy and ``mu`` (m,) of the variance constraints.
@@ -41,6 +46,7 @@ multipliers ``lam`` (d,) of the privacy and ``mu`` (m,) of the variance constrai
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -57,6 +63,7 @@ __all__ = [
     "STATUS_MAP", "FORMULATIONS", "SOLVERS", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
     "solve_model", "raw_status", "reciprocal_program", "ca_program",
     "LevelResult", "lmi_order", "pick_solver", "solver_kwargs", "solve_level", "normalise_sigma", "reject_if_far",
+    "WARM_MAX_ITERS", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS", "WARM_SCS_OPTIONS", "solve_warm", "certified_gap",
 ]
 
 #: CVXPY status -> ours. Anything unmapped (infeasible, unbounded, user limit, solver
@@ -318,6 +325,17 @@ def _level_columns(problem: FitnessProblem, free, caps, formulation: str) -> tup
     return free, caps
 
 
+def _scaled(problem: FitnessProblem) -> tuple[float, np.ndarray]:
+    """``(f, L_scaled)``: the model sees unit targets and ``L_scaled = L / sqrt(c f)`` (m, k)."""
+    # Problem 1 is homogeneous: dividing the targets by f gives Sigma / f and profile * f.
+    # Each variance row is divided by sqrt(c_j f), and f is set so that the scaled alpha
+    # is about 3, from the dual bound at uniform multipliers (a close underestimate).
+    # SCS is sensitive to this: on prefix(32) a scaled alpha of 0.3 took 145550
+    # iterations where 3.6 took 2175; Clarabel is indifferent.
+    f = certificate.lower_bound(problem, np.ones(problem.d), 1.0 / problem.c) / 3.0
+    return f, problem.L / np.sqrt(problem.c * f)[:, None]
+
+
 def solve_level(
     problem: FitnessProblem,
     *,
@@ -345,13 +363,7 @@ def solve_level(
     solver_tol = DEFAULT_SOLVER_TOL[name] if solver_tol is None else validation.fraction(solver_tol, "solver_tol")
     kwargs = solver_kwargs(name, solver_tol, solver_options)
 
-    # Problem 1 is homogeneous: dividing the targets by f gives Sigma / f and profile * f.
-    # Each variance row is divided by sqrt(c_j f), and f is set so that the scaled alpha
-    # is about 3, from the dual bound at uniform multipliers (a close underestimate).
-    # SCS is sensitive to this: on prefix(32) a scaled alpha of 0.3 took 145550
-    # iterations where 3.6 took 2175; Clarabel is indifferent.
-    f = certificate.lower_bound(problem, np.ones(problem.d), 1.0 / problem.c) / 3.0
-    L_scaled = problem.L / np.sqrt(problem.c * f)[:, None]
+    f, L_scaled = _scaled(problem)
     t0 = time.perf_counter()
     if formulation == "dual":
         prob, get_sigma, get_multipliers, to_value = _build_dual(cp, problem.B, L_scaled)
@@ -380,14 +392,19 @@ def solve_level(
                       compile_time=float(prob.compilation_time or 0.0) + (t1 - t0), solve_time=solve_time,
                       raw_status=raw_status(prob))
     if status == OPTIMAL_INACCURATE and free.all():
-        try:
-            alpha = privacy.privacy_cost(normalise_sigma(problem, out.sigma)[0], problem.B)
-            lb = certificate.lower_bound(problem, lam, out.mu)
-            gap = (alpha - lb) / lb
-        except (ValueError, SolverError):
-            gap = math.inf
-        reject_if_far(gap, solver=name, raw=out.raw_status, nit=nit)
+        reject_if_far(certified_gap(problem, out), solver=name, raw=out.raw_status, nit=nit)
     return out
+
+
+def certified_gap(problem: FitnessProblem, level: LevelResult) -> float:
+    """Relative gap of Problem 1's solve ``level``: its rescaled Sigma's cost against the
+    dual bound of its multipliers (``inf`` when either cannot be evaluated)."""
+    try:
+        alpha = privacy.privacy_cost(normalise_sigma(problem, level.sigma)[0], problem.B)
+        lb = certificate.lower_bound(problem, level.lam, level.mu)
+    except (ValueError, SolverError):
+        return math.inf
+    return (alpha - lb) / lb
 
 
 def reject_if_far(gap: float, *, solver: str, raw: str, nit: int | None) -> None:
@@ -397,3 +414,175 @@ def reject_if_far(gap: float, *, solver: str, raw: str, nit: int | None) -> None
             f"SDP solver {solver} stopped with status {raw!r} and its Sigma is certified only to a relative "
             f"gap of {gap:.2e} > {FAIL_GAP:g}; raise the iteration limit in `solver_options`, loosen "
             "`solver_tol`, or try the other solver", status=raw, nit=nit, residual=float(gap))
+
+
+# --------------------------------------------------------------------------- warm-started SCS
+
+#: SCS iteration limit of each :func:`solve_warm` attempt: prefix d = 256 needs 4,625
+#: iterations; on the dense Gaussian workload (d = 64), where SCS stalls from any start,
+#: the limit is what the fallback to Clarabel waits for (20,000: 7 s).
+WARM_MAX_ITERS = 20_000
+
+#: :func:`solve_warm` aims at a certified gap of ``tol`` times this (a margin, so that
+#: alpha is accurate well inside ``tol``), starting SCS at tolerance ``tol`` times
+#: :data:`WARM_EPS_FACTOR` and tightening it tenfold while the gap is above the aim,
+#: down to :data:`WARM_MIN_EPS`.
+WARM_GAP_FACTOR = 0.1
+WARM_EPS_FACTOR = 0.01
+WARM_MIN_EPS = 1e-11
+
+#: SCS settings of a warm start. Its adaptive scale walks away from the start: from
+#: SM-II's point (gap 1.9e-7) on prefix d = 128 at eps 1e-8, SCS took 8,250 iterations
+#: with it and 1,425 (10 s) without, where a cold solve takes 11,000-15,000 at any eps
+#: from 1e-6 to 1e-9.
+WARM_SCS_OPTIONS = {"adaptive_scale": False}
+
+#: SCS's ``status_val`` -> ours (1 solved, 2 solved inaccurate: e.g. at ``max_iters``);
+#: -5 is SIGINT, anything else a failure.
+SCS_STATUS = {1: OPTIMAL, 2: OPTIMAL_INACCURATE}
+SCS_SIGINT = -5
+
+
+def _svec_index(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(i, j)`` of SCS's vectorised order-``n`` symmetric matrix: lower triangle, column-major."""
+    j, i = np.triu_indices(n)
+    return i, j
+
+
+def _svec_pos(i, j, n: int):
+    """Position of entry ``(i, j)``, ``i >= j``, in SCS's vectorisation of order ``n``."""
+    return j * n - j * (j - 1) // 2 + (i - j)
+
+
+def _svec(M: np.ndarray) -> np.ndarray:
+    """SCS's vector of a symmetric matrix: lower triangle column-major, off-diagonal times sqrt(2)."""
+    i, j = _svec_index(M.shape[0])
+    return M[i, j] * np.where(i == j, 1.0, math.sqrt(2.0))
+
+
+def _unsvec(v: np.ndarray, n: int) -> np.ndarray:
+    """Inverse of :func:`_svec`."""
+    i, j = _svec_index(n)
+    M = np.zeros((n, n))
+    M[i, j] = v / np.where(i == j, 1.0, math.sqrt(2.0))
+    return M + np.tril(M, -1).T
+
+
+def _inverse_scs_data(B: np.ndarray, L: np.ndarray) -> tuple[dict, dict]:
+    """SCS data of Problem 1's ``"inverse"`` model with unit targets.
+
+    Variables ``x = (beta, svec(X), svec(Y))``; rows: ``b_i^T X b_i - beta <= 0`` (d),
+    ``Y_jj <= 1`` (m), then ``svec([[X, L^T], [L, Y]])`` in the PSD cone (order k + m).
+    Sparse where the basis is (the identity basis gives one entry per privacy row).
+    """
+    from scipy import sparse
+
+    (k, d), m = B.shape, L.shape[0]
+    n, nX, nY = k + m, k * (k + 1) // 2, m * (m + 1) // 2
+    nx = 1 + nX + nY
+    ik, jk = _svec_index(k)
+    Bs = sparse.csc_matrix(B)
+    # Row i of the privacy block: coefficients of svec(X) in b_i^T X b_i.
+    coef = sparse.csr_matrix(Bs[ik, :].multiply(Bs[jk, :]).multiply(
+        np.where(ik == jk, 1.0, math.sqrt(2.0))[:, None])).T
+    priv = sparse.hstack([sparse.csr_matrix(-np.ones((d, 1))), coef, sparse.csr_matrix((d, nY))])
+    var = sparse.csr_matrix((np.ones(m), (np.arange(m), 1 + nX + _svec_pos(np.arange(m), np.arange(m), m))),
+                            shape=(m, nx))
+    i, j = _svec_index(n)
+    in_x, in_y = i < k, j >= k
+    rows = np.concatenate([np.flatnonzero(in_x), np.flatnonzero(in_y)])
+    cols = np.concatenate([1 + _svec_pos(i[in_x], j[in_x], k), 1 + nX + _svec_pos(i[in_y] - k, j[in_y] - k, m)])
+    psd = sparse.csr_matrix((-np.ones(rows.size), (rows, cols)), shape=(i.size, nx))
+    const = np.zeros((n, n))
+    const[k:, :k] = L
+    A = sparse.vstack([priv, var, psd]).tocsc()
+    b = np.concatenate([np.zeros(d), np.ones(m), _svec(const + const.T)])
+    c = np.zeros(nx)
+    c[0] = 1.0
+    return {"A": A, "b": b, "c": c}, {"l": d + m, "s": [n]}
+
+
+def _inverse_scs_point(B: np.ndarray, L: np.ndarray, sigma: np.ndarray, lam: np.ndarray, mu: np.ndarray):
+    """SCS's ``(x, y, s)`` for the model of :func:`_inverse_scs_data` at ``sigma`` (k, k)
+    (rescaled to meet the unit targets) and multipliers ``lam`` (d,), ``mu`` (m,).
+
+    ``mu`` is scaled to its best multiple for ``lam`` (the dual function is concave
+    in the scale), and the LMI's multiplier is ``[[B diag(lam) B^T, -Sigma L^T M], [-M L Sigma, M]]``
+    with ``M = diag(mu)``: complementary to ``[[Sigma^{-1}, L^T], [L, L Sigma L^T]]``.
+    """
+    sigma = sigma / float(np.max(privacy.variances(L, sigma)))
+    X = linalg.cho_solve(linalg.cho_factor(sigma, lower=True), np.eye(sigma.shape[0]), check_finite=False)
+    X = 0.5 * (X + X.T)
+    Y = L @ sigma @ L.T
+    p = np.einsum("ij,ij->j", B, X @ B)
+    lam = np.clip(lam, 0.0, None) / np.sum(np.clip(lam, 0.0, None))
+    mu = np.clip(mu, 0.0, None)
+    P = (B * lam) @ B.T
+    w, V = linalg.eigh(P)
+    Ph = (V * np.sqrt(np.clip(w, 0.0, None))) @ V.T
+    fidelity = float(np.sum(np.sqrt(np.clip(linalg.eigvalsh(Ph @ ((L.T * mu) @ L) @ Ph), 0.0, None))))
+    mu = mu * (fidelity / mu.sum()) ** 2
+    G = np.block([[P, -(sigma @ L.T) * mu], [-(mu[:, None] * (L @ sigma)), np.diag(mu)]])
+    Z = np.block([[X, L.T], [L, Y]])
+    x = np.concatenate([[p.max()], _svec(X), _svec(Y)])
+    return x, np.concatenate([lam, mu, _svec(G)]), np.concatenate([p.max() - p, 1.0 - np.diag(Y), _svec(Z)])
+
+
+def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: np.ndarray, *, tol: float = 1e-6,
+               max_iters: int = WARM_MAX_ITERS, solver_options: dict | None = None,
+               verbose: bool = False) -> LevelResult:
+    """Problem 1 by SCS on the ``"inverse"`` model, started at ``sigma`` (k, k), ``lam`` (d,), ``mu`` (m,).
+
+    The start is any near-optimal point with its multipliers (SM-II's Solution: its
+    scale does not matter). SCS runs with :data:`WARM_SCS_OPTIONS` at tolerance
+    ``tol * WARM_EPS_FACTOR``, tightened tenfold (resuming from its own last point)
+    while the certified gap exceeds ``tol * WARM_GAP_FACTOR``, down to
+    :data:`WARM_MIN_EPS` or until it stops at ``max_iters``. Returns a
+    :class:`LevelResult` (solver ``"SCS"``, ``nit`` summed over the attempts):
+    ``"optimal"`` when the certified gap is at most ``tol``, else
+    ``"optimal_inaccurate"``; raises ``SolverError`` on a solver failure or a gap above
+    :data:`FAIL_GAP`, ``KeyboardInterrupt`` when SCS caught Ctrl-C.
+    """
+    import scs
+
+    tol = validation.positive(tol, "tol")
+    k = problem.k
+    t0 = time.perf_counter()
+    f, L_scaled = _scaled(problem)
+    data, cone = _inverse_scs_data(problem.B, L_scaled)
+    x, y, s = _inverse_scs_point(problem.B, L_scaled, np.asarray(sigma, dtype=float), np.asarray(lam, dtype=float),
+                                 np.asarray(mu, dtype=float) * problem.c)
+    compile_time, solve_time, nit, eps = time.perf_counter() - t0, 0.0, 0, tol * WARM_EPS_FACTOR
+    while True:
+        opts = dict(WARM_SCS_OPTIONS, eps_abs=eps, eps_rel=eps, max_iters=max_iters, verbose=verbose,
+                    **(solver_options or {}))
+        out = scs.SCS(data, cone, **opts).solve(warm_start=True, x=x, y=y, s=s)
+        info = out["info"]
+        nit += int(info["iter"])
+        solve_time += (info["setup_time"] + info["solve_time"]) / 1000.0
+        if info["status_val"] == SCS_SIGINT:
+            raise KeyboardInterrupt(f"SDP (warm) on {problem!r}: SCS was interrupted")
+        status = SCS_STATUS.get(info["status_val"])
+        if status is None:
+            raise SolverError(f"SDP (warm) on {problem!r}: SCS returned status {info['status']!r}; Problem 1 is "
+                              "always feasible, so this is a numerical failure: try `warm_start=None` or "
+                              "`solver='CLARABEL'`", status=str(info["status"]), nit=nit)
+        x, y, s = out["x"], out["y"], out["s"]
+        X = _unsvec(x[1:1 + k * (k + 1) // 2], k)
+        try:
+            sigma_s = linalg.cho_solve(linalg.cho_factor(X, lower=True), np.eye(k), check_finite=False)
+        except linalg.LinAlgError:
+            raise SolverError(f"SDP (warm) on {problem!r}: SCS returned a singular X ({info['status']!r}); try "
+                              "`warm_start=None`", status=SOLVER_ERROR, nit=nit) from None
+        level = LevelResult(value=float(x[0]) * f, sigma=0.5 * (sigma_s + sigma_s.T) / f,
+                            lam=np.clip(y[:problem.d], 0.0, None),
+                            mu=np.clip(y[problem.d:problem.d + problem.m], 0.0, None) / problem.c,
+                            status=status, solver="SCS", nit=nit, compile_time=compile_time, solve_time=solve_time,
+                            raw_status=str(info["status"]))
+        gap = certified_gap(problem, level)
+        if gap <= tol * WARM_GAP_FACTOR or eps <= WARM_MIN_EPS or status != OPTIMAL:
+            break
+        eps /= 10.0
+    if not gap <= tol:
+        reject_if_far(gap, solver="SCS", raw=level.raw_status, nit=nit)
+    return dataclasses.replace(level, status=OPTIMAL if gap <= tol else OPTIMAL_INACCURATE)

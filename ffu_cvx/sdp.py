@@ -1,10 +1,12 @@
 """Exact reference solver for Problem 1: the SDP of :mod:`ffu_cvx.cvx`, refined and post-checked.
 
 Solver layer, top of the exact solver: imports numpy, ``certificate``, ``problem``,
-``result``, ``status``, ``validation``, ``cvx`` (the model and the one level solve) and
-``refine`` (the ≺R driver, handed :func:`solve_level`). The path of
-``ffu.solve(problem, method="sdp")`` is :func:`solve_sdp`: one level solve
-(:func:`ffu_cvx.cvx.solve_level`, Problem 1), the refinement levels
+``result``, ``status``, ``validation``, ``cvx`` (the model and the one level solve),
+``refine`` (the ≺R driver, handed :func:`solve_level`) and, inside a function, ``smii``
+(the warm start). The path of ``ffu.solve(problem, method="sdp")`` is :func:`solve_sdp`:
+Problem 1 solved once (:func:`first_level`: SCS warm-started from SM-II by
+:func:`ffu_cvx.cvx.solve_warm`, or :func:`ffu_cvx.cvx.solve_level`, with
+``solver="auto"``'s fallbacks judged by the certified gap), the refinement levels
 (:func:`ffu_cvx.refine.refine_first`, unless ``refine=False``), then :func:`finish`:
 ``Sigma`` rescaled to meet every target, certified by the first level's multipliers,
 the status decided by the certificate, and the ``Solution`` built once.
@@ -26,15 +28,17 @@ import warnings
 
 from . import certificate, validation
 from .cvx import (AUTO_CLARABEL_MAX_ORDER, DEFAULT_SOLVER_TOL, FAIL_GAP, FORMULATIONS, SOLVERS, STATUS_MAP,
-                  LevelResult, lmi_order, normalise_sigma, pick_solver, reject_if_far, solve_level)
+                  LevelResult, certified_gap, lmi_order, normalise_sigma, pick_solver, reject_if_far, solve_level,
+                  solve_warm, solver_kwargs)
 from .problem import FitnessProblem
-from .refine import check_options, notify, refine_first
+from .refine import REFINE_CLARABEL_MAX_ORDER, check_options, notify, refine_first
 from .result import Solution
-from .status import OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED
+from .status import OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, USER_STOPPED, SolverError
 
 __all__ = ["FORMULATIONS", "SOLVERS", "STATUS_MAP", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
-           "LevelResult", "lmi_order", "pick_solver", "solve_level", "normalise_sigma", "solve_sdp", "refine",
-           "refine_from", "finish"]
+           "WARM_STARTS", "WARM_SMII_TOL_FACTOR", "FALLBACK_ITERS_FACTOR",
+           "LevelResult", "lmi_order", "pick_solver", "solve_level", "normalise_sigma", "solve_sdp", "first_level",
+           "refine", "refine_from", "finish"]
 
 
 def _first_info(first: LevelResult, formulation: str) -> dict:
@@ -54,6 +58,7 @@ def solve_sdp(
     formulation: str = "pair",
     verbose: bool = False,
     solver_options: dict | None = None,
+    warm_start="auto",
 ) -> Solution:
     """Solve Problem 1 exactly as a semidefinite program (the reference solver).
 
@@ -77,7 +82,11 @@ def solve_sdp(
     solver : {"auto", "CLARABEL", "SCS"}
         "auto" picks Clarabel (interior point) for LMIs of order <= 48 and SCS (ADMM,
         an eigendecomposition per iteration) above, where Clarabel's dense
-        factorisations become the bottleneck.
+        factorisations become the bottleneck. If that solve fails or is certified
+        worse than ``tol``, "auto" falls back (:func:`first_level`): SCS -> Clarabel
+        (LMI order <= :data:`ffu_cvx.refine.REFINE_CLARABEL_MAX_ORDER`) -> SCS cold
+        with :data:`FALLBACK_ITERS_FACTOR` times the iterations; Clarabel -> SCS. The
+        certified gap judges every attempt; ``info["fallbacks"]`` lists the ones that failed.
     refine : bool
         Return the unique ≺R-minimal optimum (Theorem 5) via :mod:`ffu_cvx.refine`;
         with ``solver="auto"`` its extra levels run on Clarabel up to LMI order
@@ -88,6 +97,13 @@ def solve_sdp(
     verbose, solver_options
         Passed to the solver (``solver_options`` override the defaults of
         :func:`ffu_cvx.cvx.solver_kwargs`).
+    warm_start : {"auto", "smii", None} or Solution
+        Start SCS near the optimum (:func:`ffu_cvx.cvx.solve_warm`, the ``"inverse"``
+        model called directly): ``"smii"`` solves SM-II first (certified to
+        ``tol`` x :data:`WARM_SMII_TOL_FACTOR`, no polish), a Solution with multipliers
+        (any method) is used as given. ``"auto"`` (default) is ``"smii"`` where
+        ``solver="auto"`` resolves to SCS and ``formulation`` is ``"pair"`` or
+        ``"inverse"``, else None (CVXPY's model, cold). The certificate is the SDP's own.
 
     Returns
     -------
@@ -103,14 +119,114 @@ def solve_sdp(
     tol = validation.positive(tol, "tol")
     t0 = time.perf_counter()
     opts = dict(solver=solver, solver_tol=solver_tol, solver_options=solver_options, verbose=verbose)
-    first = solve_level(problem, formulation=formulation, **opts)
-    info = _first_info(first, formulation)
+    first, info = first_level(problem, formulation=formulation, warm_start=warm_start, tol=tol, **opts)
     if refine:
         return refine_from(problem, first, t0=t0, callback=callback, tol=tol, info=info,
                            formulation="pair" if formulation == "dual" else formulation, **opts)
     stopped = notify(callback, problem, first, number=1, columns=[], first=first)
     return finish(problem, first.sigma, first.lam, first.mu, status=USER_STOPPED if stopped else first.status,
                   nit=first.nit, t0=t0, tol=tol, **info)
+
+
+#: SM-II's certified gap for a warm start, relative to ``tol``: tol / 4 leaves SCS a
+#: short way to go (prefix d = 128: 1,425 iterations to a gap of 8e-9).
+WARM_SMII_TOL_FACTOR = 0.25
+
+#: "auto"'s last fallback runs SCS cold with this many times its default iterations.
+FALLBACK_ITERS_FACTOR = 5
+
+WARM_STARTS = ("auto", "smii", None)
+
+
+def _warm_point(problem: FitnessProblem, warm_start, tol: float):
+    """``(sigma, lam, mu, label)`` of a warm start, or None when SM-II fails (the caller solves cold)."""
+    if isinstance(warm_start, Solution):
+        if warm_start.lam is None or warm_start.mu is None or warm_start.problem is not problem:
+            raise ValueError("`warm_start` must be a Solution of this problem with multipliers (lam, mu), got one "
+                             f"of method {warm_start.get('method')!r}; pass warm_start='smii' instead")
+        return warm_start.sigma, warm_start.lam, warm_start.mu, f"solution ({warm_start.get('method')})"
+    from .smii import solve_smii
+
+    try:
+        start = solve_smii(problem, tol=tol * WARM_SMII_TOL_FACTOR, refine=False)
+    except SolverError:
+        return None
+    if start.lam is None or start.mu is None:
+        return None
+    return start.sigma, start.lam, start.mu, "smii"
+
+
+def _attempts(problem: FitnessProblem, *, formulation, solver, warm_start, tol, solver_tol, solver_options,
+              verbose) -> list:
+    """``(label, formulation, solve())`` in the order :func:`first_level` tries them."""
+    if not (warm_start in WARM_STARTS or isinstance(warm_start, Solution)):
+        raise ValueError(f"`warm_start` must be one of {WARM_STARTS} or a Solution, got {warm_start!r}")
+    name = pick_solver(problem, solver, formulation)
+    auto = str(solver).lower() == "auto"
+    if warm_start == "auto":
+        warm_start = "smii" if auto and name == "SCS" and formulation in ("pair", "inverse") else None
+    elif warm_start is not None and name != "SCS":
+        raise ValueError(f"`warm_start` needs SCS; got solver={solver!r}: pass solver='SCS' or 'auto'")
+    opts = dict(solver_tol=solver_tol, verbose=verbose)
+
+    def cold(solver_name, options=solver_options):
+        return lambda: solve_level(problem, formulation=formulation, solver=solver_name, solver_options=options,
+                                   **opts)
+
+    def warm():
+        point = _warm_point(problem, warm_start, tol)
+        if point is None:
+            raise SolverError("warm start: SM-II gave no multipliers", status=SOLVER_ERROR)
+        sigma, lam, mu, label = point
+        return solve_warm(problem, sigma, lam, mu, tol=tol, solver_options=solver_options, verbose=verbose), label
+
+    first = [("SCS warm", "inverse", warm)] if warm_start is not None else [(name, formulation, cold(name))]
+    if not auto:
+        return first
+    if name == "CLARABEL":
+        return first + [("SCS", formulation, cold("SCS"))]
+    more = dict(max_iters=FALLBACK_ITERS_FACTOR * solver_kwargs("SCS", 1.0, None)["max_iters"],
+                **(solver_options or {}))
+    rest = [("CLARABEL", formulation, cold("CLARABEL"))] if lmi_order(problem, formulation) <= \
+        REFINE_CLARABEL_MAX_ORDER else []
+    return first + rest + [(f"SCS x{FALLBACK_ITERS_FACTOR} iterations", formulation, cold("SCS", more))]
+
+
+def first_level(problem: FitnessProblem, *, formulation: str, solver: str, warm_start, tol: float,
+                solver_tol: float | None, solver_options: dict | None, verbose: bool) -> tuple[LevelResult, dict]:
+    """Solve Problem 1 once, falling back as ``solver="auto"`` says (see :func:`solve_sdp`).
+
+    Each attempt is judged by its certified gap: the first at most ``tol`` is returned;
+    if none is, the best one (the post-check then marks it inaccurate). Returns
+    ``(level, info)``; raises the last ``SolverError`` (naming every attempt) when all fail.
+    """
+    failed, best = [], None
+    for label, form, run in _attempts(problem, formulation=formulation, solver=solver, warm_start=warm_start,
+                                      tol=tol, solver_tol=solver_tol, solver_options=solver_options,
+                                      verbose=verbose):
+        t = time.perf_counter()
+        try:
+            level = run()
+        except SolverError as exc:
+            failed.append(f"{label}: {exc.status} ({time.perf_counter() - t:.1f} s)")
+            last = exc
+            continue
+        level, start = level if isinstance(level, tuple) else (level, None)
+        info = dict(_first_info(level, form), warm_start=start, fallbacks=list(failed))
+        if start is not None:
+            info["warm_time"] = time.perf_counter() - t - level.compile_time - level.solve_time
+        gap = certified_gap(problem, level)
+        if gap <= tol:
+            return level, info
+        failed.append(f"{label}: certified gap {gap:.2e} > tol ({time.perf_counter() - t:.1f} s)")
+        if best is None or gap < best[2]:
+            best = (level, info, gap)
+    if best is not None:
+        return best[0], dict(best[1], fallbacks=failed)
+    if len(failed) == 1:
+        raise last
+    raise SolverError(f"SDP on {problem!r}: every solver failed ({'; '.join(failed)}); {last}", status=last.status,
+                      nit=getattr(last, "nit", None))
 
 
 def finish(problem: FitnessProblem, sigma, lam, mu, *, status: str, nit: int | None, t0: float, tol: float,

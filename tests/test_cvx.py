@@ -134,3 +134,48 @@ def test_normalise_sigma_and_failure_status():
         cvx.reject_if_far(2e-3, solver="SCS", raw="solved (inaccurate)", nit=7)
     assert err.value.status == "solved (inaccurate)" and err.value.nit == 7
     cvx.reject_if_far(5e-4, solver="SCS", raw="solved (inaccurate)", nit=7)  # within FAIL_GAP: no error
+
+
+def test_svec_round_trip_and_inner_product():
+    rng = np.random.default_rng(0)
+    M = rng.standard_normal((5, 5))
+    M, N = M + M.T, np.eye(5) + 0.1 * (M @ M.T)
+    np.testing.assert_allclose(cvx._unsvec(cvx._svec(M), 5), M, rtol=1e-15)
+    # SCS's vectorisation keeps the trace inner product, which the warm start relies on.
+    assert cvx._svec(M) @ cvx._svec(N) == pytest.approx(np.trace(M @ N), rel=1e-12)
+    i, j = cvx._svec_index(5)
+    np.testing.assert_array_equal(cvx._svec_pos(i, j, 5), np.arange(15))
+
+
+def test_warm_point_is_feasible_and_primal_dual_consistent():
+    # At the exact optimum (Clarabel), the warm point of the inverse model has A x + s = b,
+    # A^T y + c = 0 (stationarity) up to the solver tolerance and equal objectives.
+    problem = prefix_problem(6)
+    lev = cvx.solve_level(problem, solver="CLARABEL")
+    f, L = cvx._scaled(problem)
+    data, cone = cvx._inverse_scs_data(problem.B, L)
+    x, y, s = cvx._inverse_scs_point(problem.B, L, lev.sigma, lev.lam, lev.mu * problem.c)
+    A, b, c = data["A"], data["b"], data["c"]
+    assert cone == {"l": 12, "s": [12]} and A.shape == (12 + 78, 1 + 21 + 21)
+    np.testing.assert_allclose(A @ x + s, b, atol=1e-12)
+    assert np.max(np.abs(A.T @ y + c)) < 1e-6
+    assert x[0] * f == pytest.approx(lev.value, rel=1e-7)
+    assert -b @ y == pytest.approx(x[0], rel=1e-6)  # zero duality gap
+
+
+def test_solve_warm_from_smii_is_exact_and_certified():
+    problem = prefix_problem(16)
+    start = ffu.solve(problem, method="smii", tol=1e-4)
+    lev = cvx.solve_warm(problem, start.sigma, start.lam, start.mu, tol=1e-6)
+    assert lev.solver == "SCS" and lev.status == OPTIMAL and lev.nit > 0
+    assert lev.value == pytest.approx(2.905253, abs=1e-6)
+    assert cvx.certified_gap(problem, lev) <= 1e-7  # tol * WARM_GAP_FACTOR
+    with pytest.raises(ValueError, match="`tol`"):
+        cvx.solve_warm(problem, start.sigma, start.lam, start.mu, tol=0.0)
+
+
+def test_solve_warm_reports_a_failure_with_its_status():
+    problem = prefix_problem(8)
+    with pytest.raises(SolverError) as err:
+        cvx.solve_warm(problem, np.eye(8), np.ones(8), np.ones(8), max_iters=1)
+    assert "max_iters" in err.value.status and err.value.nit == 1

@@ -241,3 +241,66 @@ def test_callback_stop_without_refinement():
     sol = solve_sdp(prefix_problem(4), refine=False, callback=stop)
     assert sol.status == USER_STOPPED and not sol.success
     assert sol.privacy_cost == pytest.approx(1.758601, abs=1e-6)
+
+
+def gaussian_product_problem(seed, k=32, d=64):
+    """The seed authors' "related" workload: W = C A, C (k, k) and A (k, d) standard Gaussian, targets 1."""
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((k, k)) @ rng.standard_normal((k, d))
+    return ffu.FitnessProblem(W, np.ones(k))
+
+
+def test_auto_warm_starts_scs_from_smii():
+    problem = prefix_problem(32)
+    sol = solve_sdp(problem, refine=False)
+    assert sol.info["solver"] == "SCS" and sol.info["warm_start"] == "smii" and sol.info["formulation"] == "inverse"
+    assert sol.info["fallbacks"] == [] and sol.status == OPTIMAL
+    assert sol.privacy_cost == pytest.approx(3.630723, abs=1e-6) and sol.gap < 1e-7
+    cold = solve_sdp(problem, refine=False, warm_start=None)
+    assert cold.info["warm_start"] is None and cold.info["formulation"] == "pair"
+    assert cold.privacy_cost == pytest.approx(sol.privacy_cost, rel=1e-6)
+    # A given Solution (any method with multipliers) is used as the start.
+    start = ffu.solve(problem, method="smii", tol=1e-3)
+    again = solve_sdp(problem, refine=False, solver="SCS", warm_start=start)
+    assert again.info["warm_start"] == "solution (smii)" and again.gap < 1e-6
+    assert again.privacy_cost == pytest.approx(3.630723, abs=1e-6)
+
+
+def test_bad_warm_start_raises_value_error():
+    problem = prefix_problem(4)
+    with pytest.raises(ValueError, match="warm_start"):
+        solve_sdp(problem, warm_start="yes")
+    with pytest.raises(ValueError, match="needs SCS"):
+        solve_sdp(problem, solver="CLARABEL", warm_start="smii")
+    with pytest.raises(ValueError, match="multipliers"):
+        solve_sdp(problem, solver="SCS", warm_start=ffu.solve(prefix_problem(4), method="smii"))
+
+
+def test_auto_falls_back_when_scs_fails(monkeypatch):
+    from ffu_cvx import sdp
+
+    def stalls(problem, *args, **kwargs):
+        raise SolverError("SCS stalled", status="solved (inaccurate - reached max_iters)", nit=20_000)
+
+    monkeypatch.setattr(sdp, "solve_warm", stalls)
+    sol = solve_sdp(prefix_problem(32), refine=False)
+    assert sol.info["solver"] == "CLARABEL" and sol.status == OPTIMAL
+    assert sol.info["fallbacks"][0].startswith("SCS warm: solved (inaccurate - reached max_iters)")
+    assert sol.privacy_cost == pytest.approx(3.630723, abs=1e-6)
+    # Explicit solvers never fall back.
+    with pytest.raises(SolverError, match="stalled"):
+        solve_sdp(prefix_problem(32), refine=False, solver="SCS", warm_start="smii")
+
+
+@pytest.mark.slow
+def test_dense_gaussian_workload_is_exact_with_auto():
+    # SCS stalls on this workload from any start (certified gap 3e-6 after 70,000
+    # iterations from SM-II's point, 3.6% cold); "auto" falls back to Clarabel.
+    problem = gaussian_product_problem(0)
+    assert (problem.k, problem.d, problem.basis) == (32, 64, "rows")
+    sol = solve_sdp(problem, refine=False)
+    assert sol.status == OPTIMAL and sol.gap < 1e-6
+    assert sol.info["solver"] == "CLARABEL" and sol.info["fallbacks"][0].startswith("SCS warm")
+    assert sol.privacy_cost == pytest.approx(791.70094, rel=1e-6)
+    smii = ffu.solve(problem, method="smii", tol=1e-4)
+    assert smii.privacy_cost == pytest.approx(sol.privacy_cost, rel=1e-4)
