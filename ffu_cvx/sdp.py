@@ -2,7 +2,7 @@
 
 Solver layer, top of the exact solver: imports numpy, ``certificate``, ``problem``,
 ``result``, ``status``, ``validation``, ``cvx`` (the model and the one level solve),
-``refine`` (the ≺R driver, handed :func:`solve_level`) and, inside a function, ``smii``
+``refine`` (the ≺R driver, handed :func:`solve_level`) and ``smii``
 (the warm start). The path of ``ffu.solve(problem, method="sdp")`` is :func:`solve_sdp`:
 Problem 1 solved once (:func:`first_level`: SCS warm-started from SM-II by
 :func:`ffu_cvx.cvx.solve_warm`, or :func:`ffu_cvx.cvx.solve_level`, with
@@ -33,6 +33,7 @@ from .cvx import (AUTO_CLARABEL_MAX_ORDER, DEFAULT_SOLVER_TOL, FAIL_GAP, FORMULA
 from .problem import FitnessProblem
 from .refine import REFINE_CLARABEL_MAX_ORDER, check_options, notify, refine_first
 from .result import Solution
+from .smii import solve_smii
 from .status import OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, USER_STOPPED, SolverError
 
 __all__ = ["FORMULATIONS", "SOLVERS", "STATUS_MAP", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
@@ -145,8 +146,6 @@ def _warm_point(problem: FitnessProblem, warm_start, tol: float):
             raise ValueError("`warm_start` must be a Solution of this problem with multipliers (lam, mu), got one "
                              f"of method {warm_start.get('method')!r}; pass warm_start='smii' instead")
         return warm_start.sigma, warm_start.lam, warm_start.mu, f"solution ({warm_start.get('method')})"
-    from .smii import solve_smii
-
     try:
         start = solve_smii(problem, tol=tol * WARM_SMII_TOL_FACTOR, refine=False)
     except SolverError:
