@@ -1,7 +1,7 @@
 """The one entry point: ``solve(problem, method=..., tol=..., callback=None, **options)``.
 
-Interfaces to the solver layer: imports numpy, ``problem``, ``products``, ``result``,
-``status``, ``sdp``, ``smii``, ``fourier`` and ``kron`` (none imports CVXPY at module
+Interfaces to the solver layer: imports ``problem``, ``products``, ``result``,
+``status``, ``sdp``, ``smii`` and ``kron`` (none imports CVXPY at module
 level). The shape is scipy.optimize's ``minimize``: a plain dispatch table of functions,
 the same ``tol`` meaning for every method (the certified relative gap of the returned
 Solution), one ``callback`` contract (:class:`ffu_cvx.status.IntermediateResult`;
@@ -12,13 +12,7 @@ and structure and records why in ``Solution.info["auto"]``.
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
-from .fourier import min_privacy_cost
-from .kron import KronSolution, solve_kron, structure_of
-from .kron.reduce import reduce
+from .kron import is_marginal_union, solve_kron, solve_marginal_union, structure_of
 from .problem import FitnessProblem
 from .products import ProductProblem
 from .result import Solution
@@ -35,56 +29,16 @@ METHODS = {"sdp": solve_sdp, "smii": solve_smii, "gd": solve_gd}
 STRUCTURED_METHODS = {"kron": solve_kron}
 #: ``method="auto"`` gives dense problems of rank up to this to the exact SDP, larger ones to SM-II.
 AUTO_SDP_MAX_K = 32
-#: Agreement asked of the Fourier optimum re-expressed as a structured mechanism.
-FOURIER_RTOL = 1e-8
-
-
-def _is_marginal_union(problem: ProductProblem) -> bool:
-    return all(b.kind in ("identity", "total") for g in problem.groups for b in g.blocks)
-
-
 def auto_method(problem) -> tuple[str, str]:
     """``(method, why)`` that ``method="auto"`` uses for ``problem``."""
     if isinstance(problem, ProductProblem):
-        if len(problem.groups) > 1 and _is_marginal_union(problem):
+        if len(problem.groups) > 1 and is_marginal_union(problem):
             return "fourier", "a union of marginals (identity and total blocks only): the Fourier optimum is exact"
         structure, why = structure_of(problem)
         return "kron", f"product workload, structure {structure!r}: {why}"
     if problem.k <= AUTO_SDP_MAX_K:
         return "sdp", f"dense problem of rank k = {problem.k} <= {AUTO_SDP_MAX_K}: the exact SDP"
     return "smii", f"dense problem of rank k = {problem.k} > {AUTO_SDP_MAX_K}: SM-II"
-
-
-def _fourier(problem: ProductProblem, tol: float | None, why: str) -> KronSolution:
-    """The Fourier optimum of a marginal union, as the symmetric-block structured mechanism.
-
-    Component ``S`` of the Fourier mechanism costs ``p_S / tau_S``; block ``S`` of the
-    symmetry reduction (:mod:`ffu_cvx.kron.reduce`) releases the same residual with cost
-    ``kappa_S b_S^2 / sigma_S``, so ``sigma_S = kappa_S b_S^2 / cost_S``. Falls back to the
-    block ascent if the two disagree.
-    """
-    sizes = problem.domain.sizes
-    keep = [i for i, n in enumerate(sizes) if n >= 2]
-    index = {i: j for j, i in enumerate(keep)}
-    targets = {}
-    for g in problem.groups:
-        A = tuple(index[i] for i, b in enumerate(g.blocks) if b.kind == "identity" and sizes[i] >= 2)
-        targets[A] = min(targets.get(A, math.inf), g.target)
-    mech = min_privacy_cost(tuple(sizes[i] for i in keep), targets)
-    costs = mech.component_costs
-    red = reduce(problem.workload)
-    sigmas = [np.array([[blk.kappa * float(blk.B[0, 0]) ** 2 / costs[tuple(index[i] for i in blk.part)]]])
-              for blk in red.blocks]
-    sol = KronSolution.from_terms(problem, red.terms(sigmas), method="kron", lower_bound=mech.lower_bound,
-                                  time=mech.time, structure="fourier", auto=why, fourier_cost=mech.privacy_cost)
-    same = abs(sol.privacy_cost * sol.max_ratio / (mech.privacy_cost * mech.max_ratio) - 1.0) <= FOURIER_RTOL
-    if same and sol.gap <= (1e-4 if tol is None else tol):
-        return sol
-    fallback = solve_kron(problem, structure="symmetric", **({} if tol is None else {"tol": tol}))
-    return KronSolution.from_terms(problem, fallback.terms, status=fallback.status, lower_bound=fallback.lower_bound,
-                                   nit=fallback.nit, time=fallback.time, history=fallback.history,
-                                   **dict(fallback.info, auto=why + "; the Fourier mechanism did not re-express "
-                                          "exactly, solved by the block ascent"))
 
 
 def solve(problem, method: str = "sdp", tol: float | None = None, callback=None, **options) -> Solution:
@@ -124,7 +78,7 @@ def solve(problem, method: str = "sdp", tol: float | None = None, callback=None,
         if name == "fourier":
             if options:
                 raise TypeError(f"method='auto' chose the Fourier optimum, which takes no options; got {sorted(options)}")
-            return _fourier(problem, tol, why)
+            return solve_marginal_union(problem, tol=tol).with_info(auto=why)
     if isinstance(problem, ProductProblem) and name != "kron":
         problem = problem.for_method(name)
     elif isinstance(problem, FitnessProblem) and name == "kron":

@@ -2,7 +2,7 @@
 
 Solver layer: the package imports numpy, scipy, the core modules (``basis``, ``privacy``,
 ``problem``, ``products``, ``result``, ``status``, ``validation``) and the dense solvers
-``sdp`` and ``smii`` (for the per-attribute problems). Its modules, from the bottom
+``sdp`` and ``smii`` (for the per-attribute problems), and ``fourier`` (unions of marginals). Its modules, from the bottom
 (none imports one above it):
 
 - ``terms``: structured mechanisms kept in factors (profile, variances, noise);
@@ -12,11 +12,14 @@ Solver layer: the package imports numpy, scipy, the core modules (``basis``, ``p
   descent, independent per-group products;
 - ``reduce``: the symmetry reduction of unions (residual bases of the identity/total
   attributes) and its certified block dual ascent;
-- ``driver``: :func:`solve_kron`, the choice of structure.
+- ``driver``: :func:`solve_kron`, the choice of structure;
+- ``marginals``: unions of marginals through the Fourier optimum (``method="auto"``).
 """
 
 from .driver import STRUCTURES, solve_kron, structure_of
+from .marginals import is_marginal_union, solve_marginal_union
 from .solution import KronSolution
 from .terms import Factor, Term
 
-__all__ = ["solve_kron", "structure_of", "STRUCTURES", "KronSolution", "Factor", "Term"]
+__all__ = ["solve_kron", "structure_of", "STRUCTURES", "KronSolution", "Factor", "Term", "is_marginal_union",
+           "solve_marginal_union"]
