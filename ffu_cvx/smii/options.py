@@ -1,7 +1,7 @@
 """SM-II's options: one frozen, validated value (the keywords of ``solve_smii`` and ``solve_gd``).
 
 Solver layer (SM-II): imports ``validation``, :mod:`ffu_cvx.smii.backend` (to check
-``array_backend``) and :mod:`ffu_cvx.smii.polish` (for ``REFINE_AUTO_MAX_K``) only.
+``array_backend``) and :mod:`ffu_cvx.smii.polish` (for ``REFINE_AUTO_MAX_K``, ``REFINE_BUDGET``) only.
 Every option is checked when the value is built (a ``ValueError`` names it, says what
 was seen and what is allowed; an unknown keyword is a ``TypeError``); :meth:`Options.resolved` replaces the ``"auto"`` and ``None``
 defaults by what they mean for a basis of size ``k``. :func:`ffu_cvx.smii.solve_smii`
@@ -15,7 +15,7 @@ import math
 
 from .. import validation
 from . import backend
-from .polish import REFINE_AUTO_MAX_K
+from .polish import REFINE_AUTO_MAX_K, REFINE_BUDGET
 
 __all__ = ["PRECONDITION_MIN_K", "Options", "smii_options", "gd_options"]
 
@@ -60,6 +60,7 @@ class Options:
     float32: bool = False
     verbose: bool = False
     array_backend: str = "numpy"
+    refine_budget: float = REFINE_BUDGET
 
     def __post_init__(self):
         checked = {name: validation.positive(getattr(self, name), name)
@@ -76,7 +77,8 @@ class Options:
                        precondition=validation.flag(self.precondition, "precondition", extra=("auto",)),
                        float32=validation.flag(self.float32, "float32"),
                        verbose=validation.flag(self.verbose, "verbose"),
-                       array_backend=backend.check(self.array_backend, "array_backend"))
+                       array_backend=backend.check(self.array_backend, "array_backend"),
+                       refine_budget=validation.positive(self.refine_budget, "refine_budget"))
         if self.maxcg_cap is not None:
             checked["maxcg_cap"] = validation.positive_int(self.maxcg_cap, "maxcg_cap")
         # t_shift: None or inf never shifts (the paper's schedule).

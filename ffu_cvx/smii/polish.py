@@ -18,6 +18,7 @@ the certified gap still holds.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 
@@ -26,11 +27,11 @@ import numpy as np
 from .. import validation
 from ..privacy import privacy_cost, variances
 from ..problem import FitnessProblem
-from ..status import SolverError
+from ..status import MAX_ITER, SolverError
 from .model import factor, inner, variance_ratios
 from .newton import line_search, newton_direction
 
-__all__ = ["REFINE_AUTO_MAX_K", "refine_smii"]
+__all__ = ["REFINE_AUTO_MAX_K", "REFINE_BUDGET", "REFINE_MIN_HVP", "refine_smii"]
 
 #: ``refine="auto"`` polishes up to this basis size ``k``: there a level's Newton steps
 #: may run CG to ``k (k + 1) / 2`` iterations (exact directions; the barrier Hessian is
@@ -54,6 +55,16 @@ LEVEL_MERGE = 1e-6
 #: value); :func:`polish` uses at most a tenth of ``tol``. ``slack`` must stay below ``MAX_SLACK``.
 SLACK = 1e-7
 MAX_SLACK = 1e-2
+#: :func:`polish` may spend at most this many Hessian products per product of the main
+#: solve (``refine_budget``): the main solve already certified the cost, so the polish,
+#: which only picks among optima, should cost at most a bounded multiple of it. On the
+#: authors' "related" workload (W = C A, Gaussian, k = 32) an unbounded polish took
+#: 0.4-0.7 million products (40-51 s) after a main solve of about 800 (0.15 s).
+REFINE_BUDGET = 20.0
+#: The polish's budget is never below this many products, so that a main solve that
+#: needed few products (small or easy problems) still leaves a few levels' worth of
+#: exact Newton-CG steps (``k (k + 1) / 2 = 528`` products each at ``k = 32``).
+REFINE_MIN_HVP = 20_000
 
 
 def epigraph_max(x: np.ndarray, t: float):
@@ -149,13 +160,15 @@ class LevelWhitened:
         return out
 
 
-def _solve_level(problem, sigma, free, caps, *, t0, mu, maxcg, sigma_ls, beta, radius):
+def _solve_level(problem, sigma, free, caps, *, t0, mu, maxcg, sigma_ls, beta, radius, max_hvp):
     """Barrier path for one level from the strictly feasible ``sigma`` (k, k).
 
     Minimises the largest ``g_i`` over the free columns (boolean (d,)) subject to
     ``g_i < caps_i`` on the fixed ones and ``h_j < 1``. Returns
     ``(point, value, n_newton, n_hvp)`` at the end of the path, where ``value`` is the
-    level's largest free profile entry.
+    level's largest free profile entry. Raises a ``SolverError`` (status ``MAX_ITER``,
+    ``info["n_hvp"]`` the products spent) once its Newton directions have used
+    ``max_hvp`` Hessian products or more.
     """
     B, L, c = problem.B, problem.L, problem.c
     n_con = problem.d + problem.m
@@ -171,6 +184,9 @@ def _solve_level(problem, sigma, free, caps, *, t0, mu, maxcg, sigma_ls, beta, r
             op = LevelWhitened(p, L, c)
             _, D, delta, n_cg = newton_direction(op, maxcg, LEVEL_CG_RTOL ** 2 * inner(op.grad, op.grad), radius)
             n_hvp += n_cg
+            if n_hvp >= max_hvp:
+                raise SolverError(f"Hessian-product budget spent ({n_hvp} products in this level)", status=MAX_ITER,
+                                  nit=nit, n_hvp=n_hvp)
             # Newton decrement: well inside the barrier's own n/t error (or not a descent direction).
             if not delta < 0 or -delta < LEVEL_DECREMENT / t:
                 break
@@ -191,7 +207,7 @@ def _solve_level(problem, sigma, free, caps, *, t0, mu, maxcg, sigma_ls, beta, r
 
 def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = SLACK, threshold: float = 1e-3,
                 mu: float = 10.0, maxcg: int | None = None, sigma_ls: float = 0.01, beta: float = 0.5,
-                radius: float = 1.0):
+                radius: float = 1.0, max_hvp: float = math.inf):
     """Lexicographic levels from an optimal ``sigma`` (k, k) to the ≺R-minimal optimum (Theorem 5).
 
     Each level minimises the largest profile entry over the free columns with the
@@ -204,7 +220,9 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = SL
     merged into it (``LEVEL_MERGE``). At most ``d`` levels.
 
     ``sigma`` must be positive definite with every variance ratio at most 1 (SM-II's
-    rescaled optimum); ``maxcg`` defaults to ``min(k (k + 1) / 2, 600)``.
+    rescaled optimum); ``maxcg`` defaults to ``min(k (k + 1) / 2, 600)``. ``max_hvp``
+    bounds the Hessian products of all levels together (the last Newton direction may
+    overshoot it by at most ``maxcg``).
 
     Returns ``(sigma, levels, n_newton, n_hvp)``: ``sigma`` strictly meets every target
     (``max h < 1``), ``levels`` a list of ``{"value", "columns"}`` in decreasing value.
@@ -214,8 +232,9 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = SL
     ValueError
         On a malformed ``problem``, ``sigma``, ``slack`` or ``threshold``.
     SolverError
-        When ``sigma`` is not strictly feasible after the ``1 + slack`` shrink, or a
-        level's multipliers are not finite.
+        When ``sigma`` is not strictly feasible after the ``1 + slack`` shrink, a
+        level's multipliers are not finite, or (status ``MAX_ITER``, ``info["n_hvp"]``
+        the products spent) ``max_hvp`` products did not finish the levels.
     """
     if not isinstance(problem, FitnessProblem):
         raise ValueError(f"`problem` must be a FitnessProblem, got {type(problem).__name__}")
@@ -227,6 +246,7 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = SL
     if not validation.positive(slack, "slack") < MAX_SLACK:
         raise ValueError(f"`slack` must lie in (0, {MAX_SLACK:g}), got {slack!r}")
     validation.fraction(threshold, "threshold")
+    max_hvp = validation.positive(max_hvp, "max_hvp", allow_inf=True)
     if maxcg is None:
         maxcg = min(k * (k + 1) // 2, LEVEL_MAXCG)
     zero = ~np.any(problem.B != 0, axis=0)  # g_i = 0 for every Sigma: a last level of value 0
@@ -235,8 +255,17 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = SL
     sigma = sigma / (1.0 + slack)  # strictly inside h < 1
     levels, n_newton, n_hvp = [], 0, 0
     while free.any():
-        p, value, nn, nh = _solve_level(problem, sigma, free, caps, t0=LEVEL_T0 * (d + problem.m), mu=mu,
-                                        maxcg=maxcg, sigma_ls=sigma_ls, beta=beta, radius=radius)
+        try:
+            p, value, nn, nh = _solve_level(problem, sigma, free, caps, t0=LEVEL_T0 * (d + problem.m), mu=mu,
+                                            maxcg=maxcg, sigma_ls=sigma_ls, beta=beta, radius=radius,
+                                            max_hvp=max_hvp - n_hvp)
+        except SolverError as err:
+            if err.status != MAX_ITER:
+                raise
+            spent = n_hvp + err.info["n_hvp"]
+            raise SolverError(f"the polish's budget of {max_hvp:.0f} Hessian products was spent ({spent}) after "
+                              f"{len(levels)} levels", status=MAX_ITER, nit=n_newton + (err.nit or 0),
+                              n_hvp=spent) from None
         n_newton, n_hvp = n_newton + nn, n_hvp + nh
         if not np.all(np.isfinite(p.lam)):
             raise SolverError(f"refinement level {len(levels) + 1}: non-finite barrier multipliers; "
@@ -258,7 +287,7 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = SL
 
 
 def polish(problem: FitnessProblem, sigma: np.ndarray, lower_bound: float, tol: float,
-           log) -> tuple[np.ndarray, dict, int]:
+           log, main_hvp: int = 0, budget: float = REFINE_BUDGET) -> tuple[np.ndarray, dict, int]:
     """Run :func:`refine_smii` on SM-II's certified ``sigma`` (k, k) (max ratio 1).
 
     Returns ``(sigma, info, n_hvp)``. The polished ``Sigma`` is rescaled to meet every
@@ -266,15 +295,19 @@ def polish(problem: FitnessProblem, sigma: np.ndarray, lower_bound: float, tol: 
     ``lower_bound (1 + tol)`` or that of ``sigma``, so the requested gap still holds
     (the levels' relative ``slack`` is ``min(SLACK, tol / 10)``); otherwise (or if a
     level fails) ``info["refine_failed"]`` says why, a ``RuntimeWarning`` is issued and
-    ``sigma`` is returned unchanged. ``log``: the run's
-    :class:`ffu_cvx.smii.log.IterationLog`.
+    ``sigma`` is returned unchanged. The levels may spend
+    ``max(budget * main_hvp, REFINE_MIN_HVP)`` Hessian products (``main_hvp``: those
+    of the main solve); past it the polish stops the same way, with
+    ``info["refine_failed"]`` naming the budget. ``n_hvp`` counts the products spent
+    either way. ``log``: the run's :class:`ffu_cvx.smii.log.IterationLog`.
     """
     t0 = time.perf_counter()
     cost, allowed = privacy_cost(sigma, problem.B), lower_bound * (1.0 + tol)
+    max_hvp = max(validation.positive(budget, "refine_budget") * main_hvp, REFINE_MIN_HVP)
     try:
-        refined, levels, n_newton, n_hvp = refine_smii(problem, sigma, slack=min(SLACK, 0.1 * tol))
+        refined, levels, n_newton, n_hvp = refine_smii(problem, sigma, slack=min(SLACK, 0.1 * tol), max_hvp=max_hvp)
     except SolverError as err:
-        refined, levels, n_newton, n_hvp = None, [], err.nit or 0, 0
+        refined, levels, n_newton, n_hvp = None, [], err.nit or 0, err.info.get("n_hvp", 0)
         failed = str(err)
     else:
         refined = refined / float(variance_ratios(problem.L, refined, problem.c).max())
@@ -288,6 +321,6 @@ def polish(problem: FitnessProblem, sigma: np.ndarray, lower_bound: float, tol: 
         info["refine_failed"] = failed
         # stacklevel: polish <- Run.finish <- Run.run <- solve_smii <- its caller
         warnings.warn(f"SM-II refinement: {failed}; returning the unrefined optimum", RuntimeWarning, stacklevel=5)
-    log.note(f"refinement: {len(levels)} levels, {n_newton} Newton steps, {info['refine_time']:.2f} s"
-             + (f"; {info['refine_failed']}" if "refine_failed" in info else ""))
+    log.note(f"refinement: {len(levels)} levels, {n_newton} Newton steps, {n_hvp} Hessian products, "
+             f"{info['refine_time']:.2f} s" + (f"; {info['refine_failed']}" if "refine_failed" in info else ""))
     return sigma, info, n_hvp
