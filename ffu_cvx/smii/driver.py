@@ -301,7 +301,7 @@ class Run:
             grow = min(grow, max(opts.t_shift / self.t1, 1.0))
         self.sub_steps, self.settled = 0, False
         self.t1, self.t2 = self.t1 * grow, self.t2 * grow
-        sigma, self.c_int, a = normalise(p.sigma, self.B, self.L, self.c_int)
+        sigma, self.c_int, a = normalise(p.sigma, self.B, self.L, self.c_int, g=p.g)
         self.kappa *= a
         self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2, s1=s1, s2=s2)
         self.last_decrease = math.inf
