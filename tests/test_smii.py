@@ -638,3 +638,16 @@ def test_normalise_reuses_a_points_profile_exactly():
     q = evaluate(problem.B, problem.L, c_int, sigma, 1.0, 1.0)
     assert q.g.max() == pytest.approx(1.0, rel=1e-12) and q.h.max() == pytest.approx(1.0, rel=1e-12)
     assert q.cost(a) == pytest.approx(p.cost(1.0), rel=1e-12)
+
+
+def test_float32_auto_is_single_precision_from_k_1000_only():
+    from ffu_cvx.smii.options import FLOAT32_MIN_K, gd_options, smii_options
+    assert FLOAT32_MIN_K == 1000
+    assert smii_options().float32 == "auto"
+    assert smii_options().resolved(FLOAT32_MIN_K).float32 is True
+    assert smii_options().resolved(FLOAT32_MIN_K - 1).float32 is False
+    assert smii_options(float32=False).resolved(4096).float32 is False
+    assert smii_options(float32=True).resolved(8).float32 is True
+    assert gd_options().resolved(4096).float32 is False
+    with pytest.raises(ValueError, match="float32"):
+        smii_options(float32="single")
