@@ -1,7 +1,7 @@
 """Benchmark of SM-II at scale (README "Performance: SM-II").
 
 ``python -m experiments.bench_smii [--large] [--quick] [--sizes ...] [--tol 1e-3]
-[--max-time 600] [--float32] [--no-precondition] [--profile D] [--seeds S ...]``
+[--max-time 600] [--float32 | --float64] [--no-precondition] [--profile D] [--seeds S ...]``
 
 Prefix and random ranges (random targets, seed 0; ``--seeds`` for others) for d = 64,
 128, 256, 512, 1024 (and 2048 with ``--large``): wall time, Newton iterations, CG
@@ -9,7 +9,8 @@ iterations, Hessian products, alpha, certified gap and peak memory (``tracemallo
 of the solve and the process's maximum resident set size). ``--profile D`` runs the
 first of ``--workloads`` at D under cProfile and prints where the time goes. ``--quick`` runs d = 64 only. Cells are
 cached under ``results/cache/bench_smii`` (timings included: ``--force`` re-measures).
-``--float32`` evaluates CG's Hessian products in single precision and
+``--float32`` / ``--float64`` evaluate CG's Hessian products in single / double precision
+(default: the solver's ``"auto"``, single for k >= 1000) and
 ``--no-precondition`` runs the paper's plain CG (see :func:`ffu_cvx.smii.solve_smii`).
 On a shared machine run it as ``OPENBLAS_NUM_THREADS=1 python -m experiments.bench_smii``:
 oversubscribed BLAS threads slow small products down many times over.
@@ -81,7 +82,11 @@ def main(argv=None):
                    help="seeds of the random-ranges instances (prefix has none)")
     p.add_argument("--tol", type=float, default=1e-3, help="certified relative gap to stop at")
     p.add_argument("--max-time", type=float, default=600.0, help="per-solve time cap in seconds")
-    p.add_argument("--float32", action="store_true", help="single-precision Hessian products inside CG")
+    precision = p.add_mutually_exclusive_group()
+    precision.add_argument("--float32", action="store_const", const=True, dest="float32", default="auto",
+                           help="single-precision Hessian products inside CG (default: auto, k >= 1000)")
+    precision.add_argument("--float64", action="store_const", const=False, dest="float32",
+                           help="double-precision Hessian products inside CG")
     p.add_argument("--no-precondition", action="store_true", help="the paper's plain CG")
     p.add_argument("--profile", type=int, default=None, metavar="D",
                    help="profile the first of --workloads at D and exit")

@@ -622,3 +622,32 @@ def test_polish_shares_the_main_loop_line_search(monkeypatch):
     sigma, levels, n_newton, _ = smii.refine_smii(diagonal_problem(), raw.sigma)
     assert n_newton >= 1 and len(calls) >= n_newton
     np.testing.assert_allclose(sigma, np.diag([1.0, 100.0, 4.0]), rtol=1e-5, atol=1e-5)
+
+
+def test_normalise_reuses_a_points_profile_exactly():
+    # The driver passes the point's profile g to normalise, saving a factorisation: same result, bit for bit.
+    from ffu_cvx.smii.model import normalise
+    rng = np.random.default_rng(5)
+    problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(12, targets="random", seed=2))
+    p = evaluate(problem.B, problem.L, problem.c, random_spd(problem.k, rng), 1.0, 1.0)
+    plain, reused = normalise(p.sigma, problem.B, problem.L, problem.c), \
+        normalise(p.sigma, problem.B, problem.L, problem.c, g=p.g)
+    for x, y in zip(plain, reused):
+        np.testing.assert_array_equal(x, y)
+    sigma, c_int, a = reused
+    q = evaluate(problem.B, problem.L, c_int, sigma, 1.0, 1.0)
+    assert q.g.max() == pytest.approx(1.0, rel=1e-12) and q.h.max() == pytest.approx(1.0, rel=1e-12)
+    assert q.cost(a) == pytest.approx(p.cost(1.0), rel=1e-12)
+
+
+def test_float32_auto_is_single_precision_from_k_1000_only():
+    from ffu_cvx.smii.options import FLOAT32_MIN_K, gd_options, smii_options
+    assert FLOAT32_MIN_K == 1000
+    assert smii_options().float32 == "auto"
+    assert smii_options().resolved(FLOAT32_MIN_K).float32 is True
+    assert smii_options().resolved(FLOAT32_MIN_K - 1).float32 is False
+    assert smii_options(float32=False).resolved(4096).float32 is False
+    assert smii_options(float32=True).resolved(8).float32 is True
+    assert gd_options().resolved(4096).float32 is False
+    with pytest.raises(ValueError, match="float32"):
+        smii_options(float32="single")

@@ -301,7 +301,7 @@ class Run:
             grow = min(grow, max(opts.t_shift / self.t1, 1.0))
         self.sub_steps, self.settled = 0, False
         self.t1, self.t2 = self.t1 * grow, self.t2 * grow
-        sigma, self.c_int, a = normalise(p.sigma, self.B, self.L, self.c_int)
+        sigma, self.c_int, a = normalise(p.sigma, self.B, self.L, self.c_int, g=p.g)
         self.kappa *= a
         self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2, s1=s1, s2=s2)
         self.last_decrease = math.inf
@@ -418,9 +418,11 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         approximate inverse of the Hessian (:meth:`ffu_cvx.smii.model.Whitened.preconditioner`); False
         gives the paper's plain CG; "auto" preconditions when ``k > PRECONDITION_MIN_K``
         (below, its eigendecomposition per Newton step costs more than it saves).
-    float32 : bool, default False
+    float32 : bool or "auto", default "auto"
         Evaluate the Hessian products inside CG in single precision (about twice as fast
-        at large ``k``); gradients, line search and certificate stay in float64.
+        at large ``k``); gradients, line search and certificate stay in float64. "auto"
+        does so when ``k >= FLOAT32_MIN_K`` (1000; measured in
+        :mod:`ffu_cvx.smii.options`).
     verbose : bool, default False
         Print an iteration log (:mod:`ffu_cvx.smii.log`).
     array_backend : str, default "numpy"

@@ -323,19 +323,24 @@ def initial_sigma(problem: FitnessProblem, Q) -> np.ndarray:
     return s2 * S0
 
 
-def normalise(sigma, B, L, c_int):
+def normalise(sigma, B, L, c_int, g=None):
     """Rescale ``sigma`` and the internal targets so that ``max g = max h = 1``.
+
+    ``g`` (d,): the profile of ``sigma`` when already known (a :class:`Point`'s), which
+    saves a Cholesky factorisation and a triangular solve.
 
     Returns ``(sigma', c_int', a)``; the normalised cost ``max g * max h`` is unchanged.
     The driver keeps ``kappa``, the product of every ``a`` so far: the internal targets
     are ``kappa`` times the true ones, so ``max g * max h * kappa`` is the true normalised
     cost (:meth:`Point.cost`).
     """
-    fac = factor(sigma, B)
-    if fac is None:
-        raise SolverError("SM-II: an iterate lost positive definiteness; try a smaller `mu` or `radius`")
+    if g is None:
+        fac = factor(sigma, B)
+        if fac is None:
+            raise SolverError("SM-II: an iterate lost positive definiteness; try a smaller `mu` or `radius`")
+        g = fac[2]
     xp = of(sigma).xp
-    gmax = float(xp.max(fac[2]))
+    gmax = float(xp.max(g))
     hmax = float(xp.max(variance_ratios(L, sigma, c_int)))
     a = gmax * hmax
     return sigma * gmax, c_int * a, a
