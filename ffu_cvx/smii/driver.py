@@ -320,7 +320,8 @@ class Run:
         sigma = p.sigma / p.ratio(kappa)
         extra = {}
         if opts.refine and status == OPTIMAL:
-            sigma, extra, nh = polish(problem, sigma, lb, opts.tol, self.log)
+            sigma, extra, nh = polish(problem, sigma, lb, opts.tol, self.log, main_hvp=self.n_hvp,
+                                      budget=opts.refine_budget)
             self.n_hvp += nh
         elapsed = time.perf_counter() - self.start
         sol = Solution.from_sigma(problem, sigma, method=self.method.name, status=status, message=self.message,
@@ -413,6 +414,10 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         ``k <= REFINE_AUTO_MAX_K``. The soft max alone does not single it out when
         Problem 1 has many optima: at the ``t`` a small gap needs, the weights of the
         columns that are not tight underflow.
+    refine_budget : float, default 20
+        The polish may spend ``max(refine_budget x the main solve's Hessian products,
+        20000)`` products; past that it stops and the certified main result is returned
+        with ``info["refine_failed"]`` and a ``RuntimeWarning``.
     precondition : bool or "auto", default "auto"
         Run CG in the eigenbasis of the profile term's ``M`` with a diagonal-plus-rank-two
         approximate inverse of the Hessian (:meth:`ffu_cvx.smii.model.Whitened.preconditioner`); False
