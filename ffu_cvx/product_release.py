@@ -58,6 +58,15 @@ def _field(obj, name: str):
     return obj[name] if isinstance(obj, dict) and name in obj else getattr(obj, name)
 
 
+def _variances(source, workload: ProductWorkload) -> np.ndarray:
+    """The answers' variances (m,): the source's, or group by group where it keeps none
+    (a KronSolution of more than ``VARIANCES_MAX`` queries)."""
+    variances = _field(source, "variances")
+    if variances is None and hasattr(source, "group_variances"):
+        variances = np.concatenate([source.group_variances(g) for g in range(len(workload.groups))])
+    return np.asarray(variances, dtype=float)
+
+
 def _mechanism_text(source) -> str:
     if isinstance(source, GaussianMechanism):
         return source.description
@@ -94,7 +103,7 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
         counts = (Counts.from_histogram(workload.domain, counts) if np.ndim(counts) == 1 and not isinstance(counts, str)
                   else workload.domain.counts(counts))
     exact = workload.apply(counts)
-    variances = np.asarray(_field(source, "variances"), dtype=float)
+    variances = _variances(source, workload)
     if variances.shape != (workload.m,):
         raise ValueError(f"the mechanism's `variances` have shape {variances.shape}, the workload has {workload.m} "
                          "queries: it was solved for another workload")

@@ -160,3 +160,16 @@ def test_bases_give_the_same_workload_covariance():
     sigma2 = T @ sigma1 @ T.T
     assert np.allclose(L1 @ sigma1 @ L1.T, L2 @ sigma2 @ L2.T, atol=1e-10)
     assert np.allclose(ffu.privacy.profile(sigma1, B1), ffu.privacy.profile(sigma2, B2), rtol=1e-10)
+
+
+def test_exact_identity_is_its_own_decomposition_without_a_rank_test(monkeypatch):
+    def no_svd(W):
+        raise AssertionError("the identity needs no rank test")
+
+    monkeypatch.setattr(bs, "numerical_rank", no_svd)
+    B, L, name = bs.decompose(np.eye(5), "auto")
+    assert name == "identity" and np.array_equal(B, np.eye(5)) and np.array_equal(L, np.eye(5))
+    assert not bs.is_identity(np.eye(5)[:4]) and not bs.is_identity(2 * np.eye(3))
+    near = np.eye(3)
+    near[0, 1] = 1e-300
+    assert not bs.is_identity(near)

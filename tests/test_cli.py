@@ -13,6 +13,7 @@ import pytest
 
 import ffu_cvx as ffu
 from ffu_cvx import cli, privacy
+from ffu_cvx.kron import solution as kron_solution
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 METHOD = "sdp"
@@ -396,3 +397,28 @@ def test_structured_results_are_re_solved_on_release(tmp_path, capsys, monkeypat
     code, _, err = _run(capsys, "release", result, "--records", tmp_path / "p.csv", "--out", tmp_path / "b.csv")
     assert code == 2 and "`privacy_cost` records" in err and not (tmp_path / "b.csv").exists()
     assert _run(capsys, "report", result)[0] == 2
+
+
+def test_structured_result_above_the_recorded_variances_limit_releases(tmp_path, capsys, monkeypatch):
+    """A structured RESULT with too many queries to record their variances (null in the file)
+    still loads and releases; the answers' variances come group by group from the factors."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({**PRODUCT_SPEC, "method": "kron"}))
+    records = _records_csv(tmp_path / "people.csv")
+    full, small = tmp_path / "full.json", tmp_path / "small.json"
+    assert _run(capsys, "solve", spec, "--out", full, "--quiet")[0] == 0
+    assert _run(capsys, "release", full, "--records", records, "--out", tmp_path / "a.csv", "--seed", 4)[0] == 0
+    monkeypatch.setattr(kron_solution, "VARIANCES_MAX", 5)  # fewer than the workload's 10 queries
+    code, _, err = _run(capsys, "solve", spec, "--out", small, "--quiet")
+    assert code == 0, err
+    res = json.loads(small.read_text())
+    assert res["variances"] is None and res["max_ratio"] == json.loads(full.read_text())["max_ratio"]
+    code, _, err = _run(capsys, "release", small, "--records", records, "--out", tmp_path / "b.csv", "--seed", 4)
+    assert code == 0, err
+    a, b = _answers(tmp_path / "a.csv"), _answers(tmp_path / "b.csv")
+    assert [(r["answer"], r["variance"]) for r in a] == [(r["answer"], r["variance"]) for r in b]
+    # An edited file that records variances where none can be checked is refused.
+    res["variances"] = [1.0] * 10
+    small.write_text(json.dumps(res))
+    code, _, err = _run(capsys, "release", small, "--records", records, "--out", tmp_path / "c.csv", "--seed", 4)
+    assert code == 2 and "variances" in err and not (tmp_path / "c.csv").exists()

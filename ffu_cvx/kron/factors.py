@@ -31,9 +31,11 @@ def _closed_form(problem: FitnessProblem, blocks) -> Solution | None:
     if len(blocks) != 1 or blocks[0].kind not in ("identity", "total") or np.ptp(problem.c) != 0:
         return None
     c = float(problem.c[0])
-    # L is square and invertible here (B = I, or the one row of the total), so
-    # diag(L Sigma L^T) = c exactly
-    sigma = c * np.linalg.inv(problem.L.T @ problem.L)
+    if problem.basis == "identity" and blocks[0].kind == "identity":
+        sigma = c * np.eye(problem.d)  # L = W = I
+    else:
+        # L is square and invertible (the one row of the total), so diag(L Sigma L^T) = c exactly
+        sigma = c * np.linalg.inv(problem.L.T @ problem.L)
     n = problem.d
     lam = np.full(n, 1.0 / n)
     mu = np.full(problem.m, 1.0 / (problem.m * c))
