@@ -7,12 +7,15 @@ fastest), so cell ``(x_1, ..., x_a)`` is column ``numpy.ravel_multi_index(x, dom
 ``labels`` names the query group of every row (the groups of the paper's tables).
 
 Builders (paper section and table in brackets): :func:`prefix` (Tables 2, 3),
-:func:`random_ranges` (§7.3, Tables 5, 6), :func:`random_pm1` (§7.4, Tables 7, 8),
+:func:`random_ranges` (§7.3, Tables 5, 6), :func:`tree` (hierarchical ranges, the
+nodes of a ``b``-ary tree over the domain), :func:`random_pm1` (§7.4, Tables 7, 8),
 :func:`pl94` (§7.2, Table 4), :func:`age_pyramid` (§7.5, Table 9), :func:`marginals_a`
 and :func:`marginals_b` (§7.6, Figures 2, 3), :func:`from_matrix` for users' own
 workloads, and :func:`marginal_queries` for any marginal of any domain. Randomised
 builders take an integer ``seed`` and are deterministic given it; the seed is recorded
-in ``Workload.params``.
+in ``Workload.params``. Targets (``targets=``, see :data:`TARGET_KINDS`): ``"uniform"``
+(all 1), ``"random"`` (U(1, 10)) or ``"decades"`` (log-uniform over 1..1000, so the
+targets, and with them the dual multipliers, spread over three decades).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ __all__ = [
     "Workload",
     "prefix",
     "random_ranges",
+    "tree",
+    "TARGET_KINDS",
     "random_pm1",
     "pl94",
     "PL94_RACES",
@@ -93,19 +98,32 @@ def _check_fits(m: int, d: int, builder: str, value: int) -> None:
                 "use a smaller `d` (every method here needs W dense; the SDP far more than W)")
 
 
-def prefix(d: int) -> Workload:
+def prefix(d: int, targets: str = "uniform", seed: int = 0) -> Workload:
     """Prefix (one-sided range) queries on an ordered domain of size ``d``: Tables 2 and 3.
 
     ``W`` is the (d, d) upper-triangular ones matrix ``U`` of the paper (``W[i, j] = 1``
-    for ``i <= j``), targets 1. Row ``i`` counts cells ``i..d-1``: a prefix on the
-    reversed domain, which is the same workload up to relabelling the cells.
+    for ``i <= j``), targets 1 by default (``targets``: one of :data:`TARGET_KINDS`,
+    drawn with ``numpy.random.default_rng(seed)``; the seed matters for the random
+    kinds only). Row ``i`` counts cells ``i..d-1``: a prefix on the reversed domain,
+    which is the same workload up to relabelling the cells.
     """
     d = _check_size(d)
+    targets = _check_targets(targets)
+    seed = _check_seed(seed)
     _check_fits(d, d, "prefix", d)
-    return Workload(np.triu(np.ones((d, d))), np.ones(d), ("prefix",) * d, (d,), f"prefix(d={d})", {"d": d})
+    c = draw_targets(np.random.default_rng(seed), targets, d)
+    if targets == "uniform":
+        name, params = f"prefix(d={d})", {"d": d}
+    else:
+        name, params = f"prefix(d={d}, targets={targets!r}, seed={seed})", {"d": d, "targets": targets, "seed": seed}
+    return Workload(np.triu(np.ones((d, d))), c, ("prefix",) * d, (d,), name, params)
 
 
-TARGET_KINDS = ("uniform", "random")
+#: The target kinds of the randomised builders (``targets=``): all 1, U(1, 10), and
+#: log-uniform over 1..DECADES_MAX (targets spread over decades).
+TARGET_KINDS = ("uniform", "random", "decades")
+#: ``"decades"`` targets are ``10 ** U(0, log10(DECADES_MAX))``: three decades.
+DECADES_MAX = 1000.0
 
 #: Largest number of entries of a dense W the marginal builders will allocate (1 GiB).
 _MAX_ENTRIES = 2**27
@@ -123,6 +141,15 @@ def _check_targets(targets) -> str:
     if not isinstance(targets, str) or targets.lower() not in TARGET_KINDS:
         raise ValueError(f"`targets` must be one of {TARGET_KINDS}, got {targets!r}")
     return targets.lower()
+
+
+def draw_targets(rng: np.random.Generator, targets: str, m: int) -> np.ndarray:
+    """``m`` targets of kind ``targets`` (checked): ones, U(1, 10) or log-uniform over 1..DECADES_MAX."""
+    if targets == "uniform":
+        return np.ones(m)
+    if targets == "random":
+        return rng.uniform(1.0, 10.0, size=m)
+    return 10.0 ** rng.uniform(0.0, np.log10(DECADES_MAX), size=m)
 
 
 def _check_domain(domain) -> tuple[int, ...]:
@@ -146,9 +173,9 @@ def random_ranges(d: int, targets: str = "uniform", seed: int = 0) -> Workload:
     ----------
     d : int
         Domain size (>= 1).
-    targets : {"uniform", "random"}
+    targets : {"uniform", "random", "decades"}
         ``"uniform"``: every target is 1 (Table 5); ``"random"``: targets drawn
-        independently from U(1, 10) (Table 6).
+        independently from U(1, 10) (Table 6); ``"decades"``: log-uniform over 1..1000.
     seed : int
         Seed of the ``numpy.random.Generator`` drawing end points, then targets.
 
@@ -178,9 +205,61 @@ def random_ranges(d: int, targets: str = "uniform", seed: int = 0) -> Workload:
     lo, hi = ends.min(axis=1), ends.max(axis=1)
     cells = np.arange(d)
     W = ((cells >= lo[:, None]) & (cells <= hi[:, None])).astype(float)
-    c = np.ones(m) if targets == "uniform" else rng.uniform(1.0, 10.0, size=m)
+    c = draw_targets(rng, targets, m)
     name = f"random_ranges(d={d}, targets={targets!r}, seed={seed})"
     return Workload(W, c, ("range",) * m, (d,), name, {"d": d, "targets": targets, "seed": seed})
+
+
+def tree(d: int, branching: int = 4, targets: str = "uniform", seed: int = 0) -> Workload:
+    """Hierarchical range queries: every node of a ``branching``-ary tree over ``d`` ordered cells.
+
+    The root counts all cells; each node's range is split into ``branching`` contiguous
+    blocks as equal as possible (sizes differ by at most one, larger ones first; fewer
+    blocks when the range has fewer cells), down to single cells, the leaves. A node of
+    one cell is a leaf and is not split again.
+
+    Parameters
+    ----------
+    d : int
+        Domain size (>= 1).
+    branching : int
+        Children per node (>= 2).
+    targets : {"uniform", "random", "decades"}
+        See :data:`TARGET_KINDS`; drawn independently per query from
+        ``numpy.random.default_rng(seed)``.
+    seed : int
+        Seed of the targets.
+
+    Returns
+    -------
+    Workload
+        ``W`` (m, d) with 0/1 rows, one contiguous run of ones each, in breadth-first order
+        (the root first); ``labels`` ``"level0"``, ``"level1"``, ... by depth. For ``d =
+        branching**h`` there are ``(branching**(h+1) - 1) / (branching - 1)`` queries.
+    """
+    d = _check_size(d)
+    branching = _check_size(branching, "branching", 2)
+    targets = _check_targets(targets)
+    seed = _check_seed(seed)
+    nodes, level, depth = [], [(0, d)], 0
+    while level:
+        nodes += [(lo, hi, depth) for lo, hi in level]
+        children = []
+        for lo, hi in level:
+            if hi - lo > 1:
+                sizes = [len(part) for part in np.array_split(np.arange(lo, hi), min(branching, hi - lo))]
+                edges = lo + np.concatenate([[0], np.cumsum(sizes)])
+                children += list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+        level, depth = children, depth + 1
+    m = len(nodes)
+    _check_fits(m, d, "tree", d)
+    cells = np.arange(d)
+    lo, hi = np.array([n[0] for n in nodes]), np.array([n[1] for n in nodes])
+    W = ((cells >= lo[:, None]) & (cells < hi[:, None])).astype(float)
+    c = draw_targets(np.random.default_rng(seed), targets, m)
+    labels = tuple(f"level{n[2]}" for n in nodes)
+    name = f"tree(d={d}, branching={branching}, targets={targets!r}, seed={seed})"
+    return Workload(W, c, labels, (d,), name, {"d": d, "branching": branching, "targets": targets, "seed": seed})
 
 
 def random_pm1(d: int, targets: str = "uniform", seed: int = 0, p_plus: float = 0.2) -> Workload:
@@ -192,11 +271,12 @@ def random_pm1(d: int, targets: str = "uniform", seed: int = 0, p_plus: float = 
     ----------
     d : int
         Domain size (>= 1).
-    targets : {"uniform", "random"}
+    targets : {"uniform", "random", "decades"}
         ``"uniform"``: every target is 1 (Table 7). ``"random"`` (Table 8): the first
         ``m // 10`` queries (``m = 2 d``) are "important" with targets from U(1, 3), the
         others get targets from U(10, 15). Rows are independent and identically
         distributed, so taking the first tenth is the same as a random tenth.
+        ``"decades"``: every target log-uniform over 1..1000.
     seed : int
         Seed of the ``numpy.random.Generator`` drawing entries, then targets.
     p_plus : float
@@ -207,7 +287,7 @@ def random_pm1(d: int, targets: str = "uniform", seed: int = 0, p_plus: float = 
     Returns
     -------
     Workload
-        ``W`` (2 d, d); labels ``"pm1"`` for uniform targets, ``"important"`` /
+        ``W`` (2 d, d); labels ``"pm1"`` for uniform and decades targets, ``"important"`` /
         ``"regular"`` for random targets.
     """
     d = _check_size(d)
@@ -221,8 +301,8 @@ def random_pm1(d: int, targets: str = "uniform", seed: int = 0, p_plus: float = 
     rng = np.random.default_rng(seed)
     m = 2 * d
     W = np.where(rng.random((m, d)) < p_plus, 1.0, -1.0)
-    if targets == "uniform":
-        c, labels = np.ones(m), ("pm1",) * m
+    if targets != "random":
+        c, labels = draw_targets(rng, targets, m), ("pm1",) * m
     else:
         n_imp = m // 10
         c = np.concatenate([rng.uniform(1.0, 3.0, size=n_imp), rng.uniform(10.0, 15.0, size=m - n_imp)])

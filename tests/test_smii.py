@@ -651,3 +651,21 @@ def test_float32_auto_is_single_precision_from_k_1000_only():
     assert gd_options().resolved(4096).float32 is False
     with pytest.raises(ValueError, match="float32"):
         smii_options(float32="single")
+
+
+def test_damped_shift_is_capped_per_update_and_floored():
+    x = np.array([1.0, 0.99, 0.5, 0.0])
+    t = 30.0
+    first = driver.damped_shift(x, t)
+    # The first update: 0.7 of the log weights, each at most SHIFT_CAP below the largest.
+    logw = t * x - np.log(np.sum(np.exp(t * x)))
+    want = driver.SHIFT_DAMP * logw
+    np.testing.assert_allclose(first[:2] - first.max(), want[:2] - want.max(), rtol=1e-12)
+    np.testing.assert_allclose(first[2:] - first.max(), -driver.SHIFT_CAP, rtol=1e-12)
+    # Repeated updates: the slack entries fall by SHIFT_CAP each time until SHIFT_FLOOR.
+    s = first
+    for k in range(2, 12):
+        s = driver.damped_shift(x, t, s)
+        expect = -min(k * driver.SHIFT_CAP, driver.SHIFT_FLOOR)
+        np.testing.assert_allclose(s[2:] - s.max(), expect, rtol=1e-12)
+    assert np.all(s - s.max() >= -driver.SHIFT_FLOOR - 1e-12)

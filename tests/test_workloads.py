@@ -261,3 +261,81 @@ def test_every_builder_gives_a_valid_problem():
         assert prob.m == w.m and prob.d == w.d == int(np.prod(w.domain))
         assert len(prob.labels) == w.m
         assert not w.W.flags.writeable
+
+
+# ---------------------------------------------------------------- tree and decades targets
+
+
+def _runs(W):
+    """(first, last + 1) of each row's one contiguous run of ones."""
+    out = []
+    for row in W:
+        ones = np.flatnonzero(row)
+        assert ones.size >= 1 and np.all(np.diff(ones) == 1)
+        out.append((int(ones[0]), int(ones[-1]) + 1))
+    return out
+
+
+@pytest.mark.parametrize("d, branching, m", [(16, 4, 1 + 4 + 16), (8, 2, 15), (64, 4, 85), (1, 4, 1)])
+def test_tree_counts_and_levels_partition_the_domain(d, branching, m):
+    w = wl.tree(d, branching, seed=3)
+    assert w.W.shape == (m, d) and set(np.unique(w.W)) <= {0.0, 1.0}
+    assert w.params == {"d": d, "branching": branching, "targets": "uniform", "seed": 3}
+    assert np.array_equal(w.c, np.ones(m)) and w.labels[0] == "level0"
+    for level in sorted(set(w.labels)):
+        rows = w.W[[lab == level for lab in w.labels]]
+        # Each level's ranges are disjoint and cover the domain.
+        np.testing.assert_array_equal(rows.sum(axis=0), np.ones(d))
+    runs = _runs(w.W)
+    assert runs[0] == (0, d) and sorted(runs[-d:]) == [(i, i + 1) for i in range(d)]
+
+
+def test_tree_uneven_split_and_children_nest_in_parents():
+    w = wl.tree(10, 4)
+    runs = _runs(w.W)
+    # 10 cells: blocks of 3, 3, 2, 2; then 1 + 1 + 1 per block of 3 and 1 + 1 per block of 2.
+    assert runs[1:5] == [(0, 3), (3, 6), (6, 8), (8, 10)]
+    assert w.m == 1 + 4 + 10 and w.labels.count("level2") == 10
+    assert _rank(w.W) == 10
+
+
+@pytest.mark.parametrize("build", [lambda t, s: wl.prefix(400, targets=t, seed=s),
+                                   lambda t, s: wl.random_ranges(200, targets=t, seed=s),
+                                   lambda t, s: wl.random_pm1(200, targets=t, seed=s),
+                                   lambda t, s: wl.tree(256, targets=t, seed=s)])
+def test_decades_targets_are_log_uniform_over_three_decades(build):
+    c = build("decades", 5).c
+    assert c.size >= 341 and c.min() >= 1.0 and c.max() <= wl.DECADES_MAX
+    u = np.log10(c)
+    # U(0, 3): mean 1.5, sd 0.87; with >= 341 draws the mean is within 0.2 (> 4 sd) and
+    # each decade holds between a fifth and a half of the targets.
+    assert abs(u.mean() - 1.5) < 0.2
+    for lo in range(3):
+        assert 0.2 < np.mean((u >= lo) & (u < lo + 1)) < 0.5
+    np.testing.assert_array_equal(build("decades", 5).c, c)
+    assert not np.array_equal(build("decades", 6).c, c)
+
+
+def test_prefix_targets_default_is_unchanged_and_random_kinds_are_recorded():
+    w = wl.prefix(6)
+    assert w.name == "prefix(d=6)" and w.params == {"d": 6} and np.array_equal(w.c, np.ones(6))
+    r = wl.prefix(6, targets="random", seed=2)
+    assert r.params == {"d": 6, "targets": "random", "seed": 2} and 1.0 <= r.c.min() <= r.c.max() <= 10.0
+    np.testing.assert_array_equal(r.W, w.W)
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: wl.tree(0), "`d`"),
+        (lambda: wl.tree(8, branching=1), "`branching`"),
+        (lambda: wl.tree(8, branching=2.0), "`branching`"),
+        (lambda: wl.tree(8, targets="log"), "`targets`.*decades"),
+        (lambda: wl.tree(8, seed=-2), "`seed`"),
+        (lambda: wl.prefix(8, targets="gaussian"), "`targets`"),
+        (lambda: wl.prefix(8, targets="decades", seed=1.5), "`seed`"),
+    ],
+)
+def test_tree_and_prefix_bad_arguments_name_the_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

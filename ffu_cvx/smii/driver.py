@@ -23,8 +23,8 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
 - Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` it stops growing and
   each sub-problem weights its soft maxes by the previous one's weights,
   ``smax = (1/t) log sum_i lam_i exp(t x_i)`` (``log lam`` moved ``SHIFT_DAMP`` of the
-  way to the log of the last weights, falling by at most ``SHIFT_CAP`` per update
-  relative to the largest; :func:`damped_shift`): a damped exponential method of
+  way to the log of the last weights, falling by at most ``SHIFT_CAP`` per update and
+  to at most ``SHIFT_FLOOR`` below the largest; :func:`damped_shift`): a damped exponential method of
   multipliers, whose fixed points are Problem 3's KKT points at any ``t``. The soft
   max's bias of order ``log(d) / t`` is then removed by the multipliers instead of by
   sharpening, and the sub-problems stay as well conditioned as at ``t_shift``: a few
@@ -78,6 +78,17 @@ SHIFT_DAMP = 0.7
 #: soft max soon stops seeing them (see ``REGRESS``); capped at 2, random ranges
 #: d = 1024 took 43 / 47 / 57 s for seeds 0 / 1 / 2 against 47 / 69 / 68 s.
 SHIFT_CAP = 2.0
+#: No log multiplier falls more than this below the largest, however many updates: the
+#: soft max keeps seeing every constraint (weight >= e^-11 before its own exp(t x)), so a
+#: sub-problem's ``F`` is not flat along directions that violate a slack constraint and
+#: the iterate drifts there less often (fewer ``REGRESS`` restarts). Its bias, e^-11
+#: exp(-t slack) per slack constraint, is far below ``tol`` at ``t >= t_shift``. Newton
+#: steps at tol 1e-4, d = 512, without a floor -> floor 11: prefix with decades targets
+#: 100 -> 94, 4-ary tree with random targets 118 -> 82, random ranges seeds 0 / 1
+#: 39 / 48 -> 39 / 40, prefix 22 -> 22 (floor 10: 76, 95, 39 / 42; floor 9: 89, 129,
+#: 41 / 53). At d = 256 floor 10 did as well, but a torch run of random ranges d = 32
+#: then parted from numpy's by 1.5e-10; bench_smii at tol 1e-3 (d = 512, 1,024) is unchanged.
+SHIFT_FLOOR = 11.0
 #: A sub-problem also ends after a full Newton step that decreased ``F`` by less than
 #: this multiple of the Newton-decrement threshold: the step is kept, and the direction
 #: that would only confirm the end (a frame and MAXCG products) is not computed. Random
@@ -107,7 +118,8 @@ def damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
     """The next log multipliers (n,): ``(1 - theta) shift + theta log w``, ``w`` the
     weights of :func:`ffu_cvx.smii.model.softmax` (computed in the log domain, finite
     where they underflow), ``theta = SHIFT_DAMP``; ``shift = None`` counts as uniform.
-    Relative to the largest, no entry falls by more than ``SHIFT_CAP`` in one update."""
+    Relative to the largest, no entry falls by more than ``SHIFT_CAP`` in one update, nor
+    ever below ``-SHIFT_FLOOR``."""
     xp = of(x).xp
     y, _ = logits(x, t, shift)
     logw = y - math.log(float(xp.sum(xp.exp(y))))
@@ -116,7 +128,7 @@ def damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
     else:
         new, before = (1.0 - SHIFT_DAMP) * shift + SHIFT_DAMP * logw, shift - xp.max(shift)
     top = float(xp.max(new))
-    return top + xp.maximum(new - top, before - SHIFT_CAP)
+    return top + xp.maximum(xp.maximum(new - top, before - SHIFT_CAP), -SHIFT_FLOOR)
 
 
 class Best(NamedTuple):
@@ -398,8 +410,9 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         Sharpness at which ``t1`` stops growing by default (None or inf: never, the
         paper's schedule). From there on each sub-problem's soft maxes are weighted by
         the previous one's, ``smax = (1/t) log sum_i lam_i exp(t x_i)``, with ``log lam``
-        moved 0.7 of the way to the log of the last weights but by at most 2 below the
-        largest (a damped exponential method of multipliers): its fixed points are
+        moved 0.7 of the way to the log of the last weights but falling by at most 2 per
+        update and to at most 11 below the largest (a damped exponential method of
+        multipliers): its fixed points are
         Problem 3's KKT points at any ``t``, so the soft-max bias no longer needs
         ``t ~ log(d) / tol``. ``t1, t2`` grow again (by at
         most 3) only when two shifted sub-problems in a row do not improve on the best
