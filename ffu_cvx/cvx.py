@@ -63,7 +63,7 @@ __all__ = [
     "STATUS_MAP", "FORMULATIONS", "SOLVERS", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
     "solve_model", "raw_status", "reciprocal_program", "ca_program",
     "LevelResult", "lmi_order", "pick_solver", "solver_kwargs", "solve_level", "normalise_sigma", "reject_if_far",
-    "WARM_MAX_ITERS", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS", "WARM_SCS_OPTIONS", "solve_warm", "certified_gap",
+    "WARM_MAX_ITERS", "WARM_CHUNK_ITERS", "WARM_WALK_FACTOR", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS", "WARM_SCS_OPTIONS", "solve_warm", "certified_gap",
 ]
 
 #: CVXPY status -> ours. Anything unmapped (infeasible, unbounded, user limit, solver
@@ -418,9 +418,9 @@ def reject_if_far(gap: float, *, solver: str, raw: str, nit: int | None) -> None
 
 # --------------------------------------------------------------------------- warm-started SCS
 
-#: SCS iteration limit of each :func:`solve_warm` attempt: prefix d = 256 needs 4,625
-#: iterations; on the dense Gaussian workload (d = 64), where SCS stalls from any start,
-#: the limit is what the fallback to Clarabel waits for (20,000: 7 s).
+#: SCS iteration limit of each tolerance of a :func:`solve_warm` attempt: prefix d = 256
+#: needs 4,625 iterations; where SCS stalls from any start (the dense Gaussian workload,
+#: d = 64) :data:`WARM_WALK_FACTOR` usually stops it long before.
 WARM_MAX_ITERS = 20_000
 
 #: :func:`solve_warm` aims at a certified gap of ``tol`` times this (a margin, so that
@@ -436,6 +436,20 @@ WARM_MIN_EPS = 1e-11
 #: with it and 1,425 (10 s) without, where a cold solve takes 11,000-15,000 at any eps
 #: from 1e-6 to 1e-9.
 WARM_SCS_OPTIONS = {"adaptive_scale": False}
+
+#: :func:`solve_warm` stops SCS after this many iterations to check the certified gap,
+#: then resumes it from its last point. SCS's own residual test can lag far behind the
+#: gap: on the authors' range workload (d = 64, order 191) the gap reached 1e-7 after
+#: 1,500 iterations (12 s) while SCS ran on to its limit of 20,000 (156 s).
+WARM_CHUNK_ITERS = 500
+
+#: :func:`solve_warm` gives up (and "auto" falls back to the next solver) when SCS's
+#: certified gap after a chunk exceeds this many times the start's (or the aim, if
+#: larger): SCS is walking away from the start. On the dense Gaussian C A workload
+#: (d = 64) the gap went from the start's 2.5e-7 to 8.3e-5 in 500 iterations and was
+#: still 8.5e-6 when SCS stopped, 16,575 iterations later; on prefix and ranges it stays
+#: near the start's or falls.
+WARM_WALK_FACTOR = 100.0
 
 #: SCS's ``status_val`` -> ours (1 solved, 2 solved inaccurate: e.g. at ``max_iters``);
 #: -5 is SIGINT, anything else a failure.
@@ -528,6 +542,63 @@ def _inverse_scs_point(B: np.ndarray, L: np.ndarray, sigma: np.ndarray, lam: np.
     return x, np.concatenate([lam, mu, _svec(G)]), np.concatenate([p.max() - p, 1.0 - np.diag(Y), _svec(Z)])
 
 
+def _start_gap(problem: FitnessProblem, sigma, lam, mu) -> float:
+    """Certified relative gap of a warm start (``inf`` when it cannot be evaluated)."""
+    start = LevelResult(value=math.nan, sigma=np.asarray(sigma, dtype=float), lam=np.asarray(lam, dtype=float),
+                        mu=np.asarray(mu, dtype=float), status=OPTIMAL, solver="start", nit=0, compile_time=0.0,
+                        solve_time=0.0)
+    return certified_gap(problem, start)
+
+
+class _WarmRun:
+    """SCS on one data set, run in chunks of :data:`WARM_CHUNK_ITERS` iterations, each
+    resumed from the last point, so that the certified gap is checked between them."""
+
+    def __init__(self, problem, data, cone, f, *, compile_time, verbose, solver_options):
+        self.problem, self.data, self.cone, self.f = problem, data, cone, f
+        self.compile_time, self.solve_time, self.nit = compile_time, 0.0, 0
+        self.verbose, self.solver_options, self.point = verbose, solver_options or {}, None
+
+    def until(self, x, y, s, *, eps: float, aim: float, give_up: float,
+              max_iters: int) -> tuple[LevelResult, float, bool]:
+        """Run at tolerance ``eps`` from ``(x, y, s)`` until SCS converges, the certified gap
+        is at most ``aim`` or above ``give_up``, or ``max_iters`` are spent. Returns
+        ``(level, gap, converged)``."""
+        import scs
+
+        problem, k, used = self.problem, self.problem.k, 0
+        while True:
+            opts = dict(WARM_SCS_OPTIONS, eps_abs=eps, eps_rel=eps, verbose=self.verbose,
+                        max_iters=min(WARM_CHUNK_ITERS, max_iters - used), **self.solver_options)
+            out = scs.SCS(self.data, self.cone, **opts).solve(warm_start=True, x=x, y=y, s=s)
+            info = out["info"]
+            used += int(info["iter"])
+            self.nit += int(info["iter"])
+            self.solve_time += (info["setup_time"] + info["solve_time"]) / 1000.0
+            if info["status_val"] == SCS_SIGINT:
+                raise KeyboardInterrupt(f"SDP (warm) on {problem!r}: SCS was interrupted")
+            status = SCS_STATUS.get(info["status_val"])
+            if status is None:
+                raise SolverError(f"SDP (warm) on {problem!r}: SCS returned status {info['status']!r}; Problem 1 "
+                                  "is always feasible, so this is a numerical failure: try `warm_start=None` or "
+                                  "`solver='CLARABEL'`", status=str(info["status"]), nit=self.nit)
+            x, y, s = self.point = out["x"], out["y"], out["s"]
+            X = _unsvec(x[1:1 + k * (k + 1) // 2], k)
+            try:
+                sigma = linalg.cho_solve(linalg.cho_factor(X, lower=True), np.eye(k), check_finite=False)
+            except linalg.LinAlgError:
+                raise SolverError(f"SDP (warm) on {problem!r}: SCS returned a singular X ({info['status']!r}); "
+                                  "try `warm_start=None`", status=SOLVER_ERROR, nit=self.nit) from None
+            level = LevelResult(value=float(x[0]) * self.f, sigma=0.5 * (sigma + sigma.T) / self.f,
+                                lam=np.clip(y[:problem.d], 0.0, None),
+                                mu=np.clip(y[problem.d:problem.d + problem.m], 0.0, None) / problem.c,
+                                status=status, solver="SCS", nit=self.nit, compile_time=self.compile_time,
+                                solve_time=self.solve_time, raw_status=str(info["status"]))
+            gap = certified_gap(problem, level)
+            if status == OPTIMAL or gap <= aim or gap > give_up or used >= max_iters:
+                return level, gap, status == OPTIMAL
+
+
 def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: np.ndarray, *, tol: float = 1e-6,
                max_iters: int = WARM_MAX_ITERS, solver_options: dict | None = None,
                verbose: bool = False) -> LevelResult:
@@ -537,52 +608,30 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
     scale does not matter). SCS runs with :data:`WARM_SCS_OPTIONS` at tolerance
     ``tol * WARM_EPS_FACTOR``, tightened tenfold (resuming from its own last point)
     while the certified gap exceeds ``tol * WARM_GAP_FACTOR``, down to
-    :data:`WARM_MIN_EPS` or until it stops at ``max_iters``. Returns a
+    :data:`WARM_MIN_EPS` or until it stops at ``max_iters`` (per tolerance). The gap is
+    checked every :data:`WARM_CHUNK_ITERS` iterations: SCS stops as soon as it is below
+    that aim, or above :data:`WARM_WALK_FACTOR` times the start's (SCS walking away). Returns a
     :class:`LevelResult` (solver ``"SCS"``, ``nit`` summed over the attempts):
     ``"optimal"`` when the certified gap is at most ``tol``, else
     ``"optimal_inaccurate"``; raises ``SolverError`` on a solver failure or a gap above
     :data:`FAIL_GAP`, ``KeyboardInterrupt`` when SCS caught Ctrl-C.
     """
-    import scs
-
     tol = validation.positive(tol, "tol")
-    k = problem.k
     t0 = time.perf_counter()
     f, L_scaled = _scaled(problem)
     data, cone = _inverse_scs_data(problem.B, L_scaled)
     x, y, s = _inverse_scs_point(problem.B, L_scaled, np.asarray(sigma, dtype=float), np.asarray(lam, dtype=float),
                                  np.asarray(mu, dtype=float) * problem.c)
-    compile_time, solve_time, nit, eps = time.perf_counter() - t0, 0.0, 0, tol * WARM_EPS_FACTOR
+    run = _WarmRun(problem, data, cone, f, compile_time=time.perf_counter() - t0, verbose=verbose,
+                   solver_options=solver_options)
+    eps, aim = tol * WARM_EPS_FACTOR, tol * WARM_GAP_FACTOR
+    give_up = WARM_WALK_FACTOR * max(_start_gap(problem, sigma, lam, mu), aim)
     while True:
-        opts = dict(WARM_SCS_OPTIONS, eps_abs=eps, eps_rel=eps, max_iters=max_iters, verbose=verbose,
-                    **(solver_options or {}))
-        out = scs.SCS(data, cone, **opts).solve(warm_start=True, x=x, y=y, s=s)
-        info = out["info"]
-        nit += int(info["iter"])
-        solve_time += (info["setup_time"] + info["solve_time"]) / 1000.0
-        if info["status_val"] == SCS_SIGINT:
-            raise KeyboardInterrupt(f"SDP (warm) on {problem!r}: SCS was interrupted")
-        status = SCS_STATUS.get(info["status_val"])
-        if status is None:
-            raise SolverError(f"SDP (warm) on {problem!r}: SCS returned status {info['status']!r}; Problem 1 is "
-                              "always feasible, so this is a numerical failure: try `warm_start=None` or "
-                              "`solver='CLARABEL'`", status=str(info["status"]), nit=nit)
-        x, y, s = out["x"], out["y"], out["s"]
-        X = _unsvec(x[1:1 + k * (k + 1) // 2], k)
-        try:
-            sigma_s = linalg.cho_solve(linalg.cho_factor(X, lower=True), np.eye(k), check_finite=False)
-        except linalg.LinAlgError:
-            raise SolverError(f"SDP (warm) on {problem!r}: SCS returned a singular X ({info['status']!r}); try "
-                              "`warm_start=None`", status=SOLVER_ERROR, nit=nit) from None
-        level = LevelResult(value=float(x[0]) * f, sigma=0.5 * (sigma_s + sigma_s.T) / f,
-                            lam=np.clip(y[:problem.d], 0.0, None),
-                            mu=np.clip(y[problem.d:problem.d + problem.m], 0.0, None) / problem.c,
-                            status=status, solver="SCS", nit=nit, compile_time=compile_time, solve_time=solve_time,
-                            raw_status=str(info["status"]))
-        gap = certified_gap(problem, level)
-        if gap <= tol * WARM_GAP_FACTOR or eps <= WARM_MIN_EPS or status != OPTIMAL:
+        level, gap, converged = run.until(x, y, s, eps=eps, aim=aim, give_up=give_up, max_iters=max_iters)
+        x, y, s = run.point
+        if gap <= aim or eps <= WARM_MIN_EPS or not converged or gap > give_up:
             break
         eps /= 10.0
     if not gap <= tol:
-        reject_if_far(gap, solver="SCS", raw=level.raw_status, nit=nit)
+        reject_if_far(gap, solver="SCS", raw=level.raw_status, nit=level.nit)
     return dataclasses.replace(level, status=OPTIMAL if gap <= tol else OPTIMAL_INACCURATE)
