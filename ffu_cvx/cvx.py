@@ -57,11 +57,11 @@ from .problem import FitnessProblem
 from .status import OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, SolverError
 
 __all__ = [
-    "STATUS_MAP", "FORMULATIONS", "SOLVERS", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP", "solve_model",
-    "raw_status", "reciprocal_program", "ca_program", "LevelResult", "lmi_order", "pick_solver", "solver_kwargs",
-    "solve_level", "normalise_sigma", "reject_if_far", "WARM_MAX_ITERS", "WARM_CHUNK_ITERS", "WARM_WALK_FACTOR",
-    "WARM_HIGH_SCALE", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS", "WARM_SCS_OPTIONS", "solve_warm",
-    "certified_gap"]
+    "STATUS_MAP", "PANIC", "FORMULATIONS", "SOLVERS", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
+    "solve_model", "raw_status", "reciprocal_program", "ca_program", "LevelResult", "lmi_order", "pick_solver",
+    "solver_kwargs", "solve_level", "normalise_sigma", "reject_if_far", "WARM_MAX_ITERS", "WARM_CHUNK_ITERS",
+    "WARM_WALK_FACTOR", "WARM_HIGH_SCALE", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS", "WARM_SCS_OPTIONS",
+    "solve_warm", "certified_gap"]
 
 #: CVXPY status -> ours. Anything unmapped (infeasible, unbounded, user limit, solver
 #: error, ...) is a failure.
@@ -71,6 +71,10 @@ STATUS_MAP = {"optimal": OPTIMAL, "optimal_inaccurate": OPTIMAL_INACCURATE}
 #: installs its own handler during a solve and returns status "interrupted" (which
 #: CVXPY reports as a solver failure), so Python never sees the Ctrl-C.
 INTERRUPT_WORD = "interrupt"
+
+#: Class name of the exception a Rust solver's panic raises (pyo3's, a BaseException):
+#: Clarabel panicked ("Eigval error") on a refinement level of gaussian_product(16, 0).
+PANIC = "PanicException"
 
 FORMULATIONS = ("pair", "schur", "inverse", "dual")
 SOLVERS = ("auto", "CLARABEL", "SCS")
@@ -110,11 +114,10 @@ def solve_model(prob, what: str, *, solver: str, remedy: str, verbose: bool = Fa
                 **solver_options) -> tuple[str, int | None]:
     """Solve the CVXPY problem ``prob`` with ``solver``; return ``(status, iterations)``.
 
-    ``what`` names the model in messages; ``remedy`` is appended to a failure. The
-    solve is CVXPY's own three steps (compile, solve via data, unpack), so the raw
-    solver output can be read before CVXPY judges it: a solver that caught SIGINT
-    raises ``KeyboardInterrupt`` here, not ``SolverError``. Raises ``SolverError`` on a
-    solver failure or an unmapped status (its ``status`` is the solver's own string).
+    ``what`` names the model in messages; ``remedy`` is appended to a failure. The solve is
+    CVXPY's own three steps (compile, solve via data, unpack), so a solver that caught
+    SIGINT raises ``KeyboardInterrupt`` here. Raises ``SolverError`` on a solver failure
+    (a panic too) or an unmapped status (its ``status`` is the solver's own string).
     """
     import cvxpy as cp
 
@@ -124,8 +127,11 @@ def solve_model(prob, what: str, *, solver: str, remedy: str, verbose: bool = Fa
         if _interrupted(raw):
             raise KeyboardInterrupt(f"{what}: {solver} was interrupted")
         prob.unpack_results(raw, chain, inverse)
-    except cp.error.SolverError as exc:
-        raise SolverError(f"{what}: {solver} failed ({exc}); {remedy}", status=SOLVER_ERROR) from None
+    except BaseException as exc:  # a Rust panic in Clarabel is a BaseException, like Ctrl-C
+        if not (isinstance(exc, cp.error.SolverError) or type(exc).__name__ == PANIC):
+            raise
+        raise SolverError(f"{what}: {solver} failed ({type(exc).__name__}: {exc}); {remedy}",
+                          status=SOLVER_ERROR) from None
     stats = prob.solver_stats
     nit = int(stats.num_iters) if stats is not None and stats.num_iters is not None else None
     status = STATUS_MAP.get(prob.status)
@@ -180,13 +186,10 @@ def ca_program(R: np.ndarray, B: np.ndarray, tol: float) -> tuple[np.ndarray, np
 
 @dataclass(frozen=True)
 class LevelResult:
-    """One SDP solve: minimise ``value`` = the largest free profile entry.
-
-    sigma (k, k) as returned by the solver (not rescaled); lam (d,) and mu (m,) the
-    multipliers of the privacy and variance constraints; status one of ours (by
-    :data:`STATUS_MAP`); solver the solver used; nit its iterations; compile_time and
-    solve_time in s; raw_status the solver's own status string.
-    """
+    """One SDP solve: minimise ``value`` = the largest free profile entry. sigma (k, k) as
+    the solver returned it (not rescaled); lam (d,) and mu (m,) the multipliers of the privacy
+    and variance constraints; status ours (:data:`STATUS_MAP`); solver the solver used; nit
+    its iterations; compile_time and solve_time in s; raw_status the solver's own status."""
 
     value: float
     sigma: np.ndarray
@@ -306,8 +309,7 @@ def _level_columns(problem: FitnessProblem, free, caps, formulation: str) -> tup
     """Validated ``(free (d,) bool, caps (d,))`` of a level."""
     if formulation not in FORMULATIONS:
         raise ValueError(f"`formulation` must be one of {FORMULATIONS}, got {formulation!r}")
-    d = problem.d
-    free = np.ones(d, dtype=bool) if free is None else np.asarray(free, dtype=bool)
+    d, free = problem.d, np.ones(problem.d, dtype=bool) if free is None else np.asarray(free, dtype=bool)
     caps = np.zeros(d) if caps is None else np.asarray(caps, dtype=float)
     if free.shape != (d,) or caps.shape != (d,):
         raise ValueError(f"`free` and `caps` must have shape ({d},), got {free.shape} and {caps.shape}")
@@ -415,9 +417,7 @@ WARM_MAX_ITERS = 20_000
 
 #: :func:`solve_warm` aims at a certified gap of ``tol`` times this (alpha accurate well
 #: inside ``tol``), SCS at tolerance ``tol`` x :data:`WARM_EPS_FACTOR`, down to :data:`WARM_MIN_EPS`.
-WARM_GAP_FACTOR = 0.1
-WARM_EPS_FACTOR = 0.01
-WARM_MIN_EPS = 1e-11
+WARM_GAP_FACTOR, WARM_EPS_FACTOR, WARM_MIN_EPS = 0.1, 0.01, 1e-11
 
 #: SCS settings of a warm start. Its adaptive scale walks away from the start: from SM-II's
 #: point (gap 1.9e-7) on prefix d = 128 at eps 1e-8, SCS took 8,250 iterations with it and

@@ -68,8 +68,8 @@ class RefineResult:
     slack: the relative slack of the caps in the end (raised by retries); retries: how
     many level solves failed and were retried; failed: why the refinement stopped early
     ("" if it did not); free: the columns no level fixed (empty unless ``failed``);
-    single: the levels after some solve were read off its ``Sigma``, the only point of
-    its optimal set (:func:`single_optimum`).
+    single: the number of the level whose ``Sigma`` was the only point of its optimal set
+    (:func:`single_optimum`), the later levels read off it (0: none).
 
     Capping the fixed columns at their level leaves the later SDPs a very thin
     interior, so interior-point solvers often end them at their reduced tolerance;
@@ -88,7 +88,7 @@ class RefineResult:
     retries: int = 0
     failed: str = ""
     free: list = field(default_factory=list)
-    single: bool = False
+    single: int = 0
 
 
 def level_bound(problem: FitnessProblem, level) -> float:
@@ -192,7 +192,7 @@ def refine_levels(
         if not free.any():
             return out
         if single_optimum(problem.B, level.lam, ~free, noise=max(level_tol, _noise(level.lam, free))):
-            out.single = True
+            out.single = len(out.levels)
             read_levels(problem, out, level, p, free, rtol=100.0 * out.slack + 10.0 * level_tol,
                         callback=callback, first=first)
             return out
