@@ -12,7 +12,8 @@ the refined SDP and by SM-II and prints both alphas, their relative difference, 
 certified gap, the relative Frobenius distance between the two ``L Sigma L^T`` and both
 times. ``refined`` says whether the SDP's ≺R refinement succeeded (not when it raised,
 nor when a level failed in every retry: ``Solution.info["refine_failed"]``, recorded in
-``refine_failed``); ``unique`` whether it needed a single level. Cells are cached under
+``refine_failed``); ``unique`` whether it needed a single level; ``single`` the level
+whose optimum was found to be the only one, the later levels read off it (0: none). Cells are cached under
 ``results/cache/crossval``; results go to ``results/crossval.{csv,json,md}``.
 ``--quick`` runs d = 8 only.
 """
@@ -30,15 +31,16 @@ from . import runner
 
 NAME = "crossval"
 #: The cells' version (``version`` of :func:`experiments.runner.run_grid`); 2: ``refined`` is False
-#: when a refinement level failed in every retry.
-CELL_VERSION = 2
+#: when a refinement level failed in every retry; 3: ``single`` recorded.
+CELL_VERSION = 3
 SEED = 0
 COLUMNS = ("workload", "d", "k", "m", "basis", "alpha_sdp", "alpha_smii", "rel_diff", "gap_smii", "gap_sdp", "cov_dist",
-           "refined", "unique", "refine_failed", "t_sdp", "t_smii", "nit", "n_hvp", "status")
+           "refined", "unique", "single", "refine_failed", "t_sdp", "t_smii", "nit", "n_hvp", "status")
 SHOWN = ("workload", "d", "alpha_sdp", "alpha_smii", "rel_diff", "gap_smii", "cov_dist", "refined", "unique", "t_sdp",
          "t_smii", "status")
 NOTES = ("cov_dist: relative Frobenius distance between the two L Sigma L^T. refined: the SDP's ≺R refinement "
-         "succeeded (refine_failed says why not); unique: it needed a single level.")
+         "succeeded (refine_failed says why not); unique: it needed a single level; single: the level "
+         "whose optimum was the only one, the later levels read off it (0: none).")
 
 #: (label, builder(d, seed), basis); prefix has no seed
 CASES = (
@@ -72,7 +74,8 @@ def run_cell(workload: str, d: int, seed: int, tol: float) -> dict:
             "alpha_smii": sol.privacy_cost, "rel_diff": sol.privacy_cost / ref.privacy_cost - 1.0,
             "gap_smii": sol.gap, "gap_sdp": ref.gap,
             "cov_dist": float(np.linalg.norm(c_sm - c_ref) / np.linalg.norm(c_ref)), "refined": refined,
-            "unique": refined and len(ref.info.get("refine_levels", [])) <= 1, "refine_failed": failed,
+            "unique": refined and len(ref.info.get("refine_levels", [])) <= 1,
+            "single": ref.info.get("refine_single"), "refine_failed": failed,
             "t_sdp": t_sdp, "t_smii": t_smii, "nit": sol.nit, "n_hvp": sol.n_hvp, "status": sol.status}
 
 

@@ -21,23 +21,20 @@ order of their one linear matrix inequality (LMI), which is what an interior-poi
 solver pays for (Clarabel factors a dense block of size ``n(n+1)/2`` for order ``n``):
 
 ``"pair"`` (default)
-    ``X = Sigma^{-1}`` relaxed to ``[[Sigma, I], [I, X]] >= 0`` (``X >= Sigma^{-1}``);
-    privacy ``diag(B^T X B) <= alpha`` and variances ``diag(L Sigma L^T) <= c`` are
-    then linear. LMI order ``2k``, whatever ``m`` and ``d``.
+    ``X = Sigma^{-1}`` relaxed to ``[[Sigma, I], [I, X]] >= 0``; privacy ``diag(B^T X B) <= alpha``
+    and variances ``diag(L Sigma L^T) <= c`` are then linear. LMI order ``2k``, whatever ``m`` and ``d``.
 ``"schur"``
     The textbook model ``[[Sigma, B], [B^T, D]] >= 0``, ``diag(D) <= alpha``: order ``k + d``.
 ``"inverse"``
-    ``X = Sigma^{-1}`` as the variable: privacy is linear, the variances are
-    ``[[X, L^T], [L, Y]] >= 0``, ``diag(Y) <= c``: order ``k + m``.
+    ``X = Sigma^{-1}`` as the variable, variances ``[[X, L^T], [L, Y]] >= 0``, ``diag(Y) <= c``: order ``k + m``.
 ``"dual"``
     The Lagrange dual ``max tr(Z)`` s.t. ``[[B diag(lam) B^T, Z], [Z^T, L^T diag(mu) L]] >= 0``,
     ``sum(lam) = 1``, ``mu . c = 1``; ``alpha* = tr(Z)^2`` and ``Sigma`` is read off the
     LMI's multiplier. Order ``2k``. Problem 1 only (no refinement levels).
 
 :func:`solve_warm` solves the ``"inverse"`` model of Problem 1 with SCS called directly
-(its data built here, not by CVXPY), started from a near-optimal point (SM-II's
-``Sigma`` and multipliers): SCS's cold start spends most of its iterations reaching
-moderate accuracy, which the warm start skips.
+(data built here), started from a near-optimal point (SM-II's ``Sigma`` and
+multipliers), which skips the iterations a cold start spends reaching moderate accuracy.
 
 :func:`solve_level` solves one such model, optionally with some columns capped (the
 levels of :mod:`ffu_cvx.refine`), and returns a :class:`LevelResult` with the
@@ -60,11 +57,11 @@ from .problem import FitnessProblem
 from .status import OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, SolverError
 
 __all__ = [
-    "STATUS_MAP", "FORMULATIONS", "SOLVERS", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
-    "solve_model", "raw_status", "reciprocal_program", "ca_program",
-    "LevelResult", "lmi_order", "pick_solver", "solver_kwargs", "solve_level", "normalise_sigma", "reject_if_far",
-    "WARM_MAX_ITERS", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS", "WARM_SCS_OPTIONS", "solve_warm", "certified_gap",
-]
+    "STATUS_MAP", "PANIC", "FORMULATIONS", "SOLVERS", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
+    "solve_model", "raw_status", "reciprocal_program", "ca_program", "LevelResult", "lmi_order", "pick_solver",
+    "solver_kwargs", "solve_level", "normalise_sigma", "reject_if_far", "WARM_MAX_ITERS", "WARM_CHUNK_ITERS",
+    "WARM_WALK_FACTOR", "WARM_HIGH_SCALE", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS", "WARM_SCS_OPTIONS",
+    "solve_warm", "certified_gap"]
 
 #: CVXPY status -> ours. Anything unmapped (infeasible, unbounded, user limit, solver
 #: error, ...) is a failure.
@@ -74,6 +71,10 @@ STATUS_MAP = {"optimal": OPTIMAL, "optimal_inaccurate": OPTIMAL_INACCURATE}
 #: installs its own handler during a solve and returns status "interrupted" (which
 #: CVXPY reports as a solver failure), so Python never sees the Ctrl-C.
 INTERRUPT_WORD = "interrupt"
+
+#: Class name of the exception a Rust solver's panic raises (pyo3's, a BaseException):
+#: Clarabel panicked ("Eigval error") on a refinement level of gaussian_product(16, 0).
+PANIC = "PanicException"
 
 FORMULATIONS = ("pair", "schur", "inverse", "dual")
 SOLVERS = ("auto", "CLARABEL", "SCS")
@@ -106,19 +107,17 @@ def raw_status(prob) -> str:
 def _interrupted(raw) -> bool:
     """Whether a solver's raw output says it stopped on SIGINT."""
     info = raw.get("info") if isinstance(raw, dict) else None
-    status = info.get("status", "") if isinstance(info, dict) else getattr(raw, "status", "")
-    return INTERRUPT_WORD in str(status).lower()
+    return INTERRUPT_WORD in str(info.get("status", "") if isinstance(info, dict) else getattr(raw, "status", "")).lower()
 
 
 def solve_model(prob, what: str, *, solver: str, remedy: str, verbose: bool = False,
                 **solver_options) -> tuple[str, int | None]:
     """Solve the CVXPY problem ``prob`` with ``solver``; return ``(status, iterations)``.
 
-    ``what`` names the model in messages; ``remedy`` is appended to a failure. The
-    solve is CVXPY's own three steps (compile, solve via data, unpack), so the raw
-    solver output can be read before CVXPY judges it: a solver that caught SIGINT
-    raises ``KeyboardInterrupt`` here, not ``SolverError``. Raises ``SolverError`` on a
-    solver failure or an unmapped status (its ``status`` is the solver's own string).
+    ``what`` names the model in messages; ``remedy`` is appended to a failure. The solve is
+    CVXPY's own three steps (compile, solve via data, unpack), so a solver that caught
+    SIGINT raises ``KeyboardInterrupt`` here. Raises ``SolverError`` on a solver failure
+    (a panic too) or an unmapped status (its ``status`` is the solver's own string).
     """
     import cvxpy as cp
 
@@ -128,8 +127,11 @@ def solve_model(prob, what: str, *, solver: str, remedy: str, verbose: bool = Fa
         if _interrupted(raw):
             raise KeyboardInterrupt(f"{what}: {solver} was interrupted")
         prob.unpack_results(raw, chain, inverse)
-    except cp.error.SolverError as exc:
-        raise SolverError(f"{what}: {solver} failed ({exc}); {remedy}", status=SOLVER_ERROR) from None
+    except BaseException as exc:  # a Rust panic in Clarabel is a BaseException, like Ctrl-C
+        if not (isinstance(exc, cp.error.SolverError) or type(exc).__name__ == PANIC):
+            raise
+        raise SolverError(f"{what}: {solver} failed ({type(exc).__name__}: {exc}); {remedy}",
+                          status=SOLVER_ERROR) from None
     stats = prob.solver_stats
     nit = int(stats.num_iters) if stats is not None and stats.num_iters is not None else None
     status = STATUS_MAP.get(prob.status)
@@ -184,13 +186,10 @@ def ca_program(R: np.ndarray, B: np.ndarray, tol: float) -> tuple[np.ndarray, np
 
 @dataclass(frozen=True)
 class LevelResult:
-    """One SDP solve: minimise ``value`` = the largest free profile entry.
-
-    sigma (k, k) as returned by the solver (not rescaled); lam (d,) and mu (m,) the
-    multipliers of the privacy and variance constraints; status one of ours (by
-    :data:`STATUS_MAP`); solver the solver used; nit its iterations; compile_time and
-    solve_time in s; raw_status the solver's own status string.
-    """
+    """One SDP solve: minimise ``value`` = the largest free profile entry. sigma (k, k) as
+    the solver returned it (not rescaled); lam (d,) and mu (m,) the multipliers of the privacy
+    and variance constraints; status ours (:data:`STATUS_MAP`); solver the solver used; nit
+    its iterations; compile_time and solve_time in s; raw_status the solver's own status."""
 
     value: float
     sigma: np.ndarray
@@ -300,12 +299,9 @@ def _build_dual(cp, B: np.ndarray, L: np.ndarray):
     lmi = cp.bmat([[P, Z], [Z.T, Q]]) >> 0
     prob = cp.Problem(cp.Maximize(cp.trace(Z)), [lmi, cp.sum(lam) == 1, cp.sum(mu) == 1])
 
-    def sigma():
-        # The LMI multiplier is G = [[G11, G12], [G12^T, G22]] with G22 proportional to
-        # the optimal Sigma (stationarity in mu: l_j^T G22 l_j equal to c_j times a constant).
-        G = lmi.dual_value
-        return np.array(G[k:, k:], dtype=float)
-
+    # The LMI multiplier is G = [[G11, G12], [G12^T, G22]] with G22 proportional to the
+    # optimal Sigma (stationarity in mu: l_j^T G22 l_j equal to c_j times a constant).
+    sigma = lambda: np.array(lmi.dual_value[k:, k:], dtype=float)  # noqa: E731
     return prob, sigma, (lambda: (lam.value, mu.value)), (lambda v: v * v)
 
 
@@ -313,8 +309,7 @@ def _level_columns(problem: FitnessProblem, free, caps, formulation: str) -> tup
     """Validated ``(free (d,) bool, caps (d,))`` of a level."""
     if formulation not in FORMULATIONS:
         raise ValueError(f"`formulation` must be one of {FORMULATIONS}, got {formulation!r}")
-    d = problem.d
-    free = np.ones(d, dtype=bool) if free is None else np.asarray(free, dtype=bool)
+    d, free = problem.d, np.ones(problem.d, dtype=bool) if free is None else np.asarray(free, dtype=bool)
     caps = np.zeros(d) if caps is None else np.asarray(caps, dtype=float)
     if free.shape != (d,) or caps.shape != (d,):
         raise ValueError(f"`free` and `caps` must have shape ({d},), got {free.shape} and {caps.shape}")
@@ -397,8 +392,7 @@ def solve_level(
 
 
 def certified_gap(problem: FitnessProblem, level: LevelResult) -> float:
-    """Relative gap of Problem 1's solve ``level``: its rescaled Sigma's cost against the
-    dual bound of its multipliers (``inf`` when either cannot be evaluated)."""
+    """Relative gap of ``level``'s rescaled Sigma against its multipliers' bound (``inf`` if not computable)."""
     try:
         alpha = privacy.privacy_cost(normalise_sigma(problem, level.sigma)[0], problem.B)
         lb = certificate.lower_bound(problem, level.lam, level.mu)
@@ -418,24 +412,33 @@ def reject_if_far(gap: float, *, solver: str, raw: str, nit: int | None) -> None
 
 # --------------------------------------------------------------------------- warm-started SCS
 
-#: SCS iteration limit of each :func:`solve_warm` attempt: prefix d = 256 needs 4,625
-#: iterations; on the dense Gaussian workload (d = 64), where SCS stalls from any start,
-#: the limit is what the fallback to Clarabel waits for (20,000: 7 s).
+#: SCS iteration limit per tolerance of :func:`solve_warm` (prefix d = 256 needs 4,625).
 WARM_MAX_ITERS = 20_000
 
-#: :func:`solve_warm` aims at a certified gap of ``tol`` times this (a margin, so that
-#: alpha is accurate well inside ``tol``), starting SCS at tolerance ``tol`` times
-#: :data:`WARM_EPS_FACTOR` and tightening it tenfold while the gap is above the aim,
-#: down to :data:`WARM_MIN_EPS`.
-WARM_GAP_FACTOR = 0.1
-WARM_EPS_FACTOR = 0.01
-WARM_MIN_EPS = 1e-11
+#: :func:`solve_warm` aims at a certified gap of ``tol`` times this (alpha accurate well
+#: inside ``tol``), SCS at tolerance ``tol`` x :data:`WARM_EPS_FACTOR`, down to :data:`WARM_MIN_EPS`.
+WARM_GAP_FACTOR, WARM_EPS_FACTOR, WARM_MIN_EPS = 0.1, 0.01, 1e-11
 
-#: SCS settings of a warm start. Its adaptive scale walks away from the start: from
-#: SM-II's point (gap 1.9e-7) on prefix d = 128 at eps 1e-8, SCS took 8,250 iterations
-#: with it and 1,425 (10 s) without, where a cold solve takes 11,000-15,000 at any eps
-#: from 1e-6 to 1e-9.
+#: SCS settings of a warm start. Its adaptive scale walks away from the start: from SM-II's
+#: point (gap 1.9e-7) on prefix d = 128 at eps 1e-8, SCS took 8,250 iterations with it and
+#: 1,425 (10 s) without; a cold solve takes 11,000-15,000 at any eps from 1e-6 to 1e-9.
 WARM_SCS_OPTIONS = {"adaptive_scale": False}
+
+#: :func:`solve_warm` checks the certified gap every this many SCS iterations, whose own
+#: residual test can lag far behind it: on the authors' range workload (d = 64) the gap
+#: reached its aim after 1,500 iterations (12 s) and SCS ran on to 20,000 (156 s).
+WARM_CHUNK_ITERS = 500
+
+#: :func:`solve_warm` gives up ("auto" then falls back) when the gap after a chunk is this
+#: many times the start's (or the aim's): on the dense Gaussian C A workload (d = 64) it
+#: went from 2.5e-7 to 8.3e-5 in 500 iterations, and was 8.5e-6 16,575 iterations later.
+WARM_WALK_FACTOR = 100.0
+
+#: SCS's ``scale`` after the first chunk when its primal residual is below its dual one
+#: (else SCS's default 0.1 stays). Iterations to the aim with scale 0.1 / 1.0: d = 64 random
+#: ranges (random targets; residual ratio 0.2) 13,500 / 2,000, the authors' range 1,500 /
+#: 1,000; ratio above 1: prefix d = 128 (50) 1,000 / 2,500, the authors' discrete (18) 400 / 500.
+WARM_HIGH_SCALE = 1.0
 
 #: SCS's ``status_val`` -> ours (1 solved, 2 solved inaccurate: e.g. at ``max_iters``);
 #: -5 is SIGINT, anything else a failure.
@@ -528,6 +531,28 @@ def _inverse_scs_point(B: np.ndarray, L: np.ndarray, sigma: np.ndarray, lam: np.
     return x, np.concatenate([lam, mu, _svec(G)]), np.concatenate([p.max() - p, 1.0 - np.diag(Y), _svec(Z)])
 
 
+def _scs_level(problem: FitnessProblem, out: dict, f: float, **times) -> LevelResult:
+    """The :class:`LevelResult` of one SCS run on :func:`_inverse_scs_data`'s model
+    (``times``: its ``nit``, ``compile_time``, ``solve_time``); raises on a failure or SIGINT."""
+    info, (x, y), k = out["info"], (out["x"], out["y"]), problem.k
+    if info["status_val"] == SCS_SIGINT:
+        raise KeyboardInterrupt(f"SDP (warm) on {problem!r}: SCS was interrupted")
+    status = SCS_STATUS.get(info["status_val"])
+    if status is None:
+        raise SolverError(f"SDP (warm) on {problem!r}: SCS returned status {info['status']!r}; Problem 1 is always "
+                          "feasible, so this is a numerical failure: try `warm_start=None` or `solver='CLARABEL'`",
+                          status=str(info["status"]), nit=times["nit"])
+    try:
+        sigma = linalg.cho_solve(linalg.cho_factor(_unsvec(x[1:1 + k * (k + 1) // 2], k), lower=True), np.eye(k),
+                                 check_finite=False)
+    except linalg.LinAlgError:
+        raise SolverError(f"SDP (warm) on {problem!r}: SCS returned a singular X ({info['status']!r}); try "
+                          "`warm_start=None`", status=SOLVER_ERROR, nit=times["nit"]) from None
+    return LevelResult(value=float(x[0]) * f, sigma=0.5 * (sigma + sigma.T) / f, lam=np.clip(y[:problem.d], 0.0, None),
+                       mu=np.clip(y[problem.d:problem.d + problem.m], 0.0, None) / problem.c, status=status,
+                       solver="SCS", raw_status=str(info["status"]), **times)
+
+
 def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: np.ndarray, *, tol: float = 1e-6,
                max_iters: int = WARM_MAX_ITERS, solver_options: dict | None = None,
                verbose: bool = False) -> LevelResult:
@@ -535,54 +560,41 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
 
     The start is any near-optimal point with its multipliers (SM-II's Solution: its
     scale does not matter). SCS runs with :data:`WARM_SCS_OPTIONS` at tolerance
-    ``tol * WARM_EPS_FACTOR``, tightened tenfold (resuming from its own last point)
-    while the certified gap exceeds ``tol * WARM_GAP_FACTOR``, down to
-    :data:`WARM_MIN_EPS` or until it stops at ``max_iters``. Returns a
-    :class:`LevelResult` (solver ``"SCS"``, ``nit`` summed over the attempts):
-    ``"optimal"`` when the certified gap is at most ``tol``, else
-    ``"optimal_inaccurate"``; raises ``SolverError`` on a solver failure or a gap above
-    :data:`FAIL_GAP`, ``KeyboardInterrupt`` when SCS caught Ctrl-C.
+    ``tol * WARM_EPS_FACTOR`` in chunks of :data:`WARM_CHUNK_ITERS` iterations, each
+    resumed from the last point, until the certified gap is at most ``tol * WARM_GAP_FACTOR``
+    or above :data:`WARM_WALK_FACTOR` times the start's, or ``max_iters`` are spent;
+    converged short of that aim, the tolerance is tightened tenfold down to
+    :data:`WARM_MIN_EPS`. Returns a :class:`LevelResult` (solver ``"SCS"``, ``nit``
+    summed): ``"optimal"`` when the gap is at most ``tol``, else ``"optimal_inaccurate"``;
+    raises ``SolverError`` on a failure or a gap above :data:`FAIL_GAP`.
     """
     import scs
 
     tol = validation.positive(tol, "tol")
-    k = problem.k
     t0 = time.perf_counter()
     f, L_scaled = _scaled(problem)
     data, cone = _inverse_scs_data(problem.B, L_scaled)
-    x, y, s = _inverse_scs_point(problem.B, L_scaled, np.asarray(sigma, dtype=float), np.asarray(lam, dtype=float),
-                                 np.asarray(mu, dtype=float) * problem.c)
-    compile_time, solve_time, nit, eps = time.perf_counter() - t0, 0.0, 0, tol * WARM_EPS_FACTOR
+    sigma, lam, mu = (np.asarray(v, dtype=float) for v in (sigma, lam, mu))
+    x, y, s = _inverse_scs_point(problem.B, L_scaled, sigma, lam, mu * problem.c)
+    aim, opts = tol * WARM_GAP_FACTOR, dict(WARM_SCS_OPTIONS, verbose=verbose, **(solver_options or {}))
+    start = LevelResult(math.nan, sigma, lam, mu, OPTIMAL, "start", 0, 0.0, 0.0)
+    give_up, eps = WARM_WALK_FACTOR * max(certified_gap(problem, start), aim), tol * WARM_EPS_FACTOR
+    times, used = {"nit": 0, "compile_time": time.perf_counter() - t0, "solve_time": 0.0}, 0
     while True:
-        opts = dict(WARM_SCS_OPTIONS, eps_abs=eps, eps_rel=eps, max_iters=max_iters, verbose=verbose,
-                    **(solver_options or {}))
-        out = scs.SCS(data, cone, **opts).solve(warm_start=True, x=x, y=y, s=s)
-        info = out["info"]
-        nit += int(info["iter"])
-        solve_time += (info["setup_time"] + info["solve_time"]) / 1000.0
-        if info["status_val"] == SCS_SIGINT:
-            raise KeyboardInterrupt(f"SDP (warm) on {problem!r}: SCS was interrupted")
-        status = SCS_STATUS.get(info["status_val"])
-        if status is None:
-            raise SolverError(f"SDP (warm) on {problem!r}: SCS returned status {info['status']!r}; Problem 1 is "
-                              "always feasible, so this is a numerical failure: try `warm_start=None` or "
-                              "`solver='CLARABEL'`", status=str(info["status"]), nit=nit)
-        x, y, s = out["x"], out["y"], out["s"]
-        X = _unsvec(x[1:1 + k * (k + 1) // 2], k)
-        try:
-            sigma_s = linalg.cho_solve(linalg.cho_factor(X, lower=True), np.eye(k), check_finite=False)
-        except linalg.LinAlgError:
-            raise SolverError(f"SDP (warm) on {problem!r}: SCS returned a singular X ({info['status']!r}); try "
-                              "`warm_start=None`", status=SOLVER_ERROR, nit=nit) from None
-        level = LevelResult(value=float(x[0]) * f, sigma=0.5 * (sigma_s + sigma_s.T) / f,
-                            lam=np.clip(y[:problem.d], 0.0, None),
-                            mu=np.clip(y[problem.d:problem.d + problem.m], 0.0, None) / problem.c,
-                            status=status, solver="SCS", nit=nit, compile_time=compile_time, solve_time=solve_time,
-                            raw_status=str(info["status"]))
+        chunk = dict(opts, eps_abs=eps, eps_rel=eps, max_iters=min(WARM_CHUNK_ITERS, max_iters - used))
+        out = scs.SCS(data, cone, **chunk).solve(warm_start=True, x=x, y=y, s=s)
+        info, (x, y, s) = out["info"], (out["x"], out["y"], out["s"])
+        if not used and "scale" not in opts and info["res_pri"] < info["res_dual"]:
+            opts["scale"] = WARM_HIGH_SCALE
+        used += int(info["iter"])
+        times.update(nit=times["nit"] + int(info["iter"]),
+                     solve_time=times["solve_time"] + (info["setup_time"] + info["solve_time"]) / 1000.0)
+        level = _scs_level(problem, out, f, **times)
         gap = certified_gap(problem, level)
-        if gap <= tol * WARM_GAP_FACTOR or eps <= WARM_MIN_EPS or status != OPTIMAL:
+        if gap <= aim or gap > give_up or used >= max_iters or (level.status == OPTIMAL and eps <= WARM_MIN_EPS):
             break
-        eps /= 10.0
+        if level.status == OPTIMAL:
+            eps, used = eps / 10.0, 0
     if not gap <= tol:
-        reject_if_far(gap, solver="SCS", raw=level.raw_status, nit=nit)
+        reject_if_far(gap, solver="SCS", raw=level.raw_status, nit=level.nit)
     return dataclasses.replace(level, status=OPTIMAL if gap <= tol else OPTIMAL_INACCURATE)
