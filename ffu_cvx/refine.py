@@ -392,6 +392,14 @@ class Refinement:
     info: dict
 
 
+def _certified(problem: FitnessProblem, sigma: np.ndarray, first, tol: float) -> bool:
+    """Whether ``sigma`` (rescaled to meet every target) is within ``tol`` of the bound that
+    ``first``'s multipliers certify (what the Solution will report)."""
+    scaled = cvx.normalise_sigma(problem, sigma)[0]
+    lam, mu = (first.lam, first.mu) if first.lam.sum() > 0 and first.mu.sum() > 0 else (None, None)
+    return certificate.certify(problem, scaled, lam, mu).gap <= tol
+
+
 def refine_first(
     problem: FitnessProblem,
     first,
@@ -416,8 +424,9 @@ def refine_first(
     If a level fails in every retry, the ``Sigma`` of the last solved level is returned
     (an optimum of Problem 1) with a ``RuntimeWarning``, ``info["refine_failed"]`` and
     ``info["refine_free"]`` (the columns left unfixed). Safety net: if the refined
-    ``Sigma`` costs more than ``first``'s by a relative ``tol`` (an inaccurate level),
-    the unrefined optimum is returned with a warning and ``info["refine_failed"]``.
+    ``Sigma`` costs more than ``first``'s by a relative ``max(tol, 2 slack)``, or costs more
+    and is no longer certified to ``tol`` (the slack of retried levels adds up), the
+    unrefined optimum is returned with a warning and ``info["refine_failed"]``.
     """
     if str(solver).lower() == "auto":
         solver = "CLARABEL" if cvx.lmi_order(problem, formulation) <= REFINE_CLARABEL_MAX_ORDER else "SCS"
@@ -448,8 +457,10 @@ def refine_first(
     sigma = ref.sigma
     cost_first = privacy.privacy_cost(cvx.normalise_sigma(problem, first.sigma)[0], problem.B)
     cost_ref = privacy.privacy_cost(cvx.normalise_sigma(problem, sigma)[0], problem.B)
-    if not cost_ref <= cost_first * (1 + max(tol, 2.0 * ref.slack)):
-        info["refine_failed"] = (f"refined Sigma costs {cost_ref:.10g} > {cost_first:.10g} of the first level "
+    if not cost_ref <= cost_first * (1 + max(tol, 2.0 * ref.slack)) or (
+            cost_ref > cost_first and not _certified(problem, sigma, first, tol)):
+        info["refine_failed"] = (f"refined Sigma costs {cost_ref:.10g} > {cost_first:.10g} of the first level, "
+                                 f"more than the certified tol={tol:g} allows "
                                  f"({ref.inaccurate} inaccurate level solves by {solver})")
         warnings.warn(f"refine: {info['refine_failed']}; returning the unrefined optimum. "
                       "Try solver='CLARABEL' for the refinement", RuntimeWarning, stacklevel=4)

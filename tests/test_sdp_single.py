@@ -141,3 +141,14 @@ def test_a_solver_panic_is_a_solver_error(monkeypatch):
     monkeypatch.setattr(cp.reductions.solvers.solving_chain.SolvingChain, "solve_via_data", interrupted)
     with pytest.raises(KeyboardInterrupt):
         cvx.solve_level(problem, solver="CLARABEL")
+
+
+def test_refinement_that_loses_the_certificate_returns_the_certified_optimum():
+    """gaussian_product(12, 2): the retried levels raise the slack to 1e-6 and the refined Sigma
+    costs 1e-6 more than the first level; the certified optimum is returned instead."""
+    from experiments.bench_sdp import gaussian_product
+
+    problem = gaussian_product(12, 2)
+    with pytest.warns(RuntimeWarning, match="certified tol"):
+        sol = ffu.solve(problem, method="sdp", refine=True)
+    assert sol.status == "optimal" and sol.gap <= 1e-6 and "refine_failed" in sol.info
