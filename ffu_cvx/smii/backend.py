@@ -12,8 +12,10 @@ itself (so the default path calls exactly the numpy and scipy functions it alway
 did), elsewhere the array-API namespace of array-api-compat. What the array API
 leaves out, each :class:`Backend` adds: ``cholesky`` (``None`` when the matrix is not
 positive definite), a lower ``solve_triangular`` (optionally transposed), ``eigh``,
-``einsum``, ``diag``, ``variances`` (``diag(L S L^T)``), ``inner`` and the float32 /
-float64 casts. The arrays also need numpy-style boolean column masks, which torch and
+``einsum``, ``diag``, ``variances`` (``diag(L S L^T)``), ``inner``, the float32 /
+float64 casts and the symmetric products of the float32 step solver: ``gram``
+(``A diag(w) A^T`` for any signs of ``w``; numpy: BLAS ``syrk``, half a product's
+flops) and ``lower_times`` (``R X`` for lower triangular ``R``; numpy: BLAS ``trmm``). The arrays also need numpy-style boolean column masks, which torch and
 CuPy support.
 
 :func:`select` turns the option ``array_backend`` into a backend: ``"numpy"``,
@@ -29,6 +31,7 @@ import importlib
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import blas
 
 from .. import privacy
 
@@ -85,6 +88,34 @@ class Backend:
     def double(self, x):
         return x.astype(np.float64, copy=False)
 
+    def gram(self, A, w, trans: bool = False):
+        """``A diag(w) A^T`` (``A^T diag(w) A`` with ``trans``), symmetric, for ``w`` of any signs.
+
+        One BLAS ``syrk`` per sign of ``w`` on ``A``'s columns (rows) scaled by
+        ``sqrt(|w|)``: half the flops of the general product. ``A`` and ``w`` of one dtype.
+        """
+        A = A.T if trans else A  # (n, p): the product is A diag(w) A^T
+        syrk = blas.get_blas_funcs("syrk", (A,))
+        out = None
+        for sign in (1.0, -1.0):
+            sel = sign * w > 0
+            if not np.any(sel):
+                continue
+            S = A[:, sel] * np.sqrt(sign * w[sel])
+            # S.T is Fortran-ordered (p, n): syrk(trans=1) forms S S^T without a copy.
+            out = (syrk(sign, S.T, trans=1) if out is None
+                   else syrk(sign, S.T, trans=1, beta=1.0, c=out, overwrite_c=1))
+        if out is None:
+            return np.zeros((A.shape[0], A.shape[0]), dtype=A.dtype)
+        out += np.triu(out, 1).T  # syrk fills the upper triangle only
+        return out.T  # symmetric: the C-ordered view of the same values
+
+    def lower_times(self, R, X):
+        """``R X`` for lower triangular ``R`` (BLAS ``trmm``: half a product's flops)."""
+        trmm = blas.get_blas_funcs("trmm", (R, X))
+        # R X = (X^T R^T)^T; with C-ordered R and X their transposes are Fortran-ordered.
+        return trmm(1.0, R.T, X.T, side=1, lower=0).T
+
 
 #: The default backend.
 NUMPY = Backend()
@@ -109,6 +140,12 @@ class ArrayAPIBackend(Backend):
 
     def single(self, x):
         return self.xp.astype(x, self.xp.float32)
+
+    def gram(self, A, w, trans: bool = False):
+        return (A.T * w) @ A if trans else (A * w) @ A.T
+
+    def lower_times(self, R, X):
+        return R @ X
 
     def double(self, x):
         return self.xp.astype(x, self.xp.float64, copy=False)

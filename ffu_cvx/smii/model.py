@@ -185,63 +185,110 @@ class Whitened:
     directly (``V = L R Q``), never formed and then turned. ``RQ`` (k, k) is ``R Q``
     (``R`` without rotation): a direction ``E`` is ``D = RQ E RQ^T`` in ``Sigma``'s
     coordinates. ``float32=True`` evaluates :meth:`hvp` in single precision (CG
-    directions only). Nothing changes after construction.
+    directions only; in the rotated frame its Lyapunov part is the elementwise
+    ``E_ab (lam_a + lam_b)`` and its soft-max parts are symmetric ``syrk`` products,
+    three products' flops instead of four) and the preconditioner's ``K`` too.
+    ``frame32=True`` (with ``rotate``) computes the frame itself in single precision
+    (:meth:`_single_frame`); gradient, ``delta``, ``e`` and ``D`` stay exact in float64.
+    Nothing changes after construction.
     """
 
-    def __init__(self, p: Point, L: np.ndarray, c: np.ndarray, rotate: bool = False, float32: bool = False):
+    def __init__(self, p: Point, L: np.ndarray, c: np.ndarray, rotate: bool = False, float32: bool = False,
+                 frame32: bool = False):
         self.bk = bk = of(p.Y)
         xp = bk.xp
         self.t1, self.t2 = p.t1, p.t2
+        self.float32 = bool(float32)
         act = p.w > PRUNE * xp.max(p.w)
         self.Ya, self.wa = p.Y[:, act], p.w[act]
-        self.M = (self.Ya * self.wa) @ self.Ya.T
         self.RQ, self.Q = p.R, None
-        if rotate:
-            lam, self.Q = bk.eigh(self.M)
+        if rotate and frame32:
+            self._single_frame(p.R)
+        elif rotate:
+            lam, self.Q = bk.eigh((self.Ya * self.wa) @ self.Ya.T)
             self.Ya = self.Q.T @ self.Ya
             self.M = bk.diag(lam)
             self.lam = xp.maximum(lam, 0.0)
             self.RQ = p.R @ self.Q
+        else:
+            self.M = (self.Ya * self.wa) @ self.Ya.T
         self.V = L @ self.RQ  # O(m k^2)
         actu = p.u > PRUNE * xp.max(p.u)
         self.Va, self.ua, self.ca = (self.V, p.u, c) if bool(xp.all(actu)) else (self.V[actu], p.u[actu], c[actu])
         self.c = c
-        self.grad = symmetrise((self.Va.T * (self.ua / self.ca)) @ self.Va) - self.M
-        self.float32 = bool(float32)
+        if self.float32:
+            self.grad = bk.gram(self.Va, self.ua / self.ca, trans=True) - self.M
+        else:
+            self.grad = symmetrise((self.Va.T * (self.ua / self.ca)) @ self.Va) - self.M
         arrays = (self.Ya, self.wa, self.Va, self.ua, self.ca)
         self._hvp_arrays = tuple(bk.single(x) for x in arrays) if float32 else arrays
+        if self.float32 and self.Q is not None:
+            self._lamsum = bk.single(self.lam[:, None] + self.lam[None, :])
+
+    def _single_frame(self, R) -> None:
+        """The rotated frame from a single-precision ``eigh`` (half the time of float64's).
+
+        ``Q`` is then orthonormal only to float32 rounding, so ``M`` is not taken as
+        ``diag(lam)``: it is recomputed in float64 in the turned frame,
+        ``M = (Q^T Y) diag(w) (Q^T Y)^T``. That keeps the gradient exact: ``F``'s
+        derivative along ``D = RQ E RQ^T`` is ``<E, grad>`` for any invertible ``RQ``,
+        since ``g_i`` changes by ``-z_i^T E z_i`` with ``z_i = RQ^T Sigma^{-1} b_i =
+        Q^T y_i``. Only the Hessian products' Lyapunov part ``E M + M E`` (which would be
+        ``E Q^T Q E``-weighted) and the preconditioner see ``Q``'s rounding, both
+        single precision anyway. ``lam`` is the exact diagonal of ``M``.
+        """
+        bk = self.bk
+        _, Q = bk.eigh(bk.gram(bk.single(self.Ya), bk.single(self.wa)))
+        self.Q = bk.double(Q)
+        self.Ya = self.Q.T @ self.Ya
+        self.M = bk.gram(self.Ya, self.wa)
+        self.lam = bk.xp.maximum(bk.diag(self.M), 0.0)
+        self.RQ = bk.lower_times(R, self.Q)
+
+    def _soft_max_diagonal(self):
+        """``K = t1 Y^2 diag(w) Y^2T + t2 V^2T diag(u/c^2) V^2`` (squares elementwise), in the products' precision."""
+        bk = self.bk
+        xp = bk.xp
+        Ya, wa, Va, ua, ca = self._hvp_arrays
+        if self.float32:
+            return bk.gram(xp.square(Ya), self.t1 * wa) + bk.gram(xp.square(Va), self.t2 * ua / ca ** 2, trans=True)
+        Z2 = xp.square(Ya)
+        K = (Z2 * (self.t1 * wa)) @ Z2.T
+        Z2 = xp.square(Va)
+        K += (Z2.T * (self.t2 * ua / ca ** 2)) @ Z2
+        return K
 
     def preconditioner(self):
         """An approximate inverse of ``H`` in the rotated frame (needs ``rotate=True``).
 
         The Lyapunov part ``E M + M E`` is diagonal there (``lam_a + lam_b``); the soft-max
-        parts contribute ``2 K_ab`` off the diagonal and ``K_aa`` on it, with
-        ``K = t1 Y^2 diag(w) Y^2T + t2 V^2T diag(u/c^2) V^2`` (squares elementwise), less
-        their centring ``-t1 <E, M> M - t2 <E, N> N`` (``N = grad + M``), a rank-two term
-        inverted by Woodbury (shrunk by ``WOODBURY_SHRINK`` where it would lose
-        definiteness). Applying it costs O(k^2).
+        parts contribute ``2 K_ab`` off the diagonal and ``K_aa`` on it
+        (:meth:`_soft_max_diagonal`), less their centring ``-t1 <E, M> M - t2 <E, N> N``
+        (``N = grad + M``), a rank-two term inverted by Woodbury (shrunk by
+        ``WOODBURY_SHRINK`` where it would lose definiteness). Applying it costs O(k^2).
         """
         bk, lam = self.bk, self.lam
         xp = bk.xp
-        Z2 = xp.square(self.Ya)
-        K = (Z2 * (self.t1 * self.wa)) @ Z2.T
-        Z2 = xp.square(self.Va)
-        K += (Z2.T * (self.t2 * self.ua / self.ca ** 2)) @ Z2
+        K = self._soft_max_diagonal()
         diag = lam[:, None] + lam[None, :] + 2.0 * K
         i = xp.arange(diag.shape[0])
         diag[i, i] -= K[i, i]
+        del K
         dinv = 1.0 / xp.maximum(diag, 1e-12 * float(xp.max(diag)))
-        U = xp.stack([self.M, self.grad + self.M])
-        DU = U * dinv
+        del diag
+        U = (self.M, self.grad + self.M)
+        DU = tuple(X * dinv for X in U)
         # The 2 x 2 Woodbury core on the host.
-        A = bk.to_numpy(bk.einsum("iab,jab->ij", U, DU))
+        A = np.array([[bk.inner(X, Y) for Y in DU] for X in U])
         st = np.sqrt([self.t1, self.t2])
         top = float(np.linalg.eigvalsh(A * np.outer(st, st))[-1])
         gamma = min(1.0, WOODBURY_SHRINK / top) if top > 0 else 1.0
-        Sinv = bk.asarray(np.linalg.inv(np.diag(1.0 / (gamma * st ** 2)) - A))
+        Sinv = np.linalg.inv(np.diag(1.0 / (gamma * st ** 2)) - A)
+        del U
 
         def apply(G):
-            return G * dinv + xp.tensordot(Sinv @ xp.tensordot(DU, G, axes=2), DU, axes=1)
+            coef = Sinv @ np.array([bk.inner(X, G) for X in DU])
+            return G * dinv + float(coef[0]) * DU[0] + float(coef[1]) * DU[1]
 
         return apply
 
@@ -254,7 +301,10 @@ class Whitened:
 
         With ``X = E Y`` and ``Z = X diag(w) - Y diag(t1 w (a - w.a)) / 2`` the profile
         part ``E M + M E - t1 Y diag(w (a - w.a)) Y^T`` is ``Z Y^T + (Z Y^T)^T``.
+        In single precision in the rotated frame: :meth:`_hvp_rotated32`.
         """
+        if self.float32 and self.Q is not None:
+            return self._hvp_rotated32(E)
         bk = self.bk
         Ya, wa, Va, ua, ca = self._hvp_arrays
         if self.float32:
@@ -266,6 +316,18 @@ class Whitened:
         out = out + out.T
         e = bk.variances(Va, E) / ca
         out += self.t2 * ((Va.T * (ua * (e - ua @ e) / ca)) @ Va)
+        return bk.double(out)
+
+    def _hvp_rotated32(self, E: np.ndarray) -> np.ndarray:
+        """``H[E]`` in single precision where ``M`` is diagonal: ``E_ab (lam_a + lam_b)``
+        plus two symmetric products (``gram``, half the flops each) and ``E Y``, ``V E``."""
+        bk = self.bk
+        Ya, wa, Va, ua, ca = self._hvp_arrays
+        E = bk.single(E)
+        a = -bk.einsum("ij,ij->j", Ya, E @ Ya)
+        out = E * self._lamsum + bk.gram(Ya, (-self.t1) * wa * (a - wa @ a))
+        e = bk.variances(Va, E) / ca
+        out += bk.gram(Va, self.t2 * ua * (e - ua @ e) / ca, trans=True)
         return bk.double(out)
 
 
