@@ -13,9 +13,9 @@ did), elsewhere the array-API namespace of array-api-compat. What the array API
 leaves out, each :class:`Backend` adds: ``cholesky`` (``None`` when the matrix is not
 positive definite), a lower ``solve_triangular`` (optionally transposed), ``eigh``,
 ``einsum``, ``diag``, ``variances`` (``diag(L S L^T)``), ``inner``, the float32 /
-float64 casts and the symmetric products of the float32 step solver: ``gram``
-(``A diag(w) A^T`` for any signs of ``w``; numpy: BLAS ``syrk``, half a product's
-flops) and ``lower_times`` (``R X`` for lower triangular ``R``; numpy: BLAS ``trmm``). The arrays also need numpy-style boolean column masks, which torch and
+float64 casts and the products of the float32 step solver: ``gram`` (``A diag(w) A^T``
+for any signs of ``w``; numpy: BLAS ``syrk``) and ``lower_times`` (``R X`` for lower
+triangular ``R``; numpy: BLAS ``trmm``). The arrays also need numpy-style boolean column masks, which torch and
 CuPy support.
 
 :func:`select` turns the option ``array_backend`` into a backend: ``"numpy"``,
@@ -91,30 +91,34 @@ class Backend:
     def gram(self, A, w, trans: bool = False):
         """``A diag(w) A^T`` (``A^T diag(w) A`` with ``trans``), symmetric, for ``w`` of any signs.
 
-        One BLAS ``syrk`` per sign of ``w`` on ``A``'s columns (rows) scaled by
-        ``sqrt(|w|)``: half the flops of the general product. ``A`` and ``w`` of one dtype.
+        ``S S^T`` per sign of ``w``, ``S`` the columns (rows) of ``A`` scaled by
+        ``sqrt(|w|)``: numpy evaluates a product with its own transpose by BLAS ``syrk``,
+        which at k = 2048 (one thread, CPU time) took 86 ms in float32 and 160 ms in
+        float64 against 142 and 300 ms for ``(A * w) @ A.T``. ``A`` and ``w`` of one dtype.
         """
-        A = A.T if trans else A  # (n, p): the product is A diag(w) A^T
-        syrk = blas.get_blas_funcs("syrk", (A,))
         out = None
         for sign in (1.0, -1.0):
-            sel = sign * w > 0
-            if not np.any(sel):
+            sel = np.flatnonzero(sign * w > 0)
+            if sel.size == 0:
                 continue
-            S = A[:, sel] * np.sqrt(sign * w[sel])
-            # S.T is Fortran-ordered (p, n): syrk(trans=1) forms S S^T without a copy.
-            out = (syrk(sign, S.T, trans=1) if out is None
-                   else syrk(sign, S.T, trans=1, beta=1.0, c=out, overwrite_c=1))
-        if out is None:
-            return np.zeros((A.shape[0], A.shape[0]), dtype=A.dtype)
-        out += np.triu(out, 1).T  # syrk fills the upper triangle only
-        return out.T  # symmetric: the C-ordered view of the same values
+            # np.take: a boolean column mask took 13 ms at 2048 x 2048, take 1 ms.
+            S = A if sel.size == w.size else np.take(A, sel, axis=0 if trans else 1)
+            root = np.sqrt(sign * w[sel])
+            part = _self_product(S * root[:, None], True) if trans else _self_product(S * root, False)
+            out = sign * part if out is None else out + sign * part
+        n = A.shape[1] if trans else A.shape[0]
+        return np.zeros((n, n), dtype=A.dtype) if out is None else out
 
     def lower_times(self, R, X):
         """``R X`` for lower triangular ``R`` (BLAS ``trmm``: half a product's flops)."""
         trmm = blas.get_blas_funcs("trmm", (R, X))
         # R X = (X^T R^T)^T; with C-ordered R and X their transposes are Fortran-ordered.
         return trmm(1.0, R.T, X.T, side=1, lower=0).T
+
+
+def _self_product(S, trans: bool):
+    """``S^T S`` (``trans``) or ``S S^T``: one operand the other's transpose, which numpy hands to ``syrk``."""
+    return S.T @ S if trans else S @ S.T
 
 
 #: The default backend.
