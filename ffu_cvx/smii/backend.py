@@ -102,10 +102,19 @@ class Backend:
             if sel.size == 0:
                 continue
             # np.take: a boolean column mask took 13 ms at 2048 x 2048, take 1 ms.
-            S = A if sel.size == w.size else np.take(A, sel, axis=0 if trans else 1)
             root = np.sqrt(sign * w[sel])
-            part = _self_product(S * root[:, None], True) if trans else _self_product(S * root, False)
-            out = sign * part if out is None else out + sign * part
+            root = root[:, None] if trans else root
+            if sel.size == w.size:
+                S = A * root
+            else:
+                S = np.take(A, sel, axis=0 if trans else 1)
+                S *= root  # a fresh copy: scaled in place
+            part = _self_product(S, trans)
+            del S
+            if out is None:
+                out = part if sign > 0 else np.negative(part, out=part)
+            else:
+                out -= part  # the second pass is the negative one
         n = A.shape[1] if trans else A.shape[0]
         return np.zeros((n, n), dtype=A.dtype) if out is None else out
 

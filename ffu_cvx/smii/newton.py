@@ -81,11 +81,13 @@ def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None)
             return _to_boundary(s, p, radius), it
         s = s_next
         r = r - a * Hp
+        del Hp, s_next  # at most s, r, p and one product alive at the next hvp (k x k each)
         if inner(r, r) <= tol2:
             break
         z = r if precond is None else precond(r)
         rznew = inner(r, z)
         p = z + (rznew / rzold) * p
+        del z
         rzold = rznew
     return s, it
 
