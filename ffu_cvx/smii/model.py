@@ -189,30 +189,25 @@ class Whitened:
     directly (``V = L R Q``), never formed and then turned. ``RQ`` (k, k) is ``R Q``
     (``R`` without rotation): a direction ``E`` is ``D = RQ E RQ^T`` in ``Sigma``'s
     coordinates. ``float32=True`` evaluates :meth:`hvp` in single precision (CG
-    directions only; in the rotated frame its Lyapunov part is the elementwise
-    ``E_ab (lam_a + lam_b)`` and its soft-max parts are symmetric ``syrk`` products,
-    three products' flops instead of four) and the preconditioner's ``K`` too.
-    ``frame32=True`` (with ``rotate``) computes the frame itself in single precision
-    (:meth:`_single_frame`); gradient, ``delta``, ``e`` and ``D`` stay exact in float64.
-    Nothing changes after construction.
+    directions only; in the rotated frame from one array ``W = [Y, V^T]``, see
+    :meth:`_hvp_rotated32`), the preconditioner too, and forms ``grad`` and ``RQ`` by
+    ``syrk`` and ``trmm`` (still float64: gradient, ``delta``, ``e`` and ``D`` are
+    exact). Nothing changes after construction.
     """
 
-    def __init__(self, p: Point, L: np.ndarray, c: np.ndarray, rotate: bool = False, float32: bool = False,
-                 frame32: bool = False):
+    def __init__(self, p: Point, L: np.ndarray, c: np.ndarray, rotate: bool = False, float32: bool = False):
         self.bk = bk = of(p.Y)
         xp = bk.xp
         self.t1, self.t2 = p.t1, p.t2
         self.float32 = bool(float32)
         Ya, self.wa = _active(bk, p.Y, p.w, axis=1)
         self.RQ, self.Q = p.R, None
-        if rotate and frame32:
-            Ya = self._single_frame(p.R, Ya)
-        elif rotate:
-            lam, self.Q = bk.eigh((Ya * self.wa) @ Ya.T)
+        if rotate:
+            lam, self.Q = bk.eigh(bk.gram(Ya, self.wa) if self.float32 else (Ya * self.wa) @ Ya.T)
             Ya = self.Q.T @ Ya
             self.M = bk.diag(lam)
             self.lam = xp.maximum(lam, 0.0)
-            self.RQ = p.R @ self.Q
+            self.RQ = bk.lower_times(p.R, self.Q) if self.float32 else p.R @ self.Q
         else:
             self.M = (Ya * self.wa) @ Ya.T
         self.V = L @ self.RQ  # O(m k^2)
@@ -231,28 +226,6 @@ class Whitened:
         else:
             arrays = (Ya, self.wa, Va, self.ua, self.ca)
             self._hvp_arrays = tuple(bk.single(x) for x in arrays) if float32 else arrays
-
-    def _single_frame(self, R, Ya):
-        """The rotated frame from a single-precision ``eigh`` (half the time of float64's); returns ``Q^T Ya``.
-
-        ``Q`` is then orthonormal only to float32 rounding, so ``M`` is not taken as
-        ``diag(lam)``: it is recomputed in float64 in the turned frame,
-        ``M = (Q^T Y) diag(w) (Q^T Y)^T``. That keeps the gradient exact: ``F``'s
-        derivative along ``D = RQ E RQ^T`` is ``<E, grad>`` for any invertible ``RQ``,
-        since ``g_i`` changes by ``-z_i^T E z_i`` with ``z_i = RQ^T Sigma^{-1} b_i =
-        Q^T y_i``, and ``h_j`` by ``v'_j E v'_j^T`` with ``V = L RQ``. Only the Hessian
-        products' Lyapunov part (its ``E M + M E`` is ``E Q^T Q``-weighted) and the
-        preconditioner see ``Q``'s rounding, both single precision anyway. ``lam`` is
-        the exact diagonal of ``M``.
-        """
-        bk = self.bk
-        _, self.Q = bk.eigh(bk.gram(bk.single(Ya), bk.single(self.wa)))  # kept in float32
-        Q = bk.double(self.Q)
-        Ya = Q.T @ Ya
-        self.M = bk.gram(Ya, self.wa)
-        self.lam = bk.xp.maximum(bk.diag(self.M), 0.0)
-        self.RQ = bk.lower_times(R, Q)
-        return Ya
 
     def _soft_max_diagonal(self):
         """``K = t1 Y^2 diag(w) Y^2T + t2 V^2T diag(u/c^2) V^2`` (squares elementwise), in the products' precision."""

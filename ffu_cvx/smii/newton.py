@@ -115,11 +115,11 @@ def smii_direction(p: Point, L, c, maxcg, tol2, radius, precondition=True, float
     """SM-II's step solver: truncated Newton-CG on Problem 4 at ``p``.
 
     ``precondition``: CG in the eigenbasis of ``M`` with :meth:`Whitened.preconditioner`;
-    ``float32``: Hessian products, the preconditioner's frame and its ``K`` in single
-    precision (the direction only; gradient, ``delta``, the line search and the
-    certificate stay in float64).
+    ``float32``: Hessian products and the preconditioner in single precision (the
+    direction only; gradient, ``delta``, the line search and the certificate stay in
+    float64).
     """
-    op = Whitened(p, L, c, rotate=precondition, float32=float32, frame32=float32)
+    op = Whitened(p, L, c, rotate=precondition, float32=float32)
     pre = op.preconditioner() if precondition else None
     E, D, delta, n_cg = newton_direction(op, maxcg, tol2, radius, pre, descent_fallback=True)
     return Step(D, delta, op.dh(E), n_cg)
