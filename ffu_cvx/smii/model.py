@@ -19,8 +19,19 @@ Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``certificate
   there, and their centring is an exact rank-two term (Woodbury), so applying the
   preconditioner is elementwise. It halves to quarters the Hessian products on random
   ranges; on prefix, whose columns are all tight, it gains little.
-- ``float32``: the Hessian products inside CG in single precision (the direction only;
-  gradient, line search and certificate stay in float64).
+- ``float32``: the Hessian products inside CG and the preconditioner in single precision
+  (the direction only; gradient, ``delta``, ``e``, line search and certificate stay in
+  float64). In the rotated frame a product is one ``gemm`` (in ``HVP_CHUNK`` column
+  blocks) and one symmetric ``syrk`` over ``W = [Y, V^T]``, the Lyapunov part being
+  elementwise there; the frame's symmetric products use ``syrk`` and ``R Q`` ``trmm``
+  (:mod:`ffu_cvx.smii.backend`). At k = 2048 (one BLAS thread, CPU time) a product
+  took 0.51 s on prefix and 0.66 s on random ranges against 0.67 and 0.86 s for the
+  four general products in float32 it replaced, and the preconditioner 0.23-0.26 s
+  against 0.83-1.05 s (``K`` by ``syrk`` in float32, no stacked copies). Tried and
+  not kept: the frame itself from a float32 ``eigh`` (with ``M`` recomputed exactly in
+  the turned frame, so the gradient stayed exact): 5% less per step at k = 2048, but
+  at d = 1024 more Newton steps on prefix (20 against 19) and on two of three random
+  ranges seeds (38 against 28, 37 against 35).
 - :func:`initial_sigma`: the default start is the cheapest of ``I``, ``B B^T``, the
   Gaussian mechanism on the target-scaled workload and the ``Sigma`` of uniform dual
   multipliers (at d = 512 this start costs 22.5 on prefix and 14.0 on random ranges,
