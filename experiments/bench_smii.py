@@ -4,7 +4,9 @@
 [--max-time 600] [--float32 | --float64] [--no-precondition] [--profile D] [--seeds S ...]``
 
 Prefix and random ranges (random targets, seed 0; ``--seeds`` for others) for d = 64,
-128, 256, 512, 1024 (and 2048 with ``--large``): wall time, Newton iterations, CG
+128, 256, 512, 1024 (and 2048 with ``--large``): wall time, the process's CPU time
+(``cpu_s``: with one BLAS thread, the measure that other jobs on the machine disturb
+least), Newton iterations, CG
 iterations, Hessian products, alpha, certified gap and peak memory (``tracemalloc`` peak
 of the solve and the process's maximum resident set size). ``--profile D`` runs the
 first of ``--workloads`` at D under cProfile and prints where the time goes. ``--quick`` runs d = 64 only. Cells are
@@ -33,7 +35,7 @@ from . import runner
 
 NAME = "bench_smii"
 #: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
-CELL_VERSION = 4
+CELL_VERSION = 5
 SEED = 0
 
 
@@ -43,7 +45,7 @@ def _problem(workload: str, d: int, seed: int = SEED) -> ffu.FitnessProblem:
     return ffu.FitnessProblem.from_workload(workloads.random_ranges(d, targets="random", seed=seed))
 
 
-COLUMNS = ("workload", "d", "seed", "k", "m", "time_s", "nit", "n_cg", "n_hvp", "alpha", "lower_bound", "gap",
+COLUMNS = ("workload", "d", "seed", "k", "m", "time_s", "cpu_s", "nit", "n_cg", "n_hvp", "alpha", "lower_bound", "gap",
            "peak_mb", "maxrss_mb", "status")
 
 
@@ -51,12 +53,12 @@ def run_cell(workload: str, d: int, seed: int, tol: float, max_time: float, **op
     """One SM-II solve (``options`` passed on) with its time, counters and peak memory."""
     problem = _problem(workload, d, seed)
     tracemalloc.start()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     sol = ffu.solve(problem, method="smii", tol=tol, max_time=max_time, **options)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return {"k": problem.k, "m": problem.m, "time_s": wall, "nit": sol.nit, "n_cg": sol.info["n_cg"],
+    return {"k": problem.k, "m": problem.m, "time_s": wall, "cpu_s": cpu, "nit": sol.nit, "n_cg": sol.info["n_cg"],
             "n_hvp": sol.n_hvp, "alpha": sol.privacy_cost, "lower_bound": sol.lower_bound, "gap": sol.gap,
             "status": sol.status, "peak_mb": peak / 2**20, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 

@@ -12,8 +12,10 @@ itself (so the default path calls exactly the numpy and scipy functions it alway
 did), elsewhere the array-API namespace of array-api-compat. What the array API
 leaves out, each :class:`Backend` adds: ``cholesky`` (``None`` when the matrix is not
 positive definite), a lower ``solve_triangular`` (optionally transposed), ``eigh``,
-``einsum``, ``diag``, ``variances`` (``diag(L S L^T)``), ``inner`` and the float32 /
-float64 casts. The arrays also need numpy-style boolean column masks, which torch and
+``einsum``, ``diag``, ``variances`` (``diag(L S L^T)``), ``inner``, the float32 /
+float64 casts and the products of the float32 step solver: ``gram`` (``A diag(w) A^T``
+for any signs of ``w``; numpy: BLAS ``syrk``) and ``lower_times`` (``R X`` for lower
+triangular ``R``; numpy: BLAS ``trmm``). The arrays also need numpy-style boolean column masks, which torch and
 CuPy support.
 
 :func:`select` turns the option ``array_backend`` into a backend: ``"numpy"``,
@@ -29,6 +31,7 @@ import importlib
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import blas
 
 from .. import privacy
 
@@ -85,6 +88,47 @@ class Backend:
     def double(self, x):
         return x.astype(np.float64, copy=False)
 
+    def gram(self, A, w, trans: bool = False):
+        """``A diag(w) A^T`` (``A^T diag(w) A`` with ``trans``), symmetric, for ``w`` of any signs.
+
+        ``S S^T`` per sign of ``w``, ``S`` the columns (rows) of ``A`` scaled by
+        ``sqrt(|w|)``: numpy evaluates a product with its own transpose by BLAS ``syrk``,
+        which at k = 2048 (one thread, CPU time) took 86 ms in float32 and 160 ms in
+        float64 against 142 and 300 ms for ``(A * w) @ A.T``. ``A`` and ``w`` of one dtype.
+        """
+        out = None
+        for sign in (1.0, -1.0):
+            sel = np.flatnonzero(sign * w > 0)
+            if sel.size == 0:
+                continue
+            # np.take: a boolean column mask took 13 ms at 2048 x 2048, take 1 ms.
+            root = np.sqrt(sign * w[sel])
+            root = root[:, None] if trans else root
+            if sel.size == w.size:
+                S = A * root
+            else:
+                S = np.take(A, sel, axis=0 if trans else 1)
+                S *= root  # a fresh copy: scaled in place
+            part = _self_product(S, trans)
+            del S
+            if out is None:
+                out = part if sign > 0 else np.negative(part, out=part)
+            else:
+                out -= part  # the second pass is the negative one
+        n = A.shape[1] if trans else A.shape[0]
+        return np.zeros((n, n), dtype=A.dtype) if out is None else out
+
+    def lower_times(self, R, X):
+        """``R X`` for lower triangular ``R`` (BLAS ``trmm``: half a product's flops)."""
+        trmm = blas.get_blas_funcs("trmm", (R, X))
+        # R X = (X^T R^T)^T; with C-ordered R and X their transposes are Fortran-ordered.
+        return trmm(1.0, R.T, X.T, side=1, lower=0).T
+
+
+def _self_product(S, trans: bool):
+    """``S^T S`` (``trans``) or ``S S^T``: one operand the other's transpose, which numpy hands to ``syrk``."""
+    return S.T @ S if trans else S @ S.T
+
 
 #: The default backend.
 NUMPY = Backend()
@@ -109,6 +153,12 @@ class ArrayAPIBackend(Backend):
 
     def single(self, x):
         return self.xp.astype(x, self.xp.float32)
+
+    def gram(self, A, w, trans: bool = False):
+        return (A.T * w) @ A if trans else (A * w) @ A.T
+
+    def lower_times(self, R, X):
+        return R @ X
 
     def double(self, x):
         return self.xp.astype(x, self.xp.float64, copy=False)

@@ -81,11 +81,13 @@ def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None)
             return _to_boundary(s, p, radius), it
         s = s_next
         r = r - a * Hp
+        del Hp, s_next  # at most s, r, p and one product alive at the next hvp (k x k each)
         if inner(r, r) <= tol2:
             break
         z = r if precond is None else precond(r)
         rznew = inner(r, z)
         p = z + (rznew / rzold) * p
+        del z
         rzold = rznew
     return s, it
 
@@ -113,8 +115,9 @@ def smii_direction(p: Point, L, c, maxcg, tol2, radius, precondition=True, float
     """SM-II's step solver: truncated Newton-CG on Problem 4 at ``p``.
 
     ``precondition``: CG in the eigenbasis of ``M`` with :meth:`Whitened.preconditioner`;
-    ``float32``: Hessian products in single precision (the direction only; the line
-    search and certificate stay in float64).
+    ``float32``: Hessian products and the preconditioner in single precision (the
+    direction only; gradient, ``delta``, the line search and the certificate stay in
+    float64).
     """
     op = Whitened(p, L, c, rotate=precondition, float32=float32)
     pre = op.preconditioner() if precondition else None

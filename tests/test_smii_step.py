@@ -1,0 +1,141 @@
+"""SM-II's float32 step solver: the symmetric-product kernels (``gram``, ``lower_times``) and
+the fused single-precision Hessian product and preconditioner.
+
+What must hold exactly (float64): the gradient in the rotated frame, hence
+``delta = <E, grad>``, and the directional derivatives ``e`` of the variance ratios along
+``D = RQ E RQ^T``. What may carry single-precision error: the Hessian products and the
+preconditioner (CG's directions only).
+"""
+
+import numpy as np
+import pytest
+
+import ffu_cvx as ffu
+from ffu_cvx import smii, workloads
+from ffu_cvx.smii import backend
+from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
+from ffu_cvx.smii.newton import smii_direction
+from ffu_cvx.status import OPTIMAL
+
+NP = backend.NUMPY
+
+
+def _ranges(d=24, seed=2):
+    return ffu.FitnessProblem.from_workload(workloads.random_ranges(d, targets="random", seed=seed))
+
+
+def _point(problem, t=3.0, seed=0):
+    """A point near SM-II's start (perturbed) at sharpness ``t``, and the targets it is on."""
+    rng = np.random.default_rng(seed)
+    sigma = initial_sigma(problem, None)
+    A = 0.1 * np.sqrt(np.abs(sigma).max()) * rng.standard_normal((problem.k, problem.k))
+    return evaluate(problem.B, problem.L, problem.c, sigma + A @ A.T / problem.k, t, t), problem.c
+
+
+def _symmetric(k, seed=1):
+    A = np.random.default_rng(seed).standard_normal((k, k))
+    return A + A.T
+
+
+# ---- kernels -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-13), (np.float32, 1e-5)])
+@pytest.mark.parametrize("signs", ["mixed", "positive", "negative", "zero"])
+def test_gram_is_the_weighted_product_for_any_signs(dtype, rtol, signs):
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((37, 53)).astype(dtype)
+    w = rng.standard_normal(53).astype(dtype)
+    w = {"mixed": w, "positive": np.abs(w), "negative": -np.abs(w), "zero": 0 * w}[signs]
+    before = A.copy()
+    want = (A.astype(float) * w) @ A.T.astype(float)
+    scale = max(float(np.abs(want).max()), 1.0)
+    for got in (NP.gram(A, w), NP.gram(np.ascontiguousarray(A.T), w, trans=True)):
+        assert got.dtype == dtype and got.shape == (37, 37)
+        np.testing.assert_array_equal(got, got.T)  # exactly symmetric
+        assert float(np.abs(got - want).max()) <= rtol * scale
+    np.testing.assert_array_equal(A, before)  # the input is not scaled in place
+
+
+def test_lower_times_is_the_triangular_product():
+    rng = np.random.default_rng(5)
+    R = np.tril(rng.standard_normal((30, 30)))
+    X = rng.standard_normal((30, 30))
+    np.testing.assert_allclose(NP.lower_times(R, X), R @ X, rtol=0, atol=1e-13 * np.abs(R @ X).max())
+
+
+# ---- the float32 operator ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("t", [1.0, 30.0])
+def test_float32_operator_keeps_gradient_and_variance_derivatives_exact(t):
+    # grad (by syrk) and RQ (by trmm) stay float64: <E, grad> is F's exact derivative
+    # along D = RQ E RQ^T and dh(E) the exact derivative of h.
+    problem = _ranges()
+    p, c = _point(problem, t)
+    op = Whitened(p, problem.L, c, rotate=True, float32=True)
+    assert op.grad.dtype == op.RQ.dtype == np.float64
+    np.testing.assert_allclose(op.RQ, p.R @ op.Q, rtol=0, atol=1e-13 * np.abs(op.RQ).max())
+    E = _symmetric(problem.k)
+    D = op.RQ @ E @ op.RQ.T
+    D = 0.5 * (D + D.T)
+    _, G = smii.objective(problem, p.sigma, t, t)
+    want = float(np.vdot(D, G))
+    assert float(np.vdot(E, op.grad)) == pytest.approx(want, rel=1e-11, abs=1e-12 * np.abs(G).max())
+    np.testing.assert_allclose(op.dh(E), variance_ratios(problem.L, D, c), rtol=1e-11,
+                               atol=1e-12 * np.abs(variance_ratios(problem.L, D, c)).max())
+
+
+def test_float32_hessian_product_in_sigma_coordinates_and_preconditioner():
+    # In Sigma's coordinates the float32 product is the exact Hessian to single precision.
+    problem = _ranges()
+    p, c = _point(problem, 5.0)
+    op = Whitened(p, problem.L, c, rotate=True, float32=True)
+    E = _symmetric(problem.k, 2)
+    D = op.RQ @ E @ op.RQ.T
+    RQinv = np.linalg.inv(op.RQ)
+    got = RQinv.T @ op.hvp(E) @ RQinv
+    want = smii.hessp(problem, p.sigma, 0.5 * (D + D.T), 5.0, 5.0)
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    assert op.hvp(E).dtype == np.float64
+    pre = op.preconditioner()
+    X, Y = _symmetric(problem.k, 3), _symmetric(problem.k, 4)
+    assert np.vdot(X, pre(Y)) == pytest.approx(np.vdot(pre(X), Y), rel=1e-5)
+    assert np.vdot(X, pre(X)) > 0 and np.vdot(Y, pre(Y)) > 0
+
+
+@pytest.mark.parametrize("t", [2.0, 400.0])
+def test_fused_float32_product_matches_float64_in_the_same_frame(t):
+    # At t = 400 many columns and rows are pruned (weights below PRUNE): the fused array
+    # holds only the active ones, like the float64 operator.
+    problem = _ranges(40, seed=3)
+    p, c = _point(problem, t)
+    exact = Whitened(p, problem.L, c, rotate=True)
+    low = Whitened(p, problem.L, c, rotate=True, float32=True)
+    if t > 100:
+        assert low.W.shape[1] < problem.d + problem.m
+    E = _symmetric(problem.k, 5)
+    want = exact.hvp(E)
+    np.testing.assert_allclose(low.hvp(E), want, rtol=0, atol=1e-5 * np.abs(want).max())
+    np.testing.assert_allclose(low.grad, exact.grad, rtol=0, atol=1e-12 * np.abs(exact.grad).max())
+    pw, pl = exact.preconditioner(), low.preconditioner()
+    np.testing.assert_allclose(pl(exact.grad), pw(exact.grad), rtol=0, atol=1e-4 * np.abs(pw(exact.grad)).max())
+
+
+def test_float32_direction_is_a_descent_direction_with_exact_derivatives():
+    problem = _ranges(40, seed=1)
+    p, c = _point(problem, 3.0)
+    step = smii_direction(p, problem.L, c, 5, 1e-10, 1.0, precondition=True, float32=True)
+    assert step.delta < 0 and step.n_cg >= 1
+    _, G = smii.objective(problem, p.sigma, 3.0, 3.0)
+    assert step.delta == pytest.approx(float(np.vdot(step.D, G)), rel=1e-10)
+    np.testing.assert_allclose(step.e, variance_ratios(problem.L, step.D, c), rtol=1e-10,
+                               atol=1e-12 * np.abs(step.e).max())
+
+
+def test_float32_solves_are_certified_like_float64():
+    problem = _ranges(64, seed=0)
+    want = ffu.solve(problem, method="smii", tol=1e-4, refine=False)
+    got = ffu.solve(problem, method="smii", tol=1e-4, refine=False, float32=True)
+    assert want.status == got.status == OPTIMAL and got.gap <= 1e-4
+    assert got.privacy_cost == pytest.approx(want.privacy_cost, rel=2e-4)
+    # each run's certified bound holds for the other's iterate
+    assert got.privacy_cost >= want.lower_bound and want.privacy_cost >= got.lower_bound
