@@ -12,8 +12,9 @@ Interfaces layer (experiments): imports ``ffu_cvx.batch``, ``ffu_cvx.files``,
    ``value``) is a miss: a :class:`CacheWarning` names the file and that cell alone is
    recomputed. The missing cells are computed here, one after the other, or with
    ``--jobs N`` on N worker processes, or with ``--scheduler ADDRESS`` on a Dask
-   cluster (:func:`ffu_cvx.batch.completed`: one BLAS thread per worker, so the
-   numbers are the serial run's); each is cached as it finishes;
+   cluster (:func:`ffu_cvx.batch.completed`: one BLAS thread per process computing
+   cells, here too, so the numbers are the serial run's; ``--blas-threads N`` gives
+   each N instead); each is cached as it finishes;
 2. prints a progress line to stderr as each cell finishes, then the table (ours beside
    the paper's) to stdout;
 3. writes ``results/<name>.{csv,json,md}`` (:mod:`ffu_cvx.jsonio`: non-finite numbers
@@ -176,15 +177,24 @@ class Cache:
         return float(took) if isinstance(took, (int, float)) else None
 
 
-def _jobs(text: str) -> int:
-    """``--jobs``: a worker count >= 1, or -1 for one per CPU."""
+def _count(text: str, allowed_negative: bool, what: str) -> int:
     try:
         n = int(text)
     except ValueError:
         n = 0
-    if n < 1 and n != -1:
-        raise argparse.ArgumentTypeError(f"expected a number of workers >= 1 (or -1: one per CPU), got {text!r}")
+    if n < 1 and not (allowed_negative and n == -1):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
     return n
+
+
+def _jobs(text: str) -> int:
+    """``--jobs``: a worker count >= 1, or -1 for one per CPU."""
+    return _count(text, True, "a number of workers >= 1 (or -1: one per CPU)")
+
+
+def _blas_threads(text: str) -> int:
+    """``--blas-threads``: a thread count >= 1."""
+    return _count(text, False, "a number of BLAS threads >= 1")
 
 
 def parser(description: str, *, figures: bool = False) -> argparse.ArgumentParser:
@@ -199,6 +209,9 @@ def parser(description: str, *, figures: bool = False) -> argparse.ArgumentParse
     p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
                    help="compute the cells on N worker processes (-1: one per CPU; one BLAS thread each; "
                         "needs ffu-cvx[parallel]); the results are those of the serial run")
+    p.add_argument("--blas-threads", type=_blas_threads, default=1, metavar="N",
+                   help="BLAS threads of each process computing cells (default 1: every --jobs setting then "
+                        "gives the same numbers bit for bit; OPENBLAS_NUM_THREADS does not override it)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="compute the cells on the Dask cluster at ADDRESS (tcp://host:8786; needs ffu-cvx[dask]); "
                         "its workers set the parallelism")
@@ -287,8 +300,9 @@ def write_files(files: dict[Path, bytes]) -> list[Path]:
 
 
 def _workers(args: argparse.Namespace) -> dict:
-    """The batch engine's settings from ``--jobs`` and ``--scheduler`` (older namespaces: serial)."""
-    return {"n_jobs": getattr(args, "jobs", 1), "scheduler": getattr(args, "scheduler", None)}
+    """The batch engine's settings from ``--jobs``, ``--scheduler`` and ``--blas-threads`` (older namespaces: serial, one thread)."""
+    return {"n_jobs": getattr(args, "jobs", 1), "scheduler": getattr(args, "scheduler", None),
+            "blas_threads": getattr(args, "blas_threads", 1)}
 
 
 @dataclass(frozen=True)

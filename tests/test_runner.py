@@ -326,6 +326,24 @@ def test_jobs_must_be_a_worker_count(out):
     assert runner.parser("t").parse_args(["--jobs", "-1"]).jobs == -1
 
 
+@pytest.mark.parametrize("flags, threads", [([], 1), (["--blas-threads", "2"], 2)])
+def test_cells_run_with_the_blas_threads_asked_for(out, flags, threads):
+    """One BLAS thread per process computing cells by default (OPENBLAS_NUM_THREADS does not
+    override it), ``--blas-threads N`` for N."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def cell(i):
+        return {"i": i, "v": max(x["num_threads"] for x in threadpoolctl.threadpool_info() if x["user_api"] == "blas")}
+
+    args = runner.parser("t").parse_args(["--quiet", "--no-cache", *flags])
+    rows = runner.run_grid("threads", [runner.Cell(k) for k in KEYS[:1]], cell, args, version=1,
+                           table=runner.Table("t", ("i", "v")))
+    assert rows[0]["v"] == threads
+    for bad in ("0", "-1", "x"):
+        with pytest.raises(SystemExit):
+            runner.parser("t").parse_args(["--blas-threads", bad])
+
+
 def test_all_forwards_its_flags_as_given(out, monkeypatch):
     from experiments import all as run_all
 
