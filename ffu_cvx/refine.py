@@ -54,7 +54,7 @@ from .problem import FitnessProblem
 from .status import OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
 
 __all__ = ["REFINE_CLARABEL_MAX_ORDER", "RETRY_CLARABEL_OPTIONS", "RETRY_MAX_SLACK", "RefineResult", "Refinement",
-           "SINGLE_MARGIN", "single_optimum", "read_levels", "check_options", "refine_levels", "refine_first", "tight_columns", "level_bound", "level_result", "notify"]
+           "SINGLE_MARGIN", "single_optimum", "solver_multipliers", "read_levels", "check_options", "refine_levels", "refine_first", "tight_columns", "level_bound", "level_result", "notify"]
 
 
 @dataclass
@@ -392,12 +392,18 @@ class Refinement:
     info: dict
 
 
+def solver_multipliers(lam, mu) -> tuple:
+    """``(lam, mu)`` for :func:`ffu_cvx.certificate.certify`: a solver's multipliers, or
+    ``(None, None)`` (certify's own candidates) when either is missing or all zero."""
+    usable = lam is not None and mu is not None and lam.sum() > 0 and mu.sum() > 0
+    return (lam, mu) if usable else (None, None)
+
+
 def _certified(problem: FitnessProblem, sigma: np.ndarray, first, tol: float) -> bool:
     """Whether ``sigma`` (rescaled to meet every target) is within ``tol`` of the bound that
     ``first``'s multipliers certify (what the Solution will report)."""
     scaled = cvx.normalise_sigma(problem, sigma)[0]
-    lam, mu = (first.lam, first.mu) if first.lam.sum() > 0 and first.mu.sum() > 0 else (None, None)
-    return certificate.certify(problem, scaled, lam, mu).gap <= tol
+    return certificate.certify(problem, scaled, *solver_multipliers(first.lam, first.mu)).gap <= tol
 
 
 def refine_first(

@@ -31,7 +31,7 @@ from .cvx import (AUTO_CLARABEL_MAX_ORDER, DEFAULT_SOLVER_TOL, FAIL_GAP, FORMULA
                   LevelResult, certified_gap, lmi_order, normalise_sigma, pick_solver, reject_if_far, solve_level,
                   solve_warm, solver_kwargs)
 from .problem import FitnessProblem
-from .refine import REFINE_CLARABEL_MAX_ORDER, check_options, notify, refine_first
+from .refine import REFINE_CLARABEL_MAX_ORDER, check_options, notify, refine_first, solver_multipliers
 from .result import Solution
 from .smii import solve_smii
 from .status import OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, USER_STOPPED, SolverError
@@ -240,8 +240,7 @@ def finish(problem: FitnessProblem, sigma, lam, mu, *, status: str, nit: int | N
     """
     sigma, ratio = normalise_sigma(problem, sigma)
     info["rescaled_by"] = ratio
-    lam_arg = lam if lam is not None and lam.sum() > 0 and mu is not None and mu.sum() > 0 else None
-    cert = certificate.certify(problem, sigma, lam_arg, mu if lam_arg is not None else None)
+    cert = certificate.certify(problem, sigma, *solver_multipliers(lam, mu))
     gap, message = cert.gap, ""
     solver, raw = info.get("solver"), info.get("solver_status", status)
     if status == OPTIMAL_INACCURATE:
