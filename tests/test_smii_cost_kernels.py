@@ -7,6 +7,8 @@
   its diagonal).
 - :func:`ffu_cvx.smii.newton.conjugate_gradient` updates ``r``, ``p`` and the product in
   place: its iterates equal a textbook (out-of-place) Steihaug CG on the same operator.
+- ``Backend.rotated_single`` (the float32 array ``[Q^T Y, V^T]`` of the turned frame by one
+  float32 product) equals the float64 product to single precision.
 """
 
 import math
@@ -136,3 +138,16 @@ def test_in_place_cg_equals_the_textbook_iteration(case, preconditioned):
         assert it < 40 and float(np.linalg.norm(got)) == pytest.approx(radius, rel=1e-12)
     if case == "converges":
         np.testing.assert_allclose(A @ got.ravel(), -G.ravel(), rtol=0, atol=1e-8)
+
+
+# ---- the float32 array of the turned frame ------------------------------------------------------------------
+
+def test_rotated_single_is_the_stacked_float32_product():
+    rng = np.random.default_rng(7)
+    Q = np.linalg.qr(rng.standard_normal((48, 48)))[0]
+    Y, V = rng.standard_normal((48, 70)), rng.standard_normal((33, 48))
+    want = np.concatenate([Q.T @ Y, V.T], axis=1)
+    got = NP.rotated_single(Q, Y, V)
+    assert got.dtype == np.float32 and got.shape == (48, 103) and got.flags.c_contiguous
+    assert float(np.abs(got - want).max()) <= 1e-6 * float(np.abs(want).max())
+    np.testing.assert_array_equal(got[:, 70:], V.T.astype(np.float32))  # V^T only cast
