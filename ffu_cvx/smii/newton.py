@@ -68,8 +68,9 @@ def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None)
     r = -op.grad
     z = r if precond is None else precond(r)
     # r, p and the product are updated in place (one fresh k x k array per iteration, s's,
-    # instead of five); p must not share r's memory, and op.hvp returns a fresh array.
-    p = z.copy() if z is r else z
+    # instead of five); p must not share r's memory (a second negation: a copy on any
+    # backend), and op.hvp returns a fresh array.
+    p = -op.grad if z is r else z
     rzold = inner(r, z)
     it = 0
     for it in range(1, maxcg + 1):
