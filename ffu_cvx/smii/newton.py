@@ -67,7 +67,10 @@ def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None)
     s = of(op.grad).xp.zeros_like(op.grad)
     r = -op.grad
     z = r if precond is None else precond(r)
-    p = z  # never updated in place
+    # r, p and the product are updated in place (one fresh k x k array per iteration, s's,
+    # instead of five); p must not share r's memory (a second negation: a copy on any
+    # backend), and op.hvp returns a fresh array.
+    p = -op.grad if z is r else z
     rzold = inner(r, z)
     it = 0
     for it in range(1, maxcg + 1):
@@ -76,17 +79,20 @@ def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None)
         if not curv > 0:
             return _to_boundary(s, p, radius), it
         a = rzold / curv
-        s_next = s + a * p
+        s_next = p * a
+        s_next += s  # s + a p
         if inner(s_next, s_next) >= radius * radius:
             return _to_boundary(s, p, radius), it
         s = s_next
-        r = r - a * Hp
+        Hp *= a
+        r -= Hp  # r - a H p
         del Hp, s_next  # at most s, r, p and one product alive at the next hvp (k x k each)
         if inner(r, r) <= tol2:
             break
         z = r if precond is None else precond(r)
         rznew = inner(r, z)
-        p = z + (rznew / rzold) * p
+        p *= rznew / rzold
+        p += z  # z + beta p
         del z
         rzold = rznew
     return s, it
