@@ -68,8 +68,8 @@ __all__ = [
     "STATUS_MAP", "PANIC", "FORMULATIONS", "SOLVERS", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
     "solve_model", "raw_status", "reciprocal_program", "ca_program", "LevelResult", "lmi_order", "pick_solver",
     "solver_kwargs", "solve_level", "normalise_sigma", "reject_if_far", "WARM_MAX_ITERS", "WARM_CHUNK_ITERS",
-    "WARM_WALK_FACTOR", "WARM_HIGH_SCALE", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS", "WARM_SCS_OPTIONS",
-    "solve_warm", "certified_gap"]
+    "WARM_WALK_FACTOR", "WARM_HIGH_SCALE", "WARM_STALL_FACTOR", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS",
+    "WARM_SCS_OPTIONS", "solve_warm", "certified_gap"]
 
 #: CVXPY status -> ours. Anything unmapped (infeasible, unbounded, user limit, solver
 #: error, ...) is a failure.
@@ -448,6 +448,13 @@ WARM_WALK_FACTOR = 100.0
 #: 1,000; ratio above 1: prefix d = 128 (50) 1,000 / 2,500, the authors' discrete (18) 400 / 500.
 WARM_HIGH_SCALE = 1.0
 
+#: :func:`solve_warm` also stops once the certified gap is within ``tol`` and the last chunk
+#: cut it by less than this factor: SCS's tail can be slow. Random ranges d = 256 (random
+#: targets, scale 1): 3.4e-6, 8.6e-7, 4.3e-7, 4.0e-7 after each 500 iterations (0.15-0.25 s
+#: each), so the aim of 1e-7 was thousands of iterations away; at d = 128 the gaps
+#: 6.3e-7, 1.4e-7, 9.5e-8 reach the aim first.
+WARM_STALL_FACTOR = 0.8
+
 #: SCS's ``status_val`` -> ours (1 solved, 2 solved inaccurate: e.g. at ``max_iters``);
 #: -5 is SIGINT, anything else a failure.
 SCS_STATUS = {1: OPTIMAL, 2: OPTIMAL_INACCURATE}
@@ -485,7 +492,8 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
     scale does not matter). SCS runs with :data:`WARM_SCS_OPTIONS` at tolerance
     ``tol * WARM_EPS_FACTOR`` in chunks of :data:`WARM_CHUNK_ITERS` iterations, each
     resumed from the last point, until the certified gap is at most ``tol * WARM_GAP_FACTOR``
-    or above :data:`WARM_WALK_FACTOR` times the start's, or ``max_iters`` are spent;
+    or above :data:`WARM_WALK_FACTOR` times the start's, or at most ``tol`` and the last chunk
+    cut it by less than :data:`WARM_STALL_FACTOR`, or ``max_iters`` are spent;
     converged short of that aim, the tolerance is tightened tenfold down to
     :data:`WARM_MIN_EPS`. Returns a :class:`LevelResult` (solver ``"SCS"``, ``nit``
     summed): ``"optimal"`` when the gap is at most ``tol``, else ``"optimal_inaccurate"``;
@@ -502,7 +510,7 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
     aim, opts = tol * WARM_GAP_FACTOR, dict(WARM_SCS_OPTIONS, verbose=verbose, **(solver_options or {}))
     start = LevelResult(math.nan, sigma, lam, mu, OPTIMAL, "start", 0, 0.0, 0.0)
     give_up, eps = WARM_WALK_FACTOR * max(certified_gap(problem, start), aim), tol * WARM_EPS_FACTOR
-    times, used = {"nit": 0, "compile_time": time.perf_counter() - t0, "solve_time": 0.0}, 0
+    times, used, gap = {"nit": 0, "compile_time": time.perf_counter() - t0, "solve_time": 0.0}, 0, math.inf
     while True:
         chunk = dict(opts, eps_abs=eps, eps_rel=eps, max_iters=min(WARM_CHUNK_ITERS, max_iters - used))
         out = scs.SCS(data, cone, **chunk).solve(warm_start=True, x=x, y=y, s=s)
@@ -513,8 +521,10 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
         times.update(nit=times["nit"] + int(info["iter"]),
                      solve_time=times["solve_time"] + (info["setup_time"] + info["solve_time"]) / 1000.0)
         level = _scs_level(problem, out, f, **times)
-        gap = certified_gap(problem, level)
-        if gap <= aim or gap > give_up or used >= max_iters or (level.status == OPTIMAL and eps <= WARM_MIN_EPS):
+        last, gap = gap, certified_gap(problem, level)
+        stalled = gap <= tol and gap > WARM_STALL_FACTOR * last
+        tightest = level.status == OPTIMAL and eps <= WARM_MIN_EPS
+        if gap <= aim or gap > give_up or stalled or tightest or used >= max_iters:
             break
         if level.status == OPTIMAL:
             eps, used = eps / 10.0, 0

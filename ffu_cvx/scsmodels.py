@@ -83,7 +83,8 @@ def inverse_data(B: np.ndarray, L: np.ndarray) -> tuple[dict, dict]:
     c = np.zeros(nx)
     c[0] = 1.0
     A = sparse.vstack([priv, var, psd]).tocsc()
-    return {"A": A, "b": np.concatenate([np.zeros(d), np.ones(m), svec(const + const.T)]), "c": c}, {"l": d + m, "s": [n]}
+    b = np.concatenate([np.zeros(d), np.ones(m), svec(const + const.T)])
+    return {"A": A, "b": b, "c": c}, {"l": d + m, "s": [n]}
 
 
 def _start(B: np.ndarray, L: np.ndarray, sigma: np.ndarray, lam: np.ndarray, mu: np.ndarray):
