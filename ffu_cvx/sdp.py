@@ -100,7 +100,8 @@ def solve_sdp(
         :func:`ffu_cvx.cvx.solver_kwargs`).
     warm_start : {"auto", "smii", None} or Solution
         Start SCS near the optimum (:func:`ffu_cvx.cvx.solve_warm`, the ``"inverse"``
-        model called directly): ``"smii"`` solves SM-II first (certified to
+        model called directly; SCS's ``scale`` is 1 from the start when ``m > k``, as on
+        random ranges): ``"smii"`` solves SM-II first (certified to
         ``tol`` x :data:`WARM_SMII_TOL_FACTOR`, no polish), a Solution with multipliers
         (any method) is used as given. ``"auto"`` (default) is ``"smii"`` where
         ``solver="auto"`` resolves to SCS and ``formulation`` is ``"pair"`` or
