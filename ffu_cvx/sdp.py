@@ -37,7 +37,7 @@ from .smii import solve_smii
 from .status import OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, USER_STOPPED, SolverError
 
 __all__ = ["FORMULATIONS", "SOLVERS", "STATUS_MAP", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
-           "WARM_STARTS", "WARM_SMII_TOL_FACTOR", "FALLBACK_ITERS_FACTOR",
+           "WARM_STARTS", "WARM_SMII_TOL_FACTOR", "WARM_WIDE_ORDER", "FALLBACK_ITERS_FACTOR",
            "LevelResult", "lmi_order", "pick_solver", "solve_level", "normalise_sigma", "solve_sdp", "first_level",
            "refine", "refine_from", "finish"]
 
@@ -100,8 +100,9 @@ def solve_sdp(
         :func:`ffu_cvx.cvx.solver_kwargs`).
     warm_start : {"auto", "smii", None} or Solution
         Start SCS near the optimum (:func:`ffu_cvx.cvx.solve_warm`, the ``"inverse"``
-        model called directly; SCS's ``scale`` is 1 from the start when ``m > k``, as on
-        random ranges): ``"smii"`` solves SM-II first (certified to
+        model called directly; SCS's ``scale`` is 1 from the start when ``m > k`` and
+        ``k + m`` > :data:`WARM_WIDE_ORDER`, as on random ranges from d = 128):
+        ``"smii"`` solves SM-II first (certified to
         ``tol`` x :data:`WARM_SMII_TOL_FACTOR`, no polish), a Solution with multipliers
         (any method) is used as given. ``"auto"`` (default) is ``"smii"`` where
         ``solver="auto"`` resolves to SCS and ``formulation`` is ``"pair"`` or
@@ -140,19 +141,23 @@ FALLBACK_ITERS_FACTOR = 5
 WARM_STARTS = ("auto", "smii", None)
 
 
-def _warm_options(problem: FitnessProblem, solver_options: dict | None) -> dict | None:
-    """SCS's options of a warm start: ``scale`` :data:`ffu_cvx.cvx.WARM_HIGH_SCALE` from the
-    first iteration when there are more queries than basis rows (``m > k``), unless given.
+#: A warm start runs SCS at ``scale`` :data:`ffu_cvx.cvx.WARM_HIGH_SCALE` from its first
+#: iteration when there are more queries than basis rows (``m > k``) and the LMI order
+#: ``k + m`` exceeds this; below it :func:`ffu_cvx.cvx.solve_warm`'s own rule (a first
+#: chunk at SCS's default 0.1, then 1 if the primal residual is the smaller) is faster.
+#: Measured from SM-II's point, that rule against scale 1 throughout (SCS iterations to
+#: the aim): random ranges d = 64 (order 191) 1,000 / 1,500, the authors' discrete (192)
+#: 400 / 500, marginal (97) 350 / 500. Above: random ranges d = 128 (382; the rule kept
+#: 0.1) certified gap 3.4e-6 after 1,000 and 7.1e-7 after 4,000 iterations, against the
+#: aim (9.5e-8) after 1,500; d = 256 (757) 1.2e-4 after 250 (walked away) against 8.6e-7
+#: after 1,000. (Where ``m = k``, prefix d = 128, 0.1 is better: 1,000 / 2,500.)
+WARM_WIDE_ORDER = 256
 
-    (Else :func:`ffu_cvx.cvx.solve_warm` picks the scale after its first chunk.) Measured
-    from SM-II's point on random ranges (random targets; certified gap after 500 / 1,000
-    SCS iterations), scale 0.1 against 1: d = 128 (k = 126, m = 256) 8.7e-6 / 3.4e-6
-    against 6.3e-7 / 1.4e-7 (the aim, 1e-7, after 1,500); d = 256 (k = 245, m = 512)
-    1.2e-4 after 250 (walked away) against 3.4e-6 / 8.6e-7; d = 64 13,500 against 2,000
-    iterations to the aim, the authors' range (m = 128, k = 63) 1,500 against 1,000;
-    where ``m = k`` (prefix d = 128) 0.1 is better, 1,000 against 2,500.
-    """
-    if problem.m <= problem.k:
+
+def _warm_options(problem: FitnessProblem, solver_options: dict | None) -> dict | None:
+    """SCS's options of a warm start: ``scale`` :data:`ffu_cvx.cvx.WARM_HIGH_SCALE` from the first
+    iteration on a wide problem (:data:`WARM_WIDE_ORDER`), unless ``solver_options`` give one."""
+    if problem.m <= problem.k or problem.k + problem.m <= WARM_WIDE_ORDER:
         return solver_options
     return {"scale": WARM_HIGH_SCALE, **(solver_options or {})}
 

@@ -27,9 +27,12 @@ def recording_scs(monkeypatch):
     return scales
 
 
-def test_warm_options_raise_the_scale_only_with_more_queries_than_basis_rows():
+def test_warm_options_raise_the_scale_only_on_wide_problems(monkeypatch):
     wide, square = ranges_problem(16), ffu.FitnessProblem.from_workload(workloads.prefix(16))
-    assert wide.m > wide.k and square.m == square.k
+    assert wide.m > wide.k and square.m == square.k and wide.k + wide.m <= sdp.WARM_WIDE_ORDER
+    assert sdp._warm_options(wide, None) is None  # small: solve_warm's own rule
+    assert sdp._warm_options(ranges_problem(128), None) == {"scale": cvx.WARM_HIGH_SCALE}  # k + m = 382
+    monkeypatch.setattr(sdp, "WARM_WIDE_ORDER", 0)
     assert sdp._warm_options(wide, None) == {"scale": cvx.WARM_HIGH_SCALE}
     assert sdp._warm_options(wide, {"scale": 0.3, "alpha": 1.8}) == {"scale": 0.3, "alpha": 1.8}  # the user's wins
     assert sdp._warm_options(square, None) is None
@@ -40,6 +43,7 @@ def test_warm_options_raise_the_scale_only_with_more_queries_than_basis_rows():
 def test_warm_start_on_random_ranges_matches_the_cold_sdp(d, tol, monkeypatch):
     problem = ranges_problem(d)
     cold = sdp.solve_sdp(problem, refine=False, solver="CLARABEL")  # interior point, no warm start
+    monkeypatch.setattr(sdp, "WARM_WIDE_ORDER", 0)  # the rule of d >= 128, here at small d
     scales = recording_scs(monkeypatch)
     # "auto" picks Clarabel below LMI order 48 (d = 16): SCS is asked for there.
     warm = sdp.solve_sdp(problem, refine=False, tol=tol, **({"solver": "SCS", "warm_start": "smii"} if d < 32 else {}))
