@@ -2,9 +2,11 @@
 
 ``python -m experiments.crossval [--quick] [--sizes 8 16 32] [--tol 1e-4] [--cases prefix ...]``
 
-``--cases`` picks workloads by label (default all); the exact SDP reaches prefix
-d = 128 in about 10 s and d = 256 in about 3 min (SCS warm-started from SM-II), so
-``--sizes 128 256 --cases prefix`` cross-validates SM-II where it is used.
+``--cases`` picks workloads by label (default all); the exact SDP (SCS warm-started
+from SM-II) reaches prefix d = 128 in about 10 s and d = 256 in about 3 min, random
+ranges (random targets) d = 128 in about 1 min and d = 256 in about 7 min (loaded
+machine), so ``--sizes 128 256 --cases prefix ranges/random`` cross-validates SM-II
+where it is used.
 
 For prefix (identity and upper-triangular bases), random ranges (uniform and random
 targets) and random +-1 workloads (uniform and random targets) it solves Problem 1 by

@@ -1,7 +1,8 @@
 """The CVXPY adapter: every conic model of the package and the one place CVXPY is imported.
 
 Solver layer, bottom: imports numpy, scipy, ``status``, ``validation``, ``problem``,
-``privacy`` and ``certificate`` (all core); CVXPY (and SCS, for :func:`solve_warm`)
+``privacy`` and ``certificate`` (all core) and ``scsmodels`` (SCS's data of the warm
+model, arrays only); CVXPY (and SCS, for :func:`solve_warm`)
 is imported inside the functions that build a model, so importing the package stays cheap. Nothing in the
 core imports this module.
 
@@ -54,14 +55,21 @@ from scipy import linalg
 
 from . import certificate, privacy, validation
 from .problem import FitnessProblem
+from .scsmodels import inverse_data as _inverse_scs_data
+from .scsmodels import inverse_point as _inverse_scs_point
+from .scsmodels import inverse_sigma
+from .scsmodels import svec as _svec  # noqa: F401  (old import path)
+from .scsmodels import svec_index as _svec_index  # noqa: F401  (old import path)
+from .scsmodels import svec_pos as _svec_pos  # noqa: F401  (old import path)
+from .scsmodels import unsvec as _unsvec  # noqa: F401  (old import path)
 from .status import OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, SolverError
 
 __all__ = [
     "STATUS_MAP", "PANIC", "FORMULATIONS", "SOLVERS", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
     "solve_model", "raw_status", "reciprocal_program", "ca_program", "LevelResult", "lmi_order", "pick_solver",
     "solver_kwargs", "solve_level", "normalise_sigma", "reject_if_far", "WARM_MAX_ITERS", "WARM_CHUNK_ITERS",
-    "WARM_WALK_FACTOR", "WARM_HIGH_SCALE", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS", "WARM_SCS_OPTIONS",
-    "solve_warm", "certified_gap"]
+    "WARM_WALK_FACTOR", "WARM_HIGH_SCALE", "WARM_STALL_FACTOR", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS",
+    "WARM_SCS_OPTIONS", "solve_warm", "certified_gap"]
 
 #: CVXPY status -> ours. Anything unmapped (infeasible, unbounded, user limit, solver
 #: error, ...) is a failure.
@@ -440,101 +448,23 @@ WARM_WALK_FACTOR = 100.0
 #: 1,000; ratio above 1: prefix d = 128 (50) 1,000 / 2,500, the authors' discrete (18) 400 / 500.
 WARM_HIGH_SCALE = 1.0
 
+#: :func:`solve_warm` also stops once the certified gap is within ``tol`` and the last chunk
+#: cut it by less than this factor: SCS's tail can be slow. Random ranges d = 256 (random
+#: targets, scale 1): 3.4e-6, 8.6e-7, 4.3e-7, 4.0e-7 after each 500 iterations (0.15-0.25 s
+#: each), so the aim of 1e-7 was thousands of iterations away; at d = 128 the gaps
+#: 6.3e-7, 1.4e-7, 9.5e-8 reach the aim first.
+WARM_STALL_FACTOR = 0.8
+
 #: SCS's ``status_val`` -> ours (1 solved, 2 solved inaccurate: e.g. at ``max_iters``);
 #: -5 is SIGINT, anything else a failure.
 SCS_STATUS = {1: OPTIMAL, 2: OPTIMAL_INACCURATE}
 SCS_SIGINT = -5
 
 
-def _svec_index(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(i, j)`` of SCS's vectorised order-``n`` symmetric matrix: lower triangle, column-major."""
-    j, i = np.triu_indices(n)
-    return i, j
-
-
-def _svec_pos(i, j, n: int):
-    """Position of entry ``(i, j)``, ``i >= j``, in SCS's vectorisation of order ``n``."""
-    return j * n - j * (j - 1) // 2 + (i - j)
-
-
-def _svec(M: np.ndarray) -> np.ndarray:
-    """SCS's vector of a symmetric matrix: lower triangle column-major, off-diagonal times sqrt(2)."""
-    i, j = _svec_index(M.shape[0])
-    return M[i, j] * np.where(i == j, 1.0, math.sqrt(2.0))
-
-
-def _unsvec(v: np.ndarray, n: int) -> np.ndarray:
-    """Inverse of :func:`_svec`."""
-    i, j = _svec_index(n)
-    M = np.zeros((n, n))
-    M[i, j] = v / np.where(i == j, 1.0, math.sqrt(2.0))
-    return M + np.tril(M, -1).T
-
-
-def _inverse_scs_data(B: np.ndarray, L: np.ndarray) -> tuple[dict, dict]:
-    """SCS data of Problem 1's ``"inverse"`` model with unit targets.
-
-    Variables ``x = (beta, svec(X), svec(Y))``; rows: ``b_i^T X b_i - beta <= 0`` (d),
-    ``Y_jj <= 1`` (m), then ``svec([[X, L^T], [L, Y]])`` in the PSD cone (order k + m).
-    Sparse where the basis is (the identity basis gives one entry per privacy row).
-    """
-    from scipy import sparse
-
-    (k, d), m = B.shape, L.shape[0]
-    n, nX, nY = k + m, k * (k + 1) // 2, m * (m + 1) // 2
-    nx = 1 + nX + nY
-    ik, jk = _svec_index(k)
-    Bs = sparse.csc_matrix(B)
-    # Row i of the privacy block: coefficients of svec(X) in b_i^T X b_i.
-    coef = sparse.csr_matrix(Bs[ik, :].multiply(Bs[jk, :]).multiply(
-        np.where(ik == jk, 1.0, math.sqrt(2.0))[:, None])).T
-    priv = sparse.hstack([sparse.csr_matrix(-np.ones((d, 1))), coef, sparse.csr_matrix((d, nY))])
-    var = sparse.csr_matrix((np.ones(m), (np.arange(m), 1 + nX + _svec_pos(np.arange(m), np.arange(m), m))),
-                            shape=(m, nx))
-    i, j = _svec_index(n)
-    in_x, in_y = i < k, j >= k
-    rows = np.concatenate([np.flatnonzero(in_x), np.flatnonzero(in_y)])
-    cols = np.concatenate([1 + _svec_pos(i[in_x], j[in_x], k), 1 + nX + _svec_pos(i[in_y] - k, j[in_y] - k, m)])
-    psd = sparse.csr_matrix((-np.ones(rows.size), (rows, cols)), shape=(i.size, nx))
-    const = np.zeros((n, n))
-    const[k:, :k] = L
-    A = sparse.vstack([priv, var, psd]).tocsc()
-    b = np.concatenate([np.zeros(d), np.ones(m), _svec(const + const.T)])
-    c = np.zeros(nx)
-    c[0] = 1.0
-    return {"A": A, "b": b, "c": c}, {"l": d + m, "s": [n]}
-
-
-def _inverse_scs_point(B: np.ndarray, L: np.ndarray, sigma: np.ndarray, lam: np.ndarray, mu: np.ndarray):
-    """SCS's ``(x, y, s)`` for the model of :func:`_inverse_scs_data` at ``sigma`` (k, k)
-    (rescaled to meet the unit targets) and multipliers ``lam`` (d,), ``mu`` (m,).
-
-    ``mu`` is scaled to its best multiple for ``lam`` (the dual function is concave
-    in the scale), and the LMI's multiplier is ``[[B diag(lam) B^T, -Sigma L^T M], [-M L Sigma, M]]``
-    with ``M = diag(mu)``: complementary to ``[[Sigma^{-1}, L^T], [L, L Sigma L^T]]``.
-    """
-    sigma = sigma / float(np.max(privacy.variances(L, sigma)))
-    X = linalg.cho_solve(linalg.cho_factor(sigma, lower=True), np.eye(sigma.shape[0]), check_finite=False)
-    X = 0.5 * (X + X.T)
-    Y = L @ sigma @ L.T
-    p = np.einsum("ij,ij->j", B, X @ B)
-    lam = np.clip(lam, 0.0, None) / np.sum(np.clip(lam, 0.0, None))
-    mu = np.clip(mu, 0.0, None)
-    P = (B * lam) @ B.T
-    w, V = linalg.eigh(P)
-    Ph = (V * np.sqrt(np.clip(w, 0.0, None))) @ V.T
-    fidelity = float(np.sum(np.sqrt(np.clip(linalg.eigvalsh(Ph @ ((L.T * mu) @ L) @ Ph), 0.0, None))))
-    mu = mu * (fidelity / mu.sum()) ** 2
-    G = np.block([[P, -(sigma @ L.T) * mu], [-(mu[:, None] * (L @ sigma)), np.diag(mu)]])
-    Z = np.block([[X, L.T], [L, Y]])
-    x = np.concatenate([[p.max()], _svec(X), _svec(Y)])
-    return x, np.concatenate([lam, mu, _svec(G)]), np.concatenate([p.max() - p, 1.0 - np.diag(Y), _svec(Z)])
-
-
 def _scs_level(problem: FitnessProblem, out: dict, f: float, **times) -> LevelResult:
     """The :class:`LevelResult` of one SCS run on :func:`_inverse_scs_data`'s model
     (``times``: its ``nit``, ``compile_time``, ``solve_time``); raises on a failure or SIGINT."""
-    info, (x, y), k = out["info"], (out["x"], out["y"]), problem.k
+    info, (x, y) = out["info"], (out["x"], out["y"])
     if info["status_val"] == SCS_SIGINT:
         raise KeyboardInterrupt(f"SDP (warm) on {problem!r}: SCS was interrupted")
     status = SCS_STATUS.get(info["status_val"])
@@ -543,8 +473,7 @@ def _scs_level(problem: FitnessProblem, out: dict, f: float, **times) -> LevelRe
                           "feasible, so this is a numerical failure: try `warm_start=None` or `solver='CLARABEL'`",
                           status=str(info["status"]), nit=times["nit"])
     try:
-        sigma = linalg.cho_solve(linalg.cho_factor(_unsvec(x[1:1 + k * (k + 1) // 2], k), lower=True), np.eye(k),
-                                 check_finite=False)
+        sigma = inverse_sigma(x, problem.k)
     except linalg.LinAlgError:
         raise SolverError(f"SDP (warm) on {problem!r}: SCS returned a singular X ({info['status']!r}); try "
                           "`warm_start=None`", status=SOLVER_ERROR, nit=times["nit"]) from None
@@ -556,13 +485,15 @@ def _scs_level(problem: FitnessProblem, out: dict, f: float, **times) -> LevelRe
 def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: np.ndarray, *, tol: float = 1e-6,
                max_iters: int = WARM_MAX_ITERS, solver_options: dict | None = None,
                verbose: bool = False) -> LevelResult:
-    """Problem 1 by SCS on the ``"inverse"`` model, started at ``sigma`` (k, k), ``lam`` (d,), ``mu`` (m,).
+    """Problem 1 by SCS on the ``"inverse"`` model (:mod:`ffu_cvx.scsmodels`), started at ``sigma`` (k, k),
+    ``lam`` (d,), ``mu`` (m,).
 
     The start is any near-optimal point with its multipliers (SM-II's Solution: its
     scale does not matter). SCS runs with :data:`WARM_SCS_OPTIONS` at tolerance
     ``tol * WARM_EPS_FACTOR`` in chunks of :data:`WARM_CHUNK_ITERS` iterations, each
     resumed from the last point, until the certified gap is at most ``tol * WARM_GAP_FACTOR``
-    or above :data:`WARM_WALK_FACTOR` times the start's, or ``max_iters`` are spent;
+    or above :data:`WARM_WALK_FACTOR` times the start's, or at most ``tol`` and the last chunk
+    cut it by less than :data:`WARM_STALL_FACTOR`, or ``max_iters`` are spent;
     converged short of that aim, the tolerance is tightened tenfold down to
     :data:`WARM_MIN_EPS`. Returns a :class:`LevelResult` (solver ``"SCS"``, ``nit``
     summed): ``"optimal"`` when the gap is at most ``tol``, else ``"optimal_inaccurate"``;
@@ -579,7 +510,7 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
     aim, opts = tol * WARM_GAP_FACTOR, dict(WARM_SCS_OPTIONS, verbose=verbose, **(solver_options or {}))
     start = LevelResult(math.nan, sigma, lam, mu, OPTIMAL, "start", 0, 0.0, 0.0)
     give_up, eps = WARM_WALK_FACTOR * max(certified_gap(problem, start), aim), tol * WARM_EPS_FACTOR
-    times, used = {"nit": 0, "compile_time": time.perf_counter() - t0, "solve_time": 0.0}, 0
+    times, used, gap = {"nit": 0, "compile_time": time.perf_counter() - t0, "solve_time": 0.0}, 0, math.inf
     while True:
         chunk = dict(opts, eps_abs=eps, eps_rel=eps, max_iters=min(WARM_CHUNK_ITERS, max_iters - used))
         out = scs.SCS(data, cone, **chunk).solve(warm_start=True, x=x, y=y, s=s)
@@ -590,8 +521,10 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
         times.update(nit=times["nit"] + int(info["iter"]),
                      solve_time=times["solve_time"] + (info["setup_time"] + info["solve_time"]) / 1000.0)
         level = _scs_level(problem, out, f, **times)
-        gap = certified_gap(problem, level)
-        if gap <= aim or gap > give_up or used >= max_iters or (level.status == OPTIMAL and eps <= WARM_MIN_EPS):
+        last, gap = gap, certified_gap(problem, level)
+        stalled = gap <= tol and gap > WARM_STALL_FACTOR * last
+        tightest = level.status == OPTIMAL and eps <= WARM_MIN_EPS
+        if gap <= aim or gap > give_up or stalled or tightest or used >= max_iters:
             break
         if level.status == OPTIMAL:
             eps, used = eps / 10.0, 0
