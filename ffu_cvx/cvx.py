@@ -55,13 +55,7 @@ from scipy import linalg
 
 from . import certificate, privacy, validation
 from .problem import FitnessProblem
-from .scsmodels import inverse_data as _inverse_scs_data
-from .scsmodels import inverse_point as _inverse_scs_point
-from .scsmodels import inverse_sigma
-from .scsmodels import svec as _svec  # noqa: F401  (old import path)
-from .scsmodels import svec_index as _svec_index  # noqa: F401  (old import path)
-from .scsmodels import svec_pos as _svec_pos  # noqa: F401  (old import path)
-from .scsmodels import unsvec as _unsvec  # noqa: F401  (old import path)
+from .scsmodels import inverse_data, inverse_point, inverse_sigma
 from .status import OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, SolverError
 
 __all__ = [
@@ -462,7 +456,7 @@ SCS_SIGINT = -5
 
 
 def _scs_level(problem: FitnessProblem, out: dict, f: float, **times) -> LevelResult:
-    """The :class:`LevelResult` of one SCS run on :func:`_inverse_scs_data`'s model
+    """The :class:`LevelResult` of one SCS run on :func:`ffu_cvx.scsmodels.inverse_data`'s model
     (``times``: its ``nit``, ``compile_time``, ``solve_time``); raises on a failure or SIGINT."""
     info, (x, y) = out["info"], (out["x"], out["y"])
     if info["status_val"] == SCS_SIGINT:
@@ -504,9 +498,9 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
     tol = validation.positive(tol, "tol")
     t0 = time.perf_counter()
     f, L_scaled = _scaled(problem)
-    data, cone = _inverse_scs_data(problem.B, L_scaled)
+    data, cone = inverse_data(problem.B, L_scaled)
     sigma, lam, mu = (np.asarray(v, dtype=float) for v in (sigma, lam, mu))
-    x, y, s = _inverse_scs_point(problem.B, L_scaled, sigma, lam, mu * problem.c)
+    x, y, s = inverse_point(problem.B, L_scaled, sigma, lam, mu * problem.c)
     aim, opts = tol * WARM_GAP_FACTOR, dict(WARM_SCS_OPTIONS, verbose=verbose, **(solver_options or {}))
     start = LevelResult(math.nan, sigma, lam, mu, OPTIMAL, "start", 0, 0.0, 0.0)
     give_up, eps = WARM_WALK_FACTOR * max(certified_gap(problem, start), aim), tol * WARM_EPS_FACTOR

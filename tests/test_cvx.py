@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import cvx, sdp, workloads
+from ffu_cvx import cvx, scsmodels, sdp, workloads
 from ffu_cvx.status import OPTIMAL, SOLVER_ERROR, SolverError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,11 +140,11 @@ def test_svec_round_trip_and_inner_product():
     rng = np.random.default_rng(0)
     M = rng.standard_normal((5, 5))
     M, N = M + M.T, np.eye(5) + 0.1 * (M @ M.T)
-    np.testing.assert_allclose(cvx._unsvec(cvx._svec(M), 5), M, rtol=1e-15)
+    np.testing.assert_allclose(scsmodels.unsvec(scsmodels.svec(M), 5), M, rtol=1e-15)
     # SCS's vectorisation keeps the trace inner product, which the warm start relies on.
-    assert cvx._svec(M) @ cvx._svec(N) == pytest.approx(np.trace(M @ N), rel=1e-12)
-    i, j = cvx._svec_index(5)
-    np.testing.assert_array_equal(cvx._svec_pos(i, j, 5), np.arange(15))
+    assert scsmodels.svec(M) @ scsmodels.svec(N) == pytest.approx(np.trace(M @ N), rel=1e-12)
+    i, j = scsmodels.svec_index(5)
+    np.testing.assert_array_equal(scsmodels.svec_pos(i, j, 5), np.arange(15))
 
 
 def test_warm_point_is_feasible_and_primal_dual_consistent():
@@ -153,8 +153,8 @@ def test_warm_point_is_feasible_and_primal_dual_consistent():
     problem = prefix_problem(6)
     lev = cvx.solve_level(problem, solver="CLARABEL")
     f, L = cvx._scaled(problem)
-    data, cone = cvx._inverse_scs_data(problem.B, L)
-    x, y, s = cvx._inverse_scs_point(problem.B, L, lev.sigma, lev.lam, lev.mu * problem.c)
+    data, cone = scsmodels.inverse_data(problem.B, L)
+    x, y, s = scsmodels.inverse_point(problem.B, L, lev.sigma, lev.lam, lev.mu * problem.c)
     A, b, c = data["A"], data["b"], data["c"]
     assert cone == {"l": 12, "s": [12]} and A.shape == (12 + 78, 1 + 21 + 21)
     np.testing.assert_allclose(A @ x + s, b, atol=1e-12)
