@@ -101,6 +101,20 @@ SETTLE = 100.0
 #: The solver then goes back to the best iterate, sharpens ``t`` by ``SHIFT_GROW`` and
 #: no longer ends sub-problems by ``SETTLE``.
 REGRESS = 3.0
+#: A shifted sub-problem does not end by ``SETTLE`` on an iterate whose gap exceeds this
+#: multiple of the best gap so far: after a multiplier update one full Newton step can
+#: land far from the new sub-problem's minimiser while ``F`` barely moves, and ending
+#: there hands the next update poor weights (often a ``REGRESS`` restart at a sharper
+#: ``t``); the sub-problem takes more steps instead. Newton steps (Hessian products),
+#: OPENBLAS_NUM_THREADS=1, refine off, without -> with the guard: the cells of ``python -m
+#: experiments.bench_workloads --sizes 512 --workloads prefix prefix-decades ranges tree
+#: --seeds 0 1`` (tol 1e-4) 462 (2513) -> 394 (1973): prefix 22 -> 22, decades seeds 0 / 1
+#: 97 / 111 -> 82 / 80, ranges 39 / 40 -> 38 / 40, trees 61 / 92 -> 63 / 69; summed over
+#: prefix d = 256 and 512, decades, random ranges and 4-ary trees d = 256 seeds 0 / 1
+#: (tol 1e-4) and random ranges d = 512 seeds 0 / 1 (tol 1e-3) 468 (2472) -> 443 (2227),
+#: decades d = 256 70 / 104 -> 65 / 83, ranges d = 512 seed 0 33 -> 34, the rest the same.
+#: At k > 256 (no dual ascent in the certificate) ``bench_smii --sizes 1024`` is unchanged.
+DRIFT = 3.0
 #: A sub-problem has stalled (it ends without another direction) when the last step
 #: decreased ``F`` by less than this fraction of the Newton-decrement threshold.
 STALL = 0.1
@@ -129,6 +143,14 @@ def damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
         new, before = (1.0 - SHIFT_DAMP) * shift + SHIFT_DAMP * logw, shift - xp.max(shift)
     top = float(xp.max(new))
     return top + xp.maximum(xp.maximum(new - top, before - SHIFT_CAP), -SHIFT_FLOOR)
+
+
+def settles(step: float, decrease: float, small: float, gap: float, best_gap: float) -> bool:
+    """Whether a sub-problem ends after a step (see ``SETTLE``): a full step that decreased
+    ``F`` by less than ``small``, unless ``gap`` (the iterate's certified gap in a shifted
+    sub-problem; NaN otherwise or before the first certificate) is more than ``DRIFT``
+    times ``best_gap`` (the best certified gap so far)."""
+    return step == 1.0 and decrease < small and not gap > DRIFT * best_gap
 
 
 class Best(NamedTuple):
@@ -248,7 +270,9 @@ class Run:
         alpha = q.cost(self.kappa)
         # End the sub-problem when the best bound so far already certifies this iterate,
         # or after a full step that gained little (see SETTLE).
-        self.settled = self.bounds.certifies(alpha) or (step == 1.0 and decrease < self.settle * threshold)
+        gap = self.bounds.gap(alpha) if q.s1 is not None else math.nan  # DRIFT guards shifted sub-problems
+        best_gap = math.inf if self.best is None else self.best.gap
+        self.settled = self.bounds.certifies(alpha) or settles(step, decrease, self.settle * threshold, gap, best_gap)
         self._report(alpha, step, d.n_cg)
 
     def _report(self, alpha: float, step: float, n_cg: int) -> None:
@@ -406,9 +430,10 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     t_max : float, default 1e9
         Largest ``t1``: past it the best certified iterate is returned as
         ``"optimal_inaccurate"``.
-    t_shift : float or None, default 30.0
-        Sharpness at which ``t1`` stops growing by default (None or inf: never, the
-        paper's schedule). From there on each sub-problem's soft maxes are weighted by
+    t_shift : float, None or "auto", default "auto"
+        Sharpness at which ``t1`` stops growing (None or inf: never, the paper's
+        schedule); "auto" is 20 for bases of ``k >= 1000`` and 30 below
+        (:data:`ffu_cvx.smii.options.T_SHIFT`, measured there). From there on each sub-problem's soft maxes are weighted by
         the previous one's, ``smax = (1/t) log sum_i lam_i exp(t x_i)``, with ``log lam``
         moved 0.7 of the way to the log of the last weights but falling by at most 2 per
         update and to at most 11 below the largest (a damped exponential method of
