@@ -17,7 +17,7 @@ from .. import validation
 from . import backend
 from .polish import REFINE_AUTO_MAX_K, REFINE_BUDGET
 
-__all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "T_SHIFT", "T_SHIFT_LARGE", "T_SHIFT_MIN_K", "Options", "smii_options", "gd_options"]
+__all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "Options", "smii_options", "gd_options"]
 
 #: ``precondition="auto"`` preconditions CG for bases larger than this (below, the
 #: eigendecomposition per Newton step costs more than it saves).
@@ -38,19 +38,6 @@ FLOAT32_MIN_K = 1000
 #: at moderate ``t``, and more products per step cost more than they save: at d = 512
 #: a cap of 40 took 1.1-1.3x longer).
 MAXCG_CAP = 40
-#: ``t_shift="auto"``: the sharpness at which the soft maxes stop sharpening and start
-#: shifting is ``T_SHIFT_LARGE`` for bases of at least ``T_SHIFT_MIN_K``, else
-#: ``T_SHIFT``. Newton steps (Hessian products), OPENBLAS_NUM_THREADS=1, tol 1e-3, prefix
-#: d = 1024 and random ranges d = 1024 seeds 0 / 1 / 2 (k = 1005-1024; the cells of
-#: ``python -m experiments.bench_smii --sizes 1024 --seeds 0 1 2 --tol 1e-3``): 30 took
-#: 21, 28, 36, 31 (575 products), 20 took 17, 25, 32, 30 (523), 10 took 18, 35, 35, 35
-#: (668). Below, 20 was mixed: over prefix d = 256 / 512, decades d = 256 seeds 0 / 1,
-#: ranges d = 256 seeds 0 / 1 and d = 512 seeds 0 / 1, 4-ary trees d = 256 seeds 0 / 1
-#: (tol 1e-4 at 256, 1e-3 at 512) 433 steps against 468, but trees d = 256 seed 1 53 -> 56
-#: and ranges d = 512 seed 1 28 -> 30; prefix(32) then ends at t1 = 147 against 90.
-T_SHIFT = 30.0
-T_SHIFT_LARGE = 20.0
-T_SHIFT_MIN_K = 1000
 #: The options :func:`ffu_cvx.smii.solve_gd` accepts, and its own defaults for the rest
 #: (a long run of plain gradient steps on the paper's unshifted schedule).
 GD_OPTIONS = ("t1", "t2", "mu", "nttol", "ntrel", "sigma_ls", "beta", "maxiter", "tol", "t_max", "max_time",
@@ -78,7 +65,7 @@ class Options:
     radius: float = 1.0
     ntrel: float = 1e-3
     max_time: float | None = None
-    t_shift: float | None | str = "auto"
+    t_shift: float | None = 30.0
     refine: bool | str = "auto"
     precondition: bool | str = "auto"
     float32: bool | str = "auto"
@@ -105,26 +92,22 @@ class Options:
                        refine_budget=validation.positive(self.refine_budget, "refine_budget"))
         if self.maxcg_cap is not None:
             checked["maxcg_cap"] = validation.positive_int(self.maxcg_cap, "maxcg_cap")
-        # t_shift: None or inf never shifts (the paper's schedule); "auto" is resolved per k.
-        if not (isinstance(self.t_shift, str) and self.t_shift == "auto"):
-            t_shift = validation.positive(self.t_shift, "t_shift", allow_none=True, allow_inf=True)
-            checked["t_shift"] = math.inf if t_shift is None else t_shift
+        # t_shift: None or inf never shifts (the paper's schedule).
+        t_shift = validation.positive(self.t_shift, "t_shift", allow_none=True, allow_inf=True)
+        checked["t_shift"] = math.inf if t_shift is None else t_shift
         for name, value in checked.items():
             object.__setattr__(self, name, value)
 
     def resolved(self, k: int) -> "Options":
-        """These options with ``precondition``, ``float32``, ``maxcg_cap``, ``refine`` and ``t_shift`` made concrete for a basis of size ``k``."""
+        """These options with ``precondition``, ``float32``, ``maxcg_cap`` and ``refine`` made concrete for a basis of size ``k``."""
         precondition = k > PRECONDITION_MIN_K if self.precondition == "auto" else self.precondition
         float32 = k >= FLOAT32_MIN_K if self.float32 == "auto" else self.float32
         maxcg_cap = self.maxcg_cap
         if maxcg_cap is None:
             maxcg_cap = self.maxcg if precondition else MAXCG_CAP
         refine = k <= REFINE_AUTO_MAX_K if self.refine == "auto" else self.refine
-        t_shift = self.t_shift
-        if t_shift == "auto":
-            t_shift = T_SHIFT_LARGE if k >= T_SHIFT_MIN_K else T_SHIFT
         return dataclasses.replace(self, precondition=precondition, float32=float32, maxcg_cap=maxcg_cap,
-                                   refine=refine, t_shift=t_shift)
+                                   refine=refine)
 
 
 def _check_names(options: dict, allowed, who: str) -> None:
