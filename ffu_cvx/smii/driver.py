@@ -18,7 +18,9 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   Newton steps gain less and less; a sub-problem also ends when the Newton decrement is
   below ``ntrel / t1`` (well under the soft max's own error at that ``t1``), after a
   full step that gained less than ``SETTLE`` times that (the step is kept and no
-  direction is spent confirming the end), or when progress stalls. The soft-max error,
+  direction is spent confirming the end; not after the first step of a shifted
+  sub-problem to an iterate whose gap is over ``DRIFT`` times the best one,
+  :func:`settles`), or when progress stalls. The soft-max error,
   hence the gap, falls like ``1 / t``, so near the goal ``t`` grows by less than ``mu``.
 - Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` it stops growing and
   each sub-problem weights its soft maxes by the previous one's weights,
@@ -101,6 +103,25 @@ SETTLE = 100.0
 #: The solver then goes back to the best iterate, sharpens ``t`` by ``SHIFT_GROW`` and
 #: no longer ends sub-problems by ``SETTLE``.
 REGRESS = 3.0
+#: A shifted sub-problem does not end by ``SETTLE`` after its first step when that step's
+#: iterate has a gap over this multiple of the best gap so far: after a multiplier update
+#: one full Newton step can land far from the new sub-problem's minimiser while ``F``
+#: barely moves, and ending there hands the next update poor weights (often a ``REGRESS``
+#: restart at a sharper ``t``); the sub-problem takes more steps instead. Newton steps
+#: (Hessian products), OPENBLAS_NUM_THREADS=1, refine off, tol 1e-4, without -> with the
+#: guard: the cells of ``python -m experiments.bench_workloads --sizes 512 --workloads
+#: prefix prefix-decades ranges tree --seeds 0 1`` 462 (2513) -> 441 (2288): prefix 22 ->
+#: 22, decades seeds 0 / 1 97 / 111 -> 73 / 112, ranges 39 / 40 -> 38 / 40, trees 61 / 92
+#: -> 63 / 93; eleven dense cells (mixed d = 64 and 128 seeds 0-2, dense-ca d = 64 seeds
+#: 0 / 1 and d = 128 seed 0, gaussian d = 64 and 128 seed 0) 1038 (31797) -> 1026 (31494), mixed d = 128 seeds 0 / 1 62 / 59 -> 54 / 62,
+#: dense-ca d = 128 42 -> 32. Guarding every step of a shifted sub-problem (not only the
+#: first) did better on decades and trees at d = 512 (394 steps in all, decades 82 / 80,
+#: trees 63 / 69) but worse on mixed scales (d = 128 seed 1 59 -> 115, d = 64 seeds 0 / 1
+#: 209 / 339 -> 222 / 368; also at multiples 5, 6, 10), and left ``bench_smii --sizes 1024
+#: --seeds 0 1 2 --tol 1e-3`` (21, 28, 36, 31 steps) and ``--sizes 2048 --seeds 0
+#: --workloads ranges`` (30 steps, 148 products) unchanged: it did not fire there, and
+#: this narrower guard fires only where that one does.
+DRIFT = 3.0
 #: A sub-problem has stalled (it ends without another direction) when the last step
 #: decreased ``F`` by less than this fraction of the Newton-decrement threshold.
 STALL = 0.1
@@ -129,6 +150,14 @@ def damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
         new, before = (1.0 - SHIFT_DAMP) * shift + SHIFT_DAMP * logw, shift - xp.max(shift)
     top = float(xp.max(new))
     return top + xp.maximum(xp.maximum(new - top, before - SHIFT_CAP), -SHIFT_FLOOR)
+
+
+def settles(step: float, decrease: float, small: float, gap: float, best_gap: float) -> bool:
+    """Whether a sub-problem ends after a step (see ``SETTLE``): a full step that decreased
+    ``F`` by less than ``small``, unless ``gap`` (the iterate's certified gap in a shifted
+    sub-problem; NaN otherwise or before the first certificate) is more than ``DRIFT``
+    times ``best_gap`` (the best certified gap so far)."""
+    return step == 1.0 and decrease < small and not gap > DRIFT * best_gap
 
 
 class Best(NamedTuple):
@@ -248,7 +277,10 @@ class Run:
         alpha = q.cost(self.kappa)
         # End the sub-problem when the best bound so far already certifies this iterate,
         # or after a full step that gained little (see SETTLE).
-        self.settled = self.bounds.certifies(alpha) or (step == 1.0 and decrease < self.settle * threshold)
+        # DRIFT guards the first step of a shifted sub-problem (the one after a multiplier update).
+        gap = self.bounds.gap(alpha) if q.s1 is not None and self.sub_steps == 1 else math.nan
+        best_gap = math.inf if self.best is None else self.best.gap
+        self.settled = self.bounds.certifies(alpha) or settles(step, decrease, self.settle * threshold, gap, best_gap)
         self._report(alpha, step, d.n_cg)
 
     def _report(self, alpha: float, step: float, n_cg: int) -> None:
