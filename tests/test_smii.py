@@ -640,6 +640,25 @@ def test_normalise_reuses_a_points_profile_exactly():
     assert q.cost(a) == pytest.approx(p.cost(1.0), rel=1e-12)
 
 
+def test_renormalise_is_normalise_without_a_factorisation():
+    # The driver rescales a point at each sub-problem start: the same point, to rounding,
+    # as normalising Sigma and evaluating it afresh, with the cost unchanged.
+    from ffu_cvx.smii.model import normalise, renormalise
+    rng = np.random.default_rng(5)
+    problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(12, targets="random", seed=2))
+    p = evaluate(problem.B, problem.L, problem.c, random_spd(problem.k, rng), 1.0, 1.0)
+    sigma, c_int, a = normalise(p.sigma, problem.B, problem.L, problem.c)
+    fresh = evaluate(problem.B, problem.L, c_int, sigma, 3.0, 5.0, s1=-p.g, s2=-p.h)
+    q, c_q, a_q = renormalise(p, problem.L, problem.c, 3.0, 5.0, s1=-p.g, s2=-p.h)
+    assert a_q == pytest.approx(a, rel=1e-13)
+    np.testing.assert_allclose(c_q, c_int, rtol=1e-13)
+    for name in ("sigma", "R", "Y", "g", "h", "w", "u"):
+        np.testing.assert_allclose(getattr(q, name), getattr(fresh, name), rtol=1e-11, atol=1e-13, err_msg=name)
+    assert q.F == pytest.approx(fresh.F, rel=1e-12) and (q.t1, q.t2) == (3.0, 5.0)
+    assert q.g.max() == 1.0 and q.h.max() == 1.0
+    assert q.cost(a_q) == pytest.approx(p.cost(1.0), rel=1e-12)
+
+
 def test_float32_auto_is_single_precision_from_k_1000_only():
     from ffu_cvx.smii.options import FLOAT32_MIN_K, gd_options, smii_options
     assert FLOAT32_MIN_K == 1000

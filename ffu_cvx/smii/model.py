@@ -215,7 +215,8 @@ class Whitened:
         self.RQ, self.Q = p.R, None
         if rotate:
             lam, self.Q = bk.eigh(bk.gram(Ya, self.wa) if self.float32 else (Ya * self.wa) @ Ya.T)
-            Ya = self.Q.T @ Ya
+            if not self.float32:  # the float32 path turns Y inside W (bk.rotated_single)
+                Ya = self.Q.T @ Ya
             self.M = bk.diag(lam)
             self.lam = xp.maximum(lam, 0.0)
             self.RQ = bk.lower_times(p.R, self.Q) if self.float32 else p.R @ self.Q
@@ -231,7 +232,7 @@ class Whitened:
             self.grad = symmetrise((Va.T * (self.ua / self.ca)) @ Va) - self.M
         if self.float32 and self.Q is not None:
             # One float32 array for both soft maxes (see _hvp_rotated32), nothing else kept.
-            self.W = bk.single(xp.concat([Ya, Va.T], axis=1))
+            self.W = bk.rotated_single(self.Q, Ya, Va)
             self.weights = tuple(bk.single(x) for x in (self.wa, self.ua, self.ca))
             self.lamsum = bk.single(self.lam[:, None] + self.lam[None, :])
         else:
@@ -423,6 +424,23 @@ def normalise(sigma, B, L, c_int, g=None):
     hmax = float(xp.max(variance_ratios(L, sigma, c_int)))
     a = gmax * hmax
     return sigma * gmax, c_int * a, a
+
+
+def renormalise(p: Point, L, c_int, t1, t2, s1=None, s2=None):
+    """:func:`normalise` of the point ``p``, with new soft maxes, without a factorisation.
+
+    ``Sigma' = gmax Sigma`` has ``R' = sqrt(gmax) R``, ``Y' = Y / sqrt(gmax)`` and
+    ``g' = g / gmax``; the variance ratios are recomputed once from ``Sigma`` (not carried
+    over from the line search's linear updates) and divided by their maximum. A
+    factorisation and a triangular solve fewer per sub-problem (0.5 s at k = 2048).
+    Returns ``(point, c_int', a)``.
+    """
+    xp = of(p.g).xp
+    h = variance_ratios(L, p.sigma, c_int)
+    gmax, hmax = float(xp.max(p.g)), float(xp.max(h))
+    r = math.sqrt(gmax)
+    point = Point(p.sigma * gmax, p.R * r, p.Y / r, p.g / gmax, h / hmax, t1, t2, s1, s2)
+    return point, c_int * (gmax * hmax), gmax * hmax
 
 
 def _point_on(problem: FitnessProblem, sigma, t1, t2) -> Point:
