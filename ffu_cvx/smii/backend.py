@@ -1,6 +1,7 @@
 """SM-II's array backends: numpy (the default and tested path) and, when installed, PyTorch or CuPy.
 
-Solver layer (SM-II), bottom of the package: imports numpy, scipy and ``privacy`` only;
+Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``privacy`` and ``basis`` (its
+``is_identity``) only;
 ``array_api_compat`` with ``torch`` or ``cupy`` is imported only when such a backend is
 asked for (the optional extra ``pip install ffu-cvx[gpu]``).
 
@@ -36,6 +37,7 @@ from scipy import linalg
 from scipy.linalg import blas, lapack
 
 from .. import privacy
+from ..basis import is_identity
 
 __all__ = ["BACKENDS", "Backend", "NUMPY", "available", "of", "select"]
 
@@ -86,7 +88,8 @@ class Backend:
         workload) of order at least ``LOWER_INVERSE_MIN_K``: ``R^{-1}`` by LAPACK
         ``trtri`` (:func:`lower_inverse`), a third of the solve's flops.
         """
-        if not trans and R.shape[0] >= LOWER_INVERSE_MIN_K and _is_identity(B, R.shape[0]):
+        if (not trans and R.shape[0] >= LOWER_INVERSE_MIN_K and isinstance(B, np.ndarray)
+                and B.shape == R.shape and is_identity(B)):
             return lower_inverse(R)
         if trans:
             return linalg.solve_triangular(R, B, lower=True, trans="T", check_finite=False)
@@ -156,13 +159,6 @@ class Backend:
         trmm = blas.get_blas_funcs("trmm", (R, X))
         # R X = (X^T R^T)^T; with C-ordered R and X their transposes are Fortran-ordered.
         return trmm(1.0, R.T, X.T, side=1, lower=0).T
-
-
-def _is_identity(B, n: int) -> bool:
-    """Whether ``B`` is the (n, n) identity: its diagonal first (n reads, which settles most
-    other square matrices), then its count of non-zeros (2 ms at n = 2048)."""
-    return (isinstance(B, np.ndarray) and B.shape == (n, n) and bool(np.all(np.diagonal(B) == 1.0))
-            and int(np.count_nonzero(B)) == n)
 
 
 def lower_inverse(R: np.ndarray) -> np.ndarray:
