@@ -88,7 +88,7 @@ def inverse_data(B: np.ndarray, L: np.ndarray) -> tuple[dict, dict]:
 
 
 def _start(B: np.ndarray, L: np.ndarray, sigma: np.ndarray, lam: np.ndarray, mu: np.ndarray):
-    """The shared parts of a warm point: ``sigma`` rescaled to meet the unit targets, ``X = sigma^{-1}``,
+    """The ingredients of the warm point (:func:`inverse_point`): ``sigma`` rescaled to meet the unit targets, ``X = sigma^{-1}``,
     the profile ``p`` (d,), ``lam`` on the simplex, ``mu`` at its best multiple for ``lam``, ``P = B diag(lam) B^T``.
 
     The dual function is concave in ``mu``'s scale ``t``: ``2 sqrt(t) F - t sum(mu)`` with
