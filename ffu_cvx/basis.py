@@ -27,7 +27,7 @@ Core layer: imports numpy and scipy only.
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg
+from scipy import linalg, sparse
 
 __all__ = ["BASES", "BADLY_SCALED", "upper_triangular", "row_normalised", "numerical_rank", "is_identity", "row_basis", "decompose"]
 
@@ -40,6 +40,12 @@ RECONSTRUCTION_RTOL = 1e-10
 #: scaled: variances and profile entries then span more than 1e12, and the solvers'
 #: relative tolerances (1e-9 and up) can no longer resolve the small ones.
 BADLY_SCALED = 1e6
+#: A least-squares ``L`` whose entries are all within this of integers is snapped to them
+#: when the integers reproduce ``W`` exactly (:func:`_snapped`).
+SNAP_TOL = 1e-9
+#: The exactness check multiplies a snapped ``L`` with at most this fraction of non-zeros
+#: as a sparse matrix (O(nnz d)), a denser one by BLAS.
+SNAP_SPARSE = 0.1
 
 
 def upper_triangular(d: int) -> np.ndarray:
@@ -85,7 +91,26 @@ def _solve_L(B: np.ndarray, W: np.ndarray) -> np.ndarray:
     Bn, n = row_normalised(B)
     Wn, w = row_normalised(W)
     Ln = linalg.lstsq(Bn.T, Wn.T, check_finite=False)[0].T
-    return w[:, None] * Ln / np.where(n > 0, n, 1.0)[None, :]
+    return _snapped(w[:, None] * Ln / np.where(n > 0, n, 1.0)[None, :], B, W)
+
+
+def _snapped(L: np.ndarray, B: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """``round(L)`` for an integer ``W`` when it is within ``SNAP_TOL`` of ``L`` and reproduces
+    ``W`` exactly (``round(L) B == W``, exact in floating point for integer ``B``), else ``L``.
+
+    A least-squares ``L`` of a 0/1 workload on a basis of its own rows carries rounding
+    (1e-13) in entries that are exactly 0 or 1: snapped, it is exact and as sparse as it
+    really is (random ranges d = 2048: 1.0% non-zero, against 99.96% before). A real-valued
+    ``W`` keeps its least-squares ``L``: products of non-integers are not exact, so equality
+    would prove nothing.
+    """
+    Lr = np.round(L)
+    integers = np.array_equal(W, np.round(W)) and np.array_equal(B, np.round(B))
+    if not (integers and np.max(np.abs(L - Lr), initial=0.0) <= SNAP_TOL):
+        return L
+    sparse_enough = np.count_nonzero(Lr) <= SNAP_SPARSE * Lr.size
+    product = sparse.csr_array(Lr) @ B if sparse_enough else Lr @ B
+    return Lr if np.array_equal(product, W) else L
 
 
 def row_basis(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -51,7 +51,7 @@ from ..problem import FitnessProblem
 from ..result import Solution
 from ..status import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
 from ..version import __version__
-from .backend import of, select
+from .backend import NUMPY, of, select
 from .bounds import BoundKeeper
 from .log import IterationLog
 from .model import Point, evaluate, initial_sigma, logits, normalise, renormalise
@@ -206,8 +206,9 @@ class Run:
                                      nttol=opts.nttol, tol=opts.tol))
         # The iterate and the data on the array backend (the start is computed on numpy).
         self.bk = bk = select(opts.array_backend)
-        self.B, self.L = bk.asarray(problem.B), bk.asarray(problem.L)
-        sigma, self.c_int, self.kappa = normalise(bk.asarray(initial_sigma(problem, Q)), self.B, self.L,
+        self.B, self.L = bk.asarray(problem.B), bk.queries(problem.L)
+        start = initial_sigma(problem, Q, L=self.L if bk is NUMPY else None)
+        sigma, self.c_int, self.kappa = normalise(bk.asarray(start), self.B, self.L,
                                                   bk.asarray(problem.c))
         self.t1, self.t2 = opts.t1, opts.t2
         self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2)

@@ -1,7 +1,7 @@
 """SM-II's objective model: Problem 4's soft maxes, the iterate, the whitened operator, the start.
 
 Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``certificate``,
-``privacy``, ``problem``, ``status`` and :mod:`ffu_cvx.smii.backend` only.
+``problem``, ``status`` and :mod:`ffu_cvx.smii.backend` only.
 
 - ``smax_t(x) = (1/t) log sum_i exp(t x_i + s_i)`` (:func:`softmax`), computed shifted;
   ``s`` are log multipliers (``None``: the paper's plain soft max).
@@ -52,7 +52,7 @@ import math
 import numpy as np
 from scipy import linalg
 
-from .. import certificate, privacy
+from .. import certificate
 from ..problem import FitnessProblem
 from ..status import SolverError
 from .backend import NUMPY, of
@@ -225,7 +225,6 @@ class Whitened:
         self.V = L @ self.RQ  # O(m k^2)
         Va, self.ua = _active(bk, self.V, p.u, axis=0)
         self.ca = c if Va is self.V else _active(bk, c, p.u, axis=0)[0]
-        self.c = c
         if self.float32:
             self.grad = bk.gram(Va, self.ua / self.ca, trans=True) - self.M
         else:
@@ -288,10 +287,6 @@ class Whitened:
             return G * dinv + float(coef[0]) * DU[0] + float(coef[1]) * DU[1]
 
         return apply
-
-    def dh(self, E: np.ndarray) -> np.ndarray:
-        """Directional derivatives ``e_j`` (m,) of every ``h_j`` along whitened ``E``."""
-        return self.bk.variances(self.V, E) / self.c
 
     def hvp(self, E: np.ndarray) -> np.ndarray:
         """``H[E]`` (k, k): four matrix products, O(k^2 (2 d_act + 2 m_act)).
@@ -380,8 +375,11 @@ def _user_start(Q, k: int) -> np.ndarray:
     return symmetrise(linalg.cho_solve((C, True), np.eye(k), check_finite=False))
 
 
-def initial_sigma(problem: FitnessProblem, Q) -> np.ndarray:
+def initial_sigma(problem: FitnessProblem, Q, L=None) -> np.ndarray:
     """§6.3: ``Sigma_0 = s^2 Q^+ Q^{+T}`` with ``s^2 = 0.99 min_j c_j / (L Q^+ Q^{+T} L^T)_jj``.
+
+    ``L``: ``problem.L`` as the solver holds it on numpy (dense or CSR,
+    :meth:`ffu_cvx.smii.backend.Backend.queries`) for the candidates' variances; default ``problem.L``.
 
     ``Q = None``: of ``I`` (the paper's default), ``B B^T`` (the profile is then the
     leverage scores), ``(L^T diag(1/c) L)^{-1}`` (the Gaussian mechanism on
@@ -389,8 +387,9 @@ def initial_sigma(problem: FitnessProblem, Q) -> np.ndarray:
     (:func:`ffu_cvx.certificate.dual_sigma`), the one of least privacy cost once scaled
     to meet every target.
     """
+    L = problem.L if L is None else L
     if Q is None:
-        B, L, c = problem.B, problem.L, problem.c
+        B, c = problem.B, problem.c
         candidates = _start_candidates(problem)
         costs = []
         for S in candidates:
@@ -399,7 +398,7 @@ def initial_sigma(problem: FitnessProblem, Q) -> np.ndarray:
         S0 = candidates[int(np.argmin(costs))]
     else:
         S0 = _user_start(Q, problem.k)
-    s2 = START_MARGIN * float(np.min(problem.c / privacy.variances(problem.L, S0)))
+    s2 = START_MARGIN * float(np.min(problem.c / NUMPY.variances(L, S0)))
     return s2 * S0
 
 

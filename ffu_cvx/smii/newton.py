@@ -128,7 +128,8 @@ def smii_direction(p: Point, L, c, maxcg, tol2, radius, precondition=True, float
     op = Whitened(p, L, c, rotate=precondition, float32=float32)
     pre = op.preconditioner() if precondition else None
     E, D, delta, n_cg = newton_direction(op, maxcg, tol2, radius, pre, descent_fallback=True)
-    return Step(D, delta, op.dh(E), n_cg)
+    # e from D itself (the step the line search takes), through L: O(nnz k) for a sparse L.
+    return Step(D, delta, variance_ratios(L, D, c), n_cg)
 
 
 def gradient_direction(p: Point, L, c, maxcg, tol2, radius) -> Step:
