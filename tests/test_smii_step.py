@@ -66,9 +66,9 @@ def test_lower_times_is_the_triangular_product():
 # ---- the float32 operator ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("t", [1.0, 30.0])
-def test_float32_operator_keeps_gradient_and_variance_derivatives_exact(t):
+def test_float32_operator_keeps_the_gradient_exact(t):
     # grad (by syrk) and RQ (by trmm) stay float64: <E, grad> is F's exact derivative
-    # along D = RQ E RQ^T and dh(E) the exact derivative of h.
+    # along D = RQ E RQ^T (the step's e, diag(L D L^T) / c, is checked in test_sparse_queries.py).
     problem = _ranges()
     p, c = _point(problem, t)
     op = Whitened(p, problem.L, c, rotate=True, float32=True)
