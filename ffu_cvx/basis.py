@@ -8,7 +8,9 @@ representation matrix. The mechanism is the same whatever decomposition is used
 - ``"upper"``: ``B = U``, the upper-triangular ones matrix (needs full column rank,
   ``L = W U^{-1}``, computed by differencing columns);
 - ``"rows"``: ``B`` = a set of linearly independent rows of ``W`` chosen by QR with
-  column pivoting on ``W^T`` (works for any rank);
+  column pivoting on ``W^T`` (works for any rank); for an integer ``W`` whose ``L`` is
+  integer, ``L`` is exact (rounded from the least-squares solve when that reproduces ``W``
+  exactly), so it is as sparse as it is;
 - ``"auto"``: identity when ``W`` has full column rank, else rows. With ``B = I`` on a
   rank-deficient workload Problem 1 has no attained optimum (the noise on the
   null-space directions of ``W`` can shrink the profile without bound), so the row

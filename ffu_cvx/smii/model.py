@@ -222,7 +222,7 @@ class Whitened:
             self.RQ = bk.lower_times(p.R, self.Q) if self.float32 else p.R @ self.Q
         else:
             self.M = (Ya * self.wa) @ Ya.T
-        self.V = L @ self.RQ  # O(m k^2)
+        self.V = L @ self.RQ  # O(m k^2); O(nnz k) for a CSR L (backend.Backend.queries)
         Va, self.ua = _active(bk, self.V, p.u, axis=0)
         self.ca = c if Va is self.V else _active(bk, c, p.u, axis=0)[0]
         if self.float32:
