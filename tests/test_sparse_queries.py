@@ -39,6 +39,11 @@ def test_fractional_coefficients_are_not_snapped():
     assert name == "rows" and B.shape[0] == 2
     assert not np.array_equal(L, np.round(L))  # 0.3 and 0.7 (or their inverses) are kept
     np.testing.assert_allclose(L @ B, W, rtol=0, atol=1e-12)
+    # An integer W whose L on an integer basis has halves: rounding would not reproduce W.
+    W = np.array([[1.0, 1.0], [1.0, -1.0], [1.0, 0.0]])
+    L = ffu.FitnessProblem(W, np.ones(3), basis=W[:2]).L
+    np.testing.assert_allclose(L[2], [0.5, 0.5], rtol=0, atol=1e-14)
+    np.testing.assert_allclose(L[:2], np.eye(2), rtol=0, atol=1e-14)
 
 
 def test_a_non_integer_basis_is_never_snapped():
