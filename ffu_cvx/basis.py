@@ -106,9 +106,10 @@ def _snapped(L: np.ndarray, B: np.ndarray, W: np.ndarray) -> np.ndarray:
     ``W`` keeps its least-squares ``L``: products of non-integers are not exact, so equality
     would prove nothing.
     """
+    if not (np.array_equal(W, np.round(W)) and np.array_equal(B, np.round(B))):
+        return L
     Lr = np.round(L)
-    integers = np.array_equal(W, np.round(W)) and np.array_equal(B, np.round(B))
-    if not (integers and np.max(np.abs(L - Lr), initial=0.0) <= SNAP_TOL):
+    if not np.max(np.abs(L - Lr), initial=0.0) <= SNAP_TOL:
         return L
     sparse_enough = np.count_nonzero(Lr) <= SNAP_SPARSE * Lr.size
     product = sparse.csr_array(Lr) @ B if sparse_enough else Lr @ B
