@@ -3,8 +3,8 @@ the fused single-precision Hessian product and preconditioner.
 
 What must hold exactly (float64): the gradient in the rotated frame, hence
 ``delta = <E, grad>``, and the directional derivatives ``e`` of the variance ratios along
-``D = RQ E RQ^T``. What may carry single-precision error: the Hessian products and the
-preconditioner (CG's directions only).
+the ``D`` the line search takes. What may carry single-precision error: the Hessian
+products, the preconditioner and ``D = RQ E RQ^T`` itself (the direction only).
 """
 
 import numpy as np
@@ -13,7 +13,7 @@ import pytest
 import ffu_cvx as ffu
 from ffu_cvx import smii, workloads
 from ffu_cvx.smii import backend
-from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
+from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, to_sigma, variance_ratios
 from ffu_cvx.smii.newton import smii_direction
 from ffu_cvx.status import OPTIMAL
 
@@ -39,6 +39,17 @@ def _symmetric(k, seed=1):
 
 # ---- kernels -----------------------------------------------------------------------------------------------
 
+
+def test_to_sigma_in_single_precision_is_the_double_product_rounded():
+    RQ = np.tril(np.random.default_rng(3).standard_normal((60, 60))) + 8 * np.eye(60)
+    E = _symmetric(60)
+    want = RQ @ E @ RQ.T
+    got = to_sigma(RQ, E, single=True)
+    assert got.dtype == np.float64 and np.array_equal(got, got.T)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+    assert not np.allclose(got, want, rtol=0, atol=1e-12 * np.abs(want).max())
+    np.testing.assert_allclose(to_sigma(RQ, E), 0.5 * (want + want.T), rtol=1e-14, atol=0)
+
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-13), (np.float32, 1e-5)])
 @pytest.mark.parametrize("signs", ["mixed", "positive", "negative", "zero"])
 def test_gram_is_the_weighted_product_for_any_signs(dtype, rtol, signs):
@@ -61,6 +72,21 @@ def test_lower_times_is_the_triangular_product():
     R = np.tril(rng.standard_normal((30, 30)))
     X = rng.standard_normal((30, 30))
     np.testing.assert_allclose(NP.lower_times(R, X), R @ X, rtol=0, atol=1e-13 * np.abs(R @ X).max())
+
+
+@pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-13), (np.float32, 1e-5)])
+@pytest.mark.parametrize("width", [7, 64])
+def test_quadratic_forms_are_the_diagonal_of_the_congruence(dtype, atol, width):
+    # n = 50 columns: a last block narrower than ``width`` when width = 7
+    rng = np.random.default_rng(6)
+    E = _symmetric(30, seed=7).astype(dtype)
+    W = rng.standard_normal((30, 50)).astype(dtype)
+    before = E.copy()
+    want = np.einsum("ij,ij->j", W, E.astype(float) @ W.astype(float))
+    got = NP.quadratic_forms(E, W, width)
+    assert got.shape == (50,) and got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol * np.abs(want).max())
+    np.testing.assert_array_equal(E, before)  # the triangle is a copy
 
 
 # ---- the float32 operator ----------------------------------------------------------------------------------
@@ -124,7 +150,10 @@ def test_float32_direction_is_a_descent_direction_with_exact_derivatives():
     step = smii_direction(p, problem.L, c, 5, 1e-10, 1.0, precondition=True, float32=True)
     assert step.delta < 0 and step.n_cg >= 1
     _, G = smii.objective(problem, p.sigma, 3.0, 3.0)
-    assert step.delta == pytest.approx(float(np.vdot(step.D, G)), rel=1e-10)
+    # delta is the derivative along RQ E RQ^T in exact arithmetic; D is that product in
+    # float32 (model.to_sigma), so the two agree to single precision, not to 1e-10.
+    assert step.delta == pytest.approx(float(np.vdot(step.D, G)), rel=1e-6)
+    assert step.delta != pytest.approx(float(np.vdot(step.D, G)), rel=1e-12)
     np.testing.assert_allclose(step.e, variance_ratios(problem.L, step.D, c), rtol=1e-10,
                                atol=1e-12 * np.abs(step.e).max())
 

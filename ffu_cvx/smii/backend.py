@@ -17,7 +17,8 @@ positive definite), a lower ``solve_triangular`` (optionally transposed), ``eigh
 CSR), ``variances`` (``diag(L S L^T)``), ``inner``, the float32 /
 float64 casts and the products of the float32 step solver: ``gram`` (``A diag(w) A^T``
 for any signs of ``w``; numpy: BLAS ``syrk``), ``lower_times`` (``R X`` for lower
-triangular ``R``; numpy: BLAS ``trmm``) and ``rotated_single`` (the float32 array
+triangular ``R``; numpy: BLAS ``trmm``), ``quadratic_forms`` (``diag(W^T E W)``;
+numpy: one ``trmm`` on ``E``'s lower triangle) and ``rotated_single`` (the float32 array
 ``[Q^T Y, V^T]``). numpy's ``solve_triangular`` inverts by LAPACK ``trtri`` when the
 right-hand side is the identity (:func:`lower_inverse`). The arrays also need
 numpy-style boolean column masks, which torch and CuPy support.
@@ -185,6 +186,22 @@ class Backend:
         # R X = (X^T R^T)^T; with C-ordered R and X their transposes are Fortran-ordered.
         return trmm(1.0, R.T, X.T, side=1, lower=0).T
 
+    def quadratic_forms(self, E, W, width: int):
+        """``diag(W^T E W)`` (n,) for a symmetric ``E`` (k, k) and ``W`` (k, n), ``width`` columns at a time.
+
+        ``E = A + A^T`` with ``A`` the lower triangle of ``E`` and half its diagonal, so
+        ``w^T E w = 2 w^T A w`` and ``A W`` is a ``trmm``: half the flops of ``E W``. At
+        k = 2011, n = 6144 (float32, two BLAS threads) 0.14 s against 0.25 s for the
+        ``gemm`` blocks, equal to float32 rounding (1.9e-6 of the largest form).
+        """
+        A = np.tril(E)
+        i = np.arange(A.shape[0])
+        A[i, i] *= 0.5
+        out = np.concatenate([np.einsum("ij,ij->j", W[:, j:j + width], self.lower_times(A, W[:, j:j + width]))
+                              for j in range(0, W.shape[1], width)])
+        out *= 2.0
+        return out
+
 
 def lower_inverse(R: np.ndarray) -> np.ndarray:
     """``R^{-1}`` (lower triangular) of a lower triangular ``R`` with a non-zero diagonal, by LAPACK ``trtri``.
@@ -246,6 +263,10 @@ class ArrayAPIBackend(Backend):
 
     def lower_times(self, R, X):
         return R @ X
+
+    def quadratic_forms(self, E, W, width: int):
+        return self.xp.concat([self.einsum("ij,ij->j", W[:, j:j + width], E @ W[:, j:j + width])
+                               for j in range(0, W.shape[1], width)])
 
     def rotated_single(self, Q, Y, V):
         return self.single(self.xp.concat([Q.T @ Y, V.T], axis=1))

@@ -19,9 +19,10 @@ Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``certificate
   there, and their centring is an exact rank-two term (Woodbury), so applying the
   preconditioner is elementwise. It halves to quarters the Hessian products on random
   ranges; on prefix, whose columns are all tight, it gains little.
-- ``float32``: the Hessian products inside CG and the preconditioner in single precision
-  (the direction only; gradient, ``delta``, ``e``, line search and certificate stay in
-  float64). In the rotated frame a product is one ``gemm`` (in ``HVP_CHUNK`` column
+- ``float32``: the Hessian products inside CG, the preconditioner and the direction's
+  map back ``D = RQ E RQ^T`` (:func:`to_sigma`) in single precision (the direction
+  only; gradient, ``delta``, ``e`` along that ``D``, line search and certificate stay in
+  float64). In the rotated frame a product is one ``trmm`` (in ``HVP_CHUNK`` column
   blocks) and one symmetric ``syrk`` over ``W = [Y, V^T]``, the Lyapunov part being
   elementwise there; the frame's symmetric products use ``syrk`` and ``R Q`` ``trmm``
   (:mod:`ffu_cvx.smii.backend`). At k = 2048 (one BLAS thread, CPU time) a product
@@ -67,7 +68,8 @@ PRUNE = 1e-17
 WOODBURY_SHRINK = 0.9
 #: Columns of ``W = [Y, V^T]`` per ``E W`` product in the float32 Hessian product: the
 #: product's temporary is (k, HVP_CHUNK) instead of (k, d + m) (at k = 4096 on prefix,
-#: 17 MB instead of 134 MB), and sgemm at this width runs at the full product's speed.
+#: 17 MB instead of 134 MB), and sgemm (or numpy's trmm) at this width runs at the full
+#: product's speed.
 HVP_CHUNK = 1024
 #: The start is scaled to this fraction of the largest step that keeps every target (§6.3).
 START_MARGIN = 0.99
@@ -178,6 +180,21 @@ def unwhiten_dual(R: np.ndarray, G: np.ndarray) -> np.ndarray:
     """``R^{-T} G R^{-1}`` (k, k), symmetrised: a whitened gradient back in ``Sigma``'s coordinates."""
     bk = of(R)
     return symmetrise(bk.solve_triangular(R, bk.solve_triangular(R, G, trans=True).T, trans=True))
+
+
+def to_sigma(RQ: np.ndarray, E: np.ndarray, single: bool = False) -> np.ndarray:
+    """``D = RQ E RQ^T`` (k, k), symmetrised: a whitened direction ``E`` in ``Sigma``'s coordinates.
+
+    ``single``: the two products in float32 (``D`` carries 3.5e-7 of rounding relative to
+    its largest entry at k = 2011), half the time of float64 (0.33 s against 0.62 s
+    there, two BLAS threads). Only a search direction is rounded: the line search, ``e``
+    and the certificate take ``D`` as it is, exactly.
+    """
+    if single:
+        bk = of(RQ)
+        A = bk.single(RQ)
+        return symmetrise(bk.double(A @ bk.single(E) @ A.T))
+    return symmetrise(RQ @ E @ RQ.T)
 
 
 class Whitened:
@@ -313,18 +330,17 @@ class Whitened:
     def _hvp_rotated32(self, E: np.ndarray) -> np.ndarray:
         """``H[E]`` in single precision where ``M`` is diagonal, from ``W = [Y, V^T]`` (k, d_act + m_act).
 
-        ``E W`` gives ``a`` and ``e`` at once (``diag(W^T E W)``); the Lyapunov part is
-        ``E_ab (lam_a + lam_b)`` and both soft-max parts are one ``W diag(.) W^T``
-        (``gram``: two ``syrk`` by sign), so a product costs one ``gemm`` and one
-        ``syrk`` over ``d_act + m_act`` columns, against four ``gemm`` of half that.
+        ``diag(W^T E W)`` gives ``a`` and ``e`` at once (``quadratic_forms``: on numpy a
+        ``trmm`` with ``E``'s lower triangle); the Lyapunov part is ``E_ab (lam_a +
+        lam_b)`` and both soft-max parts are one ``W diag(.) W^T`` (``gram``: two ``syrk``
+        by sign), so a product costs one ``trmm`` and one ``syrk`` over ``d_act + m_act``
+        columns (each half a ``gemm``'s flops), against four ``gemm`` of half that.
         """
         bk = self.bk
         xp = bk.xp
         wa, ua, ca = self.weights
         E = bk.single(E)
-        W, width = self.W, HVP_CHUNK
-        q = xp.concat([bk.einsum("ij,ij->j", W[:, j:j + width], E @ W[:, j:j + width])
-                       for j in range(0, W.shape[1], width)])
+        q = bk.quadratic_forms(E, self.W, HVP_CHUNK)
         n = wa.shape[0]
         a, e = -q[:n], q[n:] / ca
         weights = xp.concat([(-self.t1) * wa * (a - wa @ a), self.t2 * ua * (e - ua @ e) / ca])
