@@ -9,6 +9,8 @@ Every submodule is a plain import (CVXPY itself loads only when a conic model is
 solved, inside :mod:`ffu_cvx.cvx`).
 """
 
+# First: OpenBLAS reads its idle-spin setting when numpy and scipy load it (see ffu_cvx.openblas).
+from . import openblas  # noqa: F401  (isort: skip)
 from . import (basis, baselines, batch, certificate, counts, cvx, domain, fourier, mechanism, pml, privacy,
                product_release, products, refine, release, sdp, smii, status, validation, workloads)
 from .counts import Counts

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import smii, workloads
+from ffu_cvx import openblas, smii, workloads
 from ffu_cvx.smii import backend
 from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, to_sigma, variance_ratios
 from ffu_cvx.smii.newton import smii_direction
@@ -76,7 +76,9 @@ def test_lower_times_is_the_triangular_product():
 
 @pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-13), (np.float32, 1e-5)])
 @pytest.mark.parametrize("width", [7, 64])
-def test_quadratic_forms_are_the_diagonal_of_the_congruence(dtype, atol, width):
+@pytest.mark.parametrize("short_spin", [True, False])  # trmm on E's lower triangle, or gemm blocks
+def test_quadratic_forms_are_the_diagonal_of_the_congruence(dtype, atol, width, short_spin, monkeypatch):
+    monkeypatch.setattr(openblas, "SHORT_SPIN", short_spin)
     # n = 50 columns: a last block narrower than ``width`` when width = 7
     rng = np.random.default_rng(6)
     E = _symmetric(30, seed=7).astype(dtype)

@@ -1,7 +1,7 @@
 """SM-II's array backends: numpy (the default and tested path) and, when installed, PyTorch or CuPy.
 
-Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``privacy`` and ``basis`` (its
-``is_identity``) only;
+Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``privacy``, ``basis`` (its
+``is_identity``) and ``openblas`` (its ``SHORT_SPIN``) only;
 ``array_api_compat`` with ``torch`` or ``cupy`` is imported only when such a backend is
 asked for (the optional extra ``pip install ffu-cvx[gpu]``).
 
@@ -38,7 +38,7 @@ import numpy as np
 from scipy import linalg, sparse
 from scipy.linalg import blas, lapack
 
-from .. import privacy
+from .. import openblas, privacy
 from ..basis import is_identity
 
 __all__ = ["BACKENDS", "Backend", "NUMPY", "available", "of", "select"]
@@ -190,10 +190,16 @@ class Backend:
         """``diag(W^T E W)`` (n,) for a symmetric ``E`` (k, k) and ``W`` (k, n), ``width`` columns at a time.
 
         ``E = A + A^T`` with ``A`` the lower triangle of ``E`` and half its diagonal, so
-        ``w^T E w = 2 w^T A w`` and ``A W`` is a ``trmm``: half the flops of ``E W``. At
-        k = 2011, n = 6144 (float32, two BLAS threads) 0.14 s against 0.25 s for the
-        ``gemm`` blocks, equal to float32 rounding (1.9e-6 of the largest form).
+        ``w^T E w = 2 w^T A w`` and ``A W`` is a (scipy) ``trmm``: half the flops of
+        ``E W``. At k = 2011, n = 6144 (float32, two BLAS threads) 0.14 s against 0.25 s
+        for numpy's ``gemm`` blocks, equal to float32 rounding (1.9e-6 of the largest
+        form). Only when numpy's and scipy's OpenBLAS pools do not fight
+        (``openblas.SHORT_SPIN``): otherwise, between numpy products, it took 0.043 s
+        against 0.034 s at k = 1011, n = 3072 and slowed the numpy products after it, so
+        numpy's ``gemm`` blocks are used.
         """
+        if not openblas.SHORT_SPIN:
+            return _gemm_forms(E, W, width)
         A = np.tril(E)
         i = np.arange(A.shape[0])
         A[i, i] *= 0.5
@@ -224,6 +230,11 @@ def lower_inverse(R: np.ndarray) -> np.ndarray:
         else:
             inv[:j, j] = 0.0
     return inv.T if upper else inv
+
+
+def _gemm_forms(E, W, width: int, concat=np.concatenate, einsum=np.einsum):
+    """``diag(W^T E W)`` by ``E W`` products on ``width``-column blocks of ``W`` (k, n)."""
+    return concat([einsum("ij,ij->j", W[:, j:j + width], E @ W[:, j:j + width]) for j in range(0, W.shape[1], width)])
 
 
 def _self_product(S, trans: bool):
@@ -265,8 +276,7 @@ class ArrayAPIBackend(Backend):
         return R @ X
 
     def quadratic_forms(self, E, W, width: int):
-        return self.xp.concat([self.einsum("ij,ij->j", W[:, j:j + width], E @ W[:, j:j + width])
-                               for j in range(0, W.shape[1], width)])
+        return _gemm_forms(E, W, width, self.xp.concat, self.einsum)
 
     def rotated_single(self, Q, Y, V):
         return self.single(self.xp.concat([Q.T @ Y, V.T], axis=1))
