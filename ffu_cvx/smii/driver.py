@@ -479,9 +479,8 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         gives the paper's plain CG; "auto" preconditions when ``k > PRECONDITION_MIN_K``
         (below, its eigendecomposition per Newton step costs more than it saves).
     float32 : bool or "auto", default "auto"
-        Evaluate the Hessian products inside CG and the direction ``D`` in single
-        precision (about twice as fast at large ``k``); gradients, line search and
-        certificate stay in float64. "auto"
+        Evaluate the Hessian products inside CG in single precision (about twice as fast
+        at large ``k``); gradients, line search and certificate stay in float64. "auto"
         does so when ``k >= FLOAT32_MIN_K`` (1000; measured in
         :mod:`ffu_cvx.smii.options`).
     verbose : bool, default False

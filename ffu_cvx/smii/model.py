@@ -19,10 +19,9 @@ Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``certificate
   there, and their centring is an exact rank-two term (Woodbury), so applying the
   preconditioner is elementwise. It halves to quarters the Hessian products on random
   ranges; on prefix, whose columns are all tight, it gains little.
-- ``float32``: the Hessian products inside CG, the preconditioner and the direction's
-  map back ``D = RQ E RQ^T`` (:func:`to_sigma`) in single precision (the direction
-  only; gradient, ``delta``, ``e`` along that ``D``, line search and certificate stay in
-  float64). In the rotated frame a product is one ``trmm`` (in ``HVP_CHUNK`` column
+- ``float32``: the Hessian products inside CG and the preconditioner in single precision
+  (the direction only; gradient, ``delta``, ``e``, line search and certificate stay in
+  float64; a float32 ``D = RQ E RQ^T`` was tried and dropped, see README "Performance"). In the rotated frame a product is one ``trmm`` (in ``HVP_CHUNK`` column
   blocks) and one symmetric ``syrk`` over ``W = [Y, V^T]``, the Lyapunov part being
   elementwise there; the frame's symmetric products use ``syrk`` and ``R Q`` ``trmm``
   (:mod:`ffu_cvx.smii.backend`). At k = 2048 (one BLAS thread, CPU time) a product
@@ -180,21 +179,6 @@ def unwhiten_dual(R: np.ndarray, G: np.ndarray) -> np.ndarray:
     """``R^{-T} G R^{-1}`` (k, k), symmetrised: a whitened gradient back in ``Sigma``'s coordinates."""
     bk = of(R)
     return symmetrise(bk.solve_triangular(R, bk.solve_triangular(R, G, trans=True).T, trans=True))
-
-
-def to_sigma(RQ: np.ndarray, E: np.ndarray, single: bool = False) -> np.ndarray:
-    """``D = RQ E RQ^T`` (k, k), symmetrised: a whitened direction ``E`` in ``Sigma``'s coordinates.
-
-    ``single``: the two products in float32 (``D`` carries 3.5e-7 of rounding relative to
-    its largest entry at k = 2011), half the time of float64 (0.33 s against 0.62 s
-    there, two BLAS threads). Only a search direction is rounded: the line search, ``e``
-    and the certificate take ``D`` as it is, exactly.
-    """
-    if single:
-        bk = of(RQ)
-        A = bk.single(RQ)
-        return symmetrise(bk.double(A @ bk.single(E) @ A.T))
-    return symmetrise(RQ @ E @ RQ.T)
 
 
 class Whitened:

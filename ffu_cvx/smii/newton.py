@@ -5,7 +5,7 @@ Solver layer (SM-II): imports numpy, :mod:`ffu_cvx.smii.backend` and
 operator's arrays, so the same code runs on every array backend. Shared by
 the main loop (:mod:`ffu_cvx.smii.driver`, Problem 4) and the ≺R polish levels
 (:mod:`ffu_cvx.smii.polish`, a barrier objective): both hand it an operator with
-``grad`` (k, k), ``RQ`` (k, k), ``float32`` and a pure ``hvp(E)``, and a function that evaluates a
+``grad`` (k, k), ``RQ`` (k, k) and a pure ``hvp(E)``, and a function that evaluates a
 trial point.
 
 - :func:`conjugate_gradient`: Algorithm 2 of the paper, with Steihaug's guard: CG stops
@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .backend import of
-from .model import Point, Whitened, inner, symmetrise, to_sigma, unwhiten_dual, variance_ratios
+from .model import Point, Whitened, inner, symmetrise, unwhiten_dual, variance_ratios
 
 #: Backtracking halvings before the line search gives up (step ``beta**60``).
 MAX_BACKTRACK = 60
@@ -104,7 +104,6 @@ def newton_direction(op, maxcg: int, tol2: float, radius: float, precond=None, *
 
     ``E`` (k, k) is the symmetrised whitened CG solution (ball of radius
     ``radius sqrt(k)``), ``D = RQ E RQ^T`` the same direction in ``Sigma``'s coordinates
-    (:func:`~ffu_cvx.smii.model.to_sigma`, in single precision when ``op.float32``)
     and ``delta = <E, grad>``. A truncated CG direction is a descent one unless rounding
     bites; then ``descent_fallback=True`` takes ``E = -grad`` instead, and otherwise
     the caller sees ``delta >= 0``.
@@ -115,16 +114,16 @@ def newton_direction(op, maxcg: int, tol2: float, radius: float, precond=None, *
     if descent_fallback and not delta < 0:
         E = -op.grad
         delta = -inner(E, E)
-    return E, to_sigma(op.RQ, E, op.float32), delta, n_cg
+    return E, symmetrise(op.RQ @ E @ op.RQ.T), delta, n_cg
 
 
 def smii_direction(p: Point, L, c, maxcg, tol2, radius, precondition=True, float32=False) -> Step:
     """SM-II's step solver: truncated Newton-CG on Problem 4 at ``p``.
 
     ``precondition``: CG in the eigenbasis of ``M`` with :meth:`Whitened.preconditioner`;
-    ``float32``: Hessian products, the preconditioner and ``D`` in single precision (the
-    direction only; gradient, ``delta``, ``e``, the line search and the certificate stay
-    in float64).
+    ``float32``: Hessian products and the preconditioner in single precision (the
+    direction only; gradient, ``delta``, the line search and the certificate stay in
+    float64).
     """
     op = Whitened(p, L, c, rotate=precondition, float32=float32)
     pre = op.preconditioner() if precondition else None

@@ -135,11 +135,9 @@ class LevelWhitened:
 
         H[E] = E M + M E - Y diag(Hg a) Y^T + V^T diag(Dh e / c) V,  M = Y diag(pg) Y^T.
 
-    ``RQ = R`` maps a whitened direction back (``D = R E R^T``, in float64); nothing
-    changes after construction.
+    ``RQ = R`` maps a whitened direction back (``D = R E R^T``); nothing changes after
+    construction.
     """
-
-    float32 = False
 
     def __init__(self, p: LevelPoint, L, c):
         self.p, self.c = p, c
