@@ -21,7 +21,8 @@ Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``certificate
   ranges; on prefix, whose columns are all tight, it gains little.
 - ``float32``: the Hessian products inside CG and the preconditioner in single precision
   (the direction only; gradient, ``delta``, ``e``, line search and certificate stay in
-  float64; a float32 ``D = RQ E RQ^T`` was tried and dropped, see README "Performance"). In the rotated frame a product is one ``trmm`` (in ``HVP_CHUNK`` column
+  float64; a float32 ``D = RQ E RQ^T`` was tried and dropped, README "Performance"). In
+  the rotated frame a product is one ``trmm`` (in ``HVP_CHUNK`` column
   blocks) and one symmetric ``syrk`` over ``W = [Y, V^T]``, the Lyapunov part being
   elementwise there; the frame's symmetric products use ``syrk`` and ``R Q`` ``trmm``
   (:mod:`ffu_cvx.smii.backend`). At k = 2048 (one BLAS thread, CPU time) a product
