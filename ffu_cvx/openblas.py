@@ -10,9 +10,10 @@ scipy ``trmm``, ``cholesky`` or ``eigh`` between numpy products, as in every SM-
 the spinning threads take a core from it. Measured on the 2-core machine (two BLAS
 threads each; ``tests`` and README "Performance: SM-II"): a float32 ``syrk`` at
 k = 1011 took 0.020 s after a numpy product and 0.049 s after a scipy ``trmm``, and SM-II
-on random ranges d = 1,024 took 31.6 s with the default spin against 16.6 s with
-``OPENBLAS_THREAD_TIMEOUT=20`` (2^20 cycles, a third of a millisecond: a burst of calls to
-one library still finds its threads awake).
+on random ranges d = 1,024 (seed 0) took 16.6 s with ``OPENBLAS_THREAD_TIMEOUT=20`` (2^20
+cycles, a third of a millisecond: a burst of calls to one library still finds its
+threads awake) against 30.3-32.7 s unset with its Hessian products by scipy ``trmm``
+and 23.4-27.4 s unset for the previous, numpy-only products.
 
 So ``OPENBLAS_THREAD_TIMEOUT`` defaults to ``SPIN_EXPONENT`` for this process and the
 processes it starts (joblib workers), unless already set. OpenBLAS reads it when it
@@ -29,7 +30,7 @@ import sys
 __all__ = ["SPIN_EXPONENT", "SHORT_SPIN"]
 
 #: ``OPENBLAS_THREAD_TIMEOUT``: helper threads spin for 2^this cycles after a call (OpenBLAS: 4 to 30, default 28).
-#: Random ranges d = 1,024, two BLAS threads: 17.2 s at 4, 16.7 s at 16, 16.6 s at 20, 31.6 s unset.
+#: Random ranges d = 1,024 (seed 0), two BLAS threads: 17.2 s at 4, 16.7 s at 16, 16.6 s at 20.
 SPIN_EXPONENT = 20
 
 _USERS = "OPENBLAS_THREAD_TIMEOUT" in os.environ

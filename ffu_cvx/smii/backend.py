@@ -199,12 +199,11 @@ class Backend:
         numpy's ``gemm`` blocks are used.
         """
         if not openblas.SHORT_SPIN:
-            return _gemm_forms(E, W, width)
+            return _block_forms(E.__matmul__, W, width)
         A = np.tril(E)
         i = np.arange(A.shape[0])
         A[i, i] *= 0.5
-        out = np.concatenate([np.einsum("ij,ij->j", W[:, j:j + width], self.lower_times(A, W[:, j:j + width]))
-                              for j in range(0, W.shape[1], width)])
+        out = _block_forms(lambda X: self.lower_times(A, X), W, width)
         out *= 2.0
         return out
 
@@ -232,9 +231,9 @@ def lower_inverse(R: np.ndarray) -> np.ndarray:
     return inv.T if upper else inv
 
 
-def _gemm_forms(E, W, width: int, concat=np.concatenate, einsum=np.einsum):
-    """``diag(W^T E W)`` by ``E W`` products on ``width``-column blocks of ``W`` (k, n)."""
-    return concat([einsum("ij,ij->j", W[:, j:j + width], E @ W[:, j:j + width]) for j in range(0, W.shape[1], width)])
+def _block_forms(times, W, width: int, concat=np.concatenate, einsum=np.einsum):
+    """``diag(W^T T W)`` (n,) for ``times(X) = T X``, on ``width``-column blocks of ``W`` (k, n)."""
+    return concat([einsum("ij,ij->j", W[:, j:j + width], times(W[:, j:j + width])) for j in range(0, W.shape[1], width)])
 
 
 def _self_product(S, trans: bool):
@@ -276,7 +275,7 @@ class ArrayAPIBackend(Backend):
         return R @ X
 
     def quadratic_forms(self, E, W, width: int):
-        return _gemm_forms(E, W, width, self.xp.concat, self.einsum)
+        return _block_forms(E.__matmul__, W, width, self.xp.concat, self.einsum)
 
     def rotated_single(self, Q, Y, V):
         return self.single(self.xp.concat([Q.T @ Y, V.T], axis=1))
