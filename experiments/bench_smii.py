@@ -7,7 +7,9 @@ Prefix and random ranges (random targets, seed 0; ``--seeds`` for others) for d 
 128, 256, 512, 1024 (and 2048 with ``--large``): wall time, the process's CPU time
 (``cpu_s``: with one BLAS thread, the measure that other jobs on the machine disturb
 least), Newton iterations, CG
-iterations, Hessian products, alpha, certified gap and peak memory (``tracemalloc`` peak
+iterations, Hessian products, restarts of the multiplier phase (``Solution.info["restarts"]``:
+where the trajectory went astray; the count moves with the processor's rounding), alpha,
+certified gap and peak memory (``tracemalloc`` peak
 of the solve and the process's maximum resident set size). ``--profile D`` runs the
 first of ``--workloads`` at D under cProfile and prints where the time goes. ``--quick`` runs d = 64 only. Cells are
 cached under ``results/cache/bench_smii`` (timings included: ``--force`` re-measures).
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import cProfile
 import io
-import os
 import pstats
 import resource
 import time
@@ -35,7 +36,7 @@ from . import runner
 
 NAME = "bench_smii"
 #: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
-CELL_VERSION = 5
+CELL_VERSION = 6
 SEED = 0
 
 
@@ -45,8 +46,8 @@ def _problem(workload: str, d: int, seed: int = SEED) -> ffu.FitnessProblem:
     return ffu.FitnessProblem.from_workload(workloads.random_ranges(d, targets="random", seed=seed))
 
 
-COLUMNS = ("workload", "d", "seed", "k", "m", "time_s", "cpu_s", "nit", "n_cg", "n_hvp", "alpha", "lower_bound", "gap",
-           "peak_mb", "maxrss_mb", "status")
+COLUMNS = ("workload", "d", "seed", "k", "m", "time_s", "cpu_s", "nit", "n_cg", "n_hvp", "restarts", "alpha",
+           "lower_bound", "gap", "peak_mb", "maxrss_mb", "status")
 
 
 def run_cell(workload: str, d: int, seed: int, tol: float, max_time: float, **options) -> dict:
@@ -59,7 +60,7 @@ def run_cell(workload: str, d: int, seed: int, tol: float, max_time: float, **op
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {"k": problem.k, "m": problem.m, "time_s": wall, "cpu_s": cpu, "nit": sol.nit, "n_cg": sol.info["n_cg"],
-            "n_hvp": sol.n_hvp, "alpha": sol.privacy_cost, "lower_bound": sol.lower_bound, "gap": sol.gap,
+            "n_hvp": sol.n_hvp, "restarts": sol.info["restarts"], "alpha": sol.privacy_cost, "lower_bound": sol.lower_bound, "gap": sol.gap,
             "status": sol.status, "peak_mb": peak / 2**20, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -101,12 +102,11 @@ def main(argv=None):
     cells = [runner.Cell({"workload": w, "d": d, "seed": s, "tol": args.tol, "max_time": args.max_time, **options},
                          row={"workload": w, "d": d, "seed": s}, label=f"{w}, d = {d}, seed {s}")
              for w in args.workloads for d in sizes for s in (args.seeds if w == "ranges" else [SEED])]
-    threads = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
     table = runner.Table("SM-II at scale", COLUMNS, floatfmt=".5g",
                          footer="; wall-clock on this machine, shared with other jobs")
     return runner.run_grid(NAME, cells, run_cell, args, version=CELL_VERSION, table=table,
                            meta={"tol": args.tol, "max_time": args.max_time, "seeds": args.seeds,
-                                 "blas_threads": threads, **options})
+                                 "blas_threads": args.blas_threads, **options})
 
 
 if __name__ == "__main__":

@@ -221,8 +221,46 @@ def parser(description: str, *, figures: bool = False) -> argparse.ArgumentParse
     return p
 
 
+def _cpu_model() -> str | None:
+    """The processor: Linux's ``/proc/cpuinfo`` model name with its family, model and stepping (a
+    virtual machine often shows only a generic name); elsewhere ``platform.processor()``, or None."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("model name", "cpu family", "model", "stepping") and key not in fields:
+                    fields[key] = value.strip()
+                if not line.strip() and fields:  # the first processor's block is enough
+                    break
+    except OSError:
+        pass
+    if "model name" not in fields:
+        return platform.processor() or None
+    ids = ", ".join(f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping") if k in fields)
+    return f"{fields['model name']} ({ids})" if ids else fields["model name"]
+
+
+def _blas() -> dict:
+    """The BLAS that numpy and scipy were built against (name and version; pip's wheels each bundle an OpenBLAS)."""
+    import numpy
+    import scipy
+
+    out = {}
+    for lib in (numpy, scipy):
+        try:
+            blas = lib.show_config(mode="dicts")["Build Dependencies"]["blas"]
+            out[lib.__name__] = f"{blas.get('name')} {blas.get('version')}"
+        except (KeyError, TypeError, ValueError):
+            out[lib.__name__] = None
+    return out
+
+
 def environment() -> dict:
-    """Versions of Python, the numerical stack and ffu_cvx, the platform and the time of the run."""
+    """Versions of Python, the numerical stack (and the BLAS under numpy and scipy) and ffu_cvx, the platform,
+    the processor and the time of the run: SM-II's trajectories (Newton steps, restarts) move with the
+    processor's rounding and its speed with the machine, so runs on different machines are told apart."""
     out = {"python": platform.python_version(), "platform": platform.platform(), "ffu_cvx": __version__}
     for dist in RECORDED_VERSIONS:
         try:
@@ -231,6 +269,8 @@ def environment() -> dict:
             out[dist] = None
     out["time_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     out["cpu_count"] = os.cpu_count()
+    out["cpu"] = _cpu_model()
+    out["blas"] = _blas()
     return out
 
 

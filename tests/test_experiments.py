@@ -61,7 +61,11 @@ def test_ratio_tables_quick(name, tmp_outputs):
         assert r["CA_gap"] <= 1e-8
         assert r["HM_b"] == baselines.hierarchical_branching(r["d"])
     data = json.loads((tmp_outputs / "results" / f"{name}.json").read_text())
-    assert data["meta"]["smii_options"] and data["environment"]["numpy"]
+    env = data["environment"]
+    assert data["meta"]["smii_options"] and env["numpy"]
+    # The processor and the BLAS under numpy and scipy tell runs on different machines apart.
+    assert env["cpu"] is None or isinstance(env["cpu"], str)
+    assert set(env["blas"]) == {"numpy", "scipy"} and all(v is None or isinstance(v, str) for v in env["blas"].values())
     assert (tmp_outputs / "results" / f"{name}.csv").exists() and (tmp_outputs / "results" / f"{name}.md").exists()
 
 
@@ -143,10 +147,13 @@ def test_pl94_matches_paper_under_the_authors_setup():
 def test_bench_smii_quick_covers_every_seed(tmp_outputs):
     # d = 64: prefix once, random ranges once per seed; every cell certified at the
     # benchmark's tol (1e-3) and the seed recorded (prefix has none: the default).
-    rows = run("bench_smii", "--seeds", "0", "3")
+    rows = run("bench_smii", "--seeds", "0", "3", "--blas-threads", "2")
     assert [(r["workload"], r["seed"]) for r in rows] == [("prefix", 0), ("ranges", 0), ("ranges", 3)]
+    meta = json.loads((tmp_outputs / "results" / "bench_smii.json").read_text())["meta"]
+    assert meta["blas_threads"] == 2  # what --blas-threads set, not the environment variable
     for r in rows:
         assert r["status"] == "optimal" and 0 <= r["gap"] <= 1e-3
+        assert isinstance(r["restarts"], int) and 0 <= r["restarts"] < r["nit"]
         assert r["alpha"] >= r["lower_bound"]
     assert rows[0]["alpha"] == pytest.approx(4.457869, rel=1e-3)  # prefix(64)'s exact optimum
     assert rows[1]["alpha"] != pytest.approx(rows[2]["alpha"], rel=1e-6)  # different instances
