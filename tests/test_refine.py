@@ -305,6 +305,9 @@ def test_refinement_driver_takes_the_level_solver():
         return cvx.solve_level(problem, **kwargs)
 
     out = refine_levels(problem, first, solve_level=counting, solver="CLARABEL")
-    assert calls == [[2, 3]]  # one extra level, over the columns the first left free
+    # One extra level, over the columns the first left free, solved by the injected solver;
+    # Clarabel's first attempt may end a little outside the caps (on one machine its Sigma cost
+    # 3e-6 above the first level) and be retried, every attempt over the same columns.
+    assert calls and all(c == [2, 3] for c in calls) and len(calls) == 1 + out.retries
     assert [lev["columns"] for lev in out.levels] == [[0, 1], [2, 3]] and not out.failed
     np.testing.assert_allclose(out.sigma, linalg.block_diag(S51, 2 * S51), rtol=1e-5, atol=1e-6)
