@@ -1,7 +1,7 @@
 """Benchmark of SM-II at scale (README "Performance: SM-II").
 
 ``python -m experiments.bench_smii [--large] [--quick] [--sizes ...] [--tol 1e-3]
-[--max-time 600] [--float32 | --float64] [--no-precondition] [--profile D] [--seeds S ...]``
+[--max-time 600] [--float32 | --float64] [--no-precondition] [--profile D] [--seeds S ...] [--draws N]``
 
 Prefix and random ranges (random targets, seed 0; ``--seeds`` for others) for d = 64,
 128, 256, 512, 1024 (and 2048 with ``--large``): wall time, the process's CPU time
@@ -16,6 +16,10 @@ cached under ``results/cache/bench_smii`` (timings included: ``--force`` re-meas
 ``--float32`` / ``--float64`` evaluate CG's Hessian products in single / double precision
 (default: the solver's ``"auto"``, single for k >= 1000) and
 ``--no-precondition`` runs the paper's plain CG (see :func:`ffu_cvx.smii.solve_smii`).
+``--draws N`` solves each cell N times, draw ``j`` with every target multiplied by
+``1 + j DRAW_STEP`` (a few units in the last place): from d = 2,048 on, rounding of that size
+moves SM-II's Newton steps by up to 2x (random ranges d = 2,048, seed 0: 29-63 steps, README
+"Performance"), so one run of a cell is one draw; compare code versions over the same draws.
 On a shared machine run it as ``OPENBLAS_NUM_THREADS=1 python -m experiments.bench_smii``:
 oversubscribed BLAS threads slow small products down many times over.
 """
@@ -38,21 +42,25 @@ NAME = "bench_smii"
 #: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 6
 SEED = 0
+#: ``--draws``: draw ``j`` multiplies every target by ``1 + j DRAW_STEP`` (about 4.5 ulps per step).
+DRAW_STEP = 1e-15
 
 
-def _problem(workload: str, d: int, seed: int = SEED) -> ffu.FitnessProblem:
+def _problem(workload: str, d: int, seed: int = SEED, draw: int = 0) -> ffu.FitnessProblem:
     if workload == "prefix":
-        return ffu.FitnessProblem.from_workload(workloads.prefix(d))
-    return ffu.FitnessProblem.from_workload(workloads.random_ranges(d, targets="random", seed=seed))
+        problem = ffu.FitnessProblem.from_workload(workloads.prefix(d))
+    else:
+        problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(d, targets="random", seed=seed))
+    return problem.with_targets(problem.c * (1.0 + draw * DRAW_STEP)) if draw else problem
 
 
-COLUMNS = ("workload", "d", "seed", "k", "m", "time_s", "cpu_s", "nit", "n_cg", "n_hvp", "restarts", "alpha",
+COLUMNS = ("workload", "d", "seed", "draw", "k", "m", "time_s", "cpu_s", "nit", "n_cg", "n_hvp", "restarts", "alpha",
            "lower_bound", "gap", "peak_mb", "maxrss_mb", "status")
 
 
-def run_cell(workload: str, d: int, seed: int, tol: float, max_time: float, **options) -> dict:
-    """One SM-II solve (``options`` passed on) with its time, counters and peak memory."""
-    problem = _problem(workload, d, seed)
+def run_cell(workload: str, d: int, seed: int, tol: float, max_time: float, draw: int = 0, **options) -> dict:
+    """One SM-II solve (``options`` passed on) of draw ``draw`` with its time, counters and peak memory."""
+    problem = _problem(workload, d, seed, draw)
     tracemalloc.start()
     t0, c0 = time.perf_counter(), time.process_time()
     sol = ffu.solve(problem, method="smii", tol=tol, max_time=max_time, **options)
@@ -83,6 +91,8 @@ def main(argv=None):
     p.add_argument("--workloads", nargs="+", default=["prefix", "ranges"], choices=["prefix", "ranges"])
     p.add_argument("--seeds", nargs="+", type=int, default=[SEED],
                    help="seeds of the random-ranges instances (prefix has none)")
+    p.add_argument("--draws", type=runner.positive_count("a number of draws >= 1"), default=1, metavar="N",
+                   help="solve each cell N times, draw j with the targets times 1 + j 1e-15 (rounding-level)")
     p.add_argument("--tol", type=float, default=1e-3, help="certified relative gap to stop at")
     p.add_argument("--max-time", type=float, default=600.0, help="per-solve time cap in seconds")
     precision = p.add_mutually_exclusive_group()
@@ -99,13 +109,16 @@ def main(argv=None):
         print(profile(args.profile, args.tol, args.max_time, workload=args.workloads[0], **options))
         return []
     sizes = args.sizes or ([64] if args.quick else [64, 128, 256, 512, 1024] + ([2048] if args.large else []))
-    cells = [runner.Cell({"workload": w, "d": d, "seed": s, "tol": args.tol, "max_time": args.max_time, **options},
-                         row={"workload": w, "d": d, "seed": s}, label=f"{w}, d = {d}, seed {s}")
-             for w in args.workloads for d in sizes for s in (args.seeds if w == "ranges" else [SEED])]
+    cells = [runner.Cell({"workload": w, "d": d, "seed": s, "draw": j, "tol": args.tol, "max_time": args.max_time,
+                          **options},
+                         row={"workload": w, "d": d, "seed": s, "draw": j}, label=f"{w}, d = {d}, seed {s}, draw {j}")
+             for w in args.workloads for d in sizes for s in (args.seeds if w == "ranges" else [SEED])
+             for j in range(args.draws)]
     table = runner.Table("SM-II at scale", COLUMNS, floatfmt=".5g",
                          footer="; wall-clock on this machine, shared with other jobs")
     return runner.run_grid(NAME, cells, run_cell, args, version=CELL_VERSION, table=table,
                            meta={"tol": args.tol, "max_time": args.max_time, "seeds": args.seeds,
+                                 "draws": args.draws, "draw_step": DRAW_STEP,
                                  "blas_threads": args.blas_threads, **options})
 
 

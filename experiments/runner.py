@@ -187,6 +187,13 @@ def _count(text: str, allowed_negative: bool, what: str) -> int:
     return n
 
 
+def positive_count(what: str):
+    """An argparse ``type`` for a whole number >= 1; ``what`` names it in the error (``"a number of draws >= 1"``)."""
+    def count(text: str) -> int:
+        return _count(text, False, what)
+    return count
+
+
 def _jobs(text: str) -> int:
     """``--jobs``: a worker count >= 1, or -1 for one per CPU."""
     return _count(text, True, "a number of workers >= 1 (or -1: one per CPU)")

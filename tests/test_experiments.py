@@ -69,6 +69,21 @@ def test_ratio_tables_quick(name, tmp_outputs):
     assert (tmp_outputs / "results" / f"{name}.csv").exists() and (tmp_outputs / "results" / f"{name}.md").exists()
 
 
+def test_bench_smii_draws_solve_each_cell_at_rounding_level_perturbed_targets(tmp_outputs):
+    from experiments import bench_smii
+
+    rows = run("bench_smii", "--workloads", "ranges", "--draws", "2")
+    assert [(r["workload"], r["seed"], r["draw"]) for r in rows] == [("ranges", 0, 0), ("ranges", 0, 1)]
+    for r in rows:
+        assert r["status"] == "optimal" and 0 <= r["gap"] <= 1e-3
+    assert rows[1]["alpha"] == pytest.approx(rows[0]["alpha"], rel=2e-3)  # the same problem to rounding
+    base, drawn = bench_smii._problem("ranges", 64, 0), bench_smii._problem("ranges", 64, 0, draw=3)
+    np.testing.assert_array_equal(drawn.B, base.B)  # the same decomposition: only c moves
+    np.testing.assert_array_equal(drawn.L, base.L)
+    np.testing.assert_array_equal(drawn.c, base.c * (1.0 + 3 * bench_smii.DRAW_STEP))
+    assert np.all(drawn.c != base.c)
+
+
 def test_table2_quick_matches_paper():
     rows = run("table2")
     assert [r["d"] for r in rows] == [2, 4, 8]
