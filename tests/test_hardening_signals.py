@@ -50,6 +50,31 @@ def test_sigint_in_solve_exits_130_in_one_line(tmp_path, spec, method):
     assert err.strip().splitlines()[-1] == "ffu-cvx: interrupted (Ctrl-C); no output written"
 
 
+FLAGGED = """
+import ctypes, sys
+from ffu_cvx import cli
+ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 1  # as after PyRun_* saw Ctrl-C
+if sys.argv[1] == "forget":
+    cli.forget_unhandled_interrupt()
+sys.exit(cli.EXIT_INTERRUPTED)
+"""
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11),
+                    reason="the flag is CPython 3.11's")
+def test_a_handled_interrupt_exits_with_our_status_not_by_sigint(tmp_path):
+    # Run with -m, as `python -m ffu_cvx.cli` is: CPython 3.11 then kills a process whose flag is
+    # set with SIGINT at exit, whatever sys.exit said; the CLI clears it when it handles Ctrl-C.
+    (tmp_path / "flagged.py").write_text(FLAGGED)
+    env = dict(_env(), PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
+
+    def exit_code(mode):
+        return subprocess.run([sys.executable, "-m", "flagged", mode], env=env, timeout=60).returncode
+
+    assert exit_code("keep") == -signal.SIGINT
+    assert exit_code("forget") == 130
+
+
 def test_sigterm_in_solve_exits_143_in_one_line(tmp_path):
     code, err = _signal_solve(tmp_path, RANGES, "smii", signal.SIGTERM)
     assert code == 143, err
