@@ -68,7 +68,8 @@ def run_cell(workload: str, d: int, seed: int, tol: float, max_time: float, draw
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {"k": problem.k, "m": problem.m, "time_s": wall, "cpu_s": cpu, "nit": sol.nit, "n_cg": sol.info["n_cg"],
-            "n_hvp": sol.n_hvp, "restarts": sol.info["restarts"], "alpha": sol.privacy_cost, "lower_bound": sol.lower_bound, "gap": sol.gap,
+            "n_hvp": sol.n_hvp, "restarts": sol.info["restarts"], "alpha": sol.privacy_cost,
+            "lower_bound": sol.lower_bound, "gap": sol.gap,
             "status": sol.status, "peak_mb": peak / 2**20, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
