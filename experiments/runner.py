@@ -199,11 +199,6 @@ def _jobs(text: str) -> int:
     return _count(text, True, "a number of workers >= 1 (or -1: one per CPU)")
 
 
-def _blas_threads(text: str) -> int:
-    """``--blas-threads``: a thread count >= 1."""
-    return _count(text, False, "a number of BLAS threads >= 1")
-
-
 def parser(description: str, *, figures: bool = False) -> argparse.ArgumentParser:
     """Argument parser with the flags every experiment shares (``--replot`` with ``figures``)."""
     p = argparse.ArgumentParser(description=description)
@@ -216,7 +211,7 @@ def parser(description: str, *, figures: bool = False) -> argparse.ArgumentParse
     p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
                    help="compute the cells on N worker processes (-1: one per CPU; one BLAS thread each; "
                         "needs ffu-cvx[parallel]); the results are those of the serial run")
-    p.add_argument("--blas-threads", type=_blas_threads, default=1, metavar="N",
+    p.add_argument("--blas-threads", type=positive_count("a number of BLAS threads >= 1"), default=1, metavar="N",
                    help="BLAS threads of each process computing cells (default 1: every --jobs setting then "
                         "gives the same numbers bit for bit; OPENBLAS_NUM_THREADS does not override it)")
     p.add_argument("--scheduler", metavar="ADDRESS",
