@@ -112,3 +112,28 @@ def test_dual_sigma_at_optimal_multipliers_is_the_optimum():
     ratio = (np.einsum("ij,ij->i", problem.L @ sigma, problem.L) / problem.c).max()
     assert privacy.privacy_cost(sigma / ratio, problem.B) == pytest.approx(ref.privacy_cost, rel=1e-5)
     assert certificate.dual_sigma(problem, np.eye(1, problem.d, 0)[0], ref.mu) is None  # P singular
+
+
+@pytest.mark.parametrize("shape", [(60, 40), (40, 60)])
+def test_gram_nuclear_norm_is_a_close_lower_bound(monkeypatch, shape):
+    monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 1)
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal(shape) * np.logspace(0, -3, shape[1])  # singular values over three decades
+    exact = float(np.linalg.svd(X, compute_uv=False).sum())
+    assert certificate.nuclear_norm(X) == exact  # no slack: the singular values themselves
+    got = certificate.nuclear_norm(X, slack=1e-6)
+    assert exact * (1 - 1e-6) <= got <= exact * (1 + 1e-14)
+    assert got != exact  # the Gram route was taken (its margin is never zero)
+
+
+def test_gram_nuclear_norm_falls_back_where_its_margin_is_too_wide(monkeypatch):
+    monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 1)
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((50, 3)) @ rng.standard_normal((3, 50))  # rank 3: 47 zero singular values
+    exact = float(np.linalg.svd(X, compute_uv=False).sum())
+    # Each zero eigenvalue of the Gram matrix may be up to delta: sqrt(delta) per singular
+    # value is far more than the slack allows, so the singular values are taken.
+    assert certificate.nuclear_norm(X, slack=1e-9) == pytest.approx(exact, rel=1e-12)
+    Y = rng.standard_normal((50, 50))
+    monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 51)  # below the order: never the Gram route
+    assert certificate.nuclear_norm(Y, slack=1.0) == float(np.linalg.svd(Y, compute_uv=False).sum())

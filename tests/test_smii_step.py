@@ -1,4 +1,4 @@
-"""SM-II's float32 step solver: the symmetric-product kernels (``gram``, ``lower_times``) and
+"""SM-II's float32 step solver: the symmetric-product kernels (``gram``, ``triangular_times``) and
 the fused single-precision Hessian product and preconditioner.
 
 What must hold exactly (float64): the gradient in the rotated frame, hence
@@ -56,11 +56,27 @@ def test_gram_is_the_weighted_product_for_any_signs(dtype, rtol, signs):
     np.testing.assert_array_equal(A, before)  # the input is not scaled in place
 
 
-def test_lower_times_is_the_triangular_product():
+@pytest.mark.parametrize("min_k", [1, 10**9])
+def test_congruence_is_the_symmetric_product(monkeypatch, min_k):
+    # min_k = 1: the trmm path at every order; 10**9: the two products.
+    monkeypatch.setattr(backend, "CONGRUENCE_MIN_K", min_k)
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((30, 30))
+    E = rng.standard_normal((30, 30))
+    E = E + E.T
+    got = NP.congruence(X, E)
+    want = X @ E @ X.T
+    np.testing.assert_array_equal(got, got.T)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_triangular_times_is_the_triangular_product(lower):
     rng = np.random.default_rng(5)
     R = np.tril(rng.standard_normal((30, 30)))
+    R = R if lower else R.T.copy()
     X = rng.standard_normal((30, 30))
-    np.testing.assert_allclose(NP.lower_times(R, X), R @ X, rtol=0, atol=1e-13 * np.abs(R @ X).max())
+    np.testing.assert_allclose(NP.triangular_times(R, X, lower), R @ X, rtol=0, atol=1e-13 * np.abs(R @ X).max())
 
 
 @pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-13), (np.float32, 1e-5)])

@@ -1,8 +1,9 @@
-"""A sparse query matrix ``L``: exact integer decompositions and SM-II's CSR products.
+"""A sparse or triangular query matrix ``L``: exact integer decompositions, SM-II's CSR and ``trmm`` products.
 
 ``basis.decompose`` snaps a least-squares ``L`` to integers only when they reproduce ``W``
-exactly; SM-II on numpy then holds a sparse ``L`` as CSR (``backend.queries``) and must
-give the dense path's products and the same certified optimum.
+exactly; SM-II on numpy then holds a sparse ``L`` as CSR and a square triangular one as
+``backend.TriangularQueries`` (``backend.queries``), and each must give the dense path's
+products and the same certified optimum.
 """
 
 import numpy as np
@@ -113,5 +114,48 @@ def test_smii_with_csr_queries_reaches_the_dense_optimum(monkeypatch):
     got = ffu.solve(problem, method="smii", tol=1e-4, refine=False)
     assert want.status == got.status == OPTIMAL
     assert got.gap <= 1e-4 and want.gap <= 1e-4
+    assert got.privacy_cost == pytest.approx(want.privacy_cost, rel=1.5e-4)
+    assert float(np.max(privacy.variances(problem.L, got.sigma) / problem.c)) <= 1 + 1e-9
+
+
+def _prefix(d=48):
+    return ffu.FitnessProblem.from_workload(workloads.prefix(d))
+
+
+def test_queries_are_triangular_only_when_large_square_and_triangular(monkeypatch):
+    L = _prefix().L  # upper triangular ones on the identity basis
+    assert isinstance(NP.queries(L), np.ndarray)  # k = 48 < TRIANGULAR_MIN_K
+    monkeypatch.setattr(backend, "TRIANGULAR_MIN_K", 1)
+    for array, lower in ((L, False), (L.T.copy(), True)):
+        got = NP.queries(array)
+        assert isinstance(got, backend.TriangularQueries) and got.lower is lower
+        assert got.shape == array.shape and backend.of(got) is NP
+    full = L.copy()
+    full[-1, 0] = 1.0  # one entry below the diagonal: neither triangle
+    assert isinstance(NP.queries(full), np.ndarray)
+    assert isinstance(NP.queries(np.ones((3, 5))), np.ndarray)  # not square
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_triangular_products_match_the_dense_ones(monkeypatch, lower):
+    monkeypatch.setattr(backend, "TRIANGULAR_MIN_K", 1)
+    rng = np.random.default_rng(4)
+    L = np.triu(rng.standard_normal((40, 40)))
+    L = L.T.copy() if lower else L
+    T = NP.queries(L)
+    A = rng.standard_normal((40, 40))
+    for S in (A @ A.T, A + A.T):  # a covariance and an indefinite direction
+        want = privacy.variances(L, S)
+        np.testing.assert_allclose(NP.variances(T, S), want, rtol=0, atol=1e-12 * np.abs(want).max())
+    np.testing.assert_allclose(T @ A, L @ A, rtol=0, atol=1e-12 * np.abs(L @ A).max())
+
+
+def test_smii_with_triangular_queries_reaches_the_dense_optimum(monkeypatch):
+    problem = _prefix(64)
+    want = ffu.solve(problem, method="smii", tol=1e-4, refine=False)
+    monkeypatch.setattr(backend, "TRIANGULAR_MIN_K", 1)
+    assert isinstance(NP.queries(problem.L), backend.TriangularQueries)
+    got = ffu.solve(problem, method="smii", tol=1e-4, refine=False)
+    assert want.status == got.status == OPTIMAL
     assert got.privacy_cost == pytest.approx(want.privacy_cost, rel=1.5e-4)
     assert float(np.max(privacy.variances(problem.L, got.sigma) / problem.c)) <= 1 + 1e-9

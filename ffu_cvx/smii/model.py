@@ -221,7 +221,7 @@ class Whitened:
                 Ya = self.Q.T @ Ya
             self.M = bk.diag(lam)
             self.lam = xp.maximum(lam, 0.0)
-            self.RQ = bk.lower_times(p.R, self.Q) if self.float32 else p.R @ self.Q
+            self.RQ = bk.triangular_times(p.R, self.Q) if self.float32 else p.R @ self.Q
         else:
             self.M = (Ya * self.wa) @ Ya.T
         self.V = L @ self.RQ  # O(m k^2); O(nnz k) for a CSR L (backend.Backend.queries)

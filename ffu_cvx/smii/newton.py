@@ -114,7 +114,7 @@ def newton_direction(op, maxcg: int, tol2: float, radius: float, precond=None, *
     if descent_fallback and not delta < 0:
         E = -op.grad
         delta = -inner(E, E)
-    return E, symmetrise(op.RQ @ E @ op.RQ.T), delta, n_cg
+    return E, of(E).congruence(op.RQ, E), delta, n_cg
 
 
 def smii_direction(p: Point, L, c, maxcg, tol2, radius, precondition=True, float32=False) -> Step:
