@@ -285,8 +285,14 @@ class Whitened:
         del U
 
         def apply(G):
+            # float32: G cast once, so that no product mixes precisions (a mixed-precision
+            # inner product of order 2048 took 15 ms against 0.3 ms for a float32 one).
+            G = cast(G)
             coef = Sinv @ np.array([bk.inner(X, G) for X in DU])
-            return G * dinv + float(coef[0]) * DU[0] + float(coef[1]) * DU[1]
+            out = G * dinv
+            out += float(coef[0]) * DU[0]
+            out += float(coef[1]) * DU[1]
+            return bk.double(out)
 
         return apply
 
