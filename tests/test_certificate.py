@@ -137,3 +137,17 @@ def test_gram_nuclear_norm_falls_back_where_its_margin_is_too_wide(monkeypatch):
     Y = rng.standard_normal((50, 50))
     monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 51)  # below the order: never the Gram route
     assert certificate.nuclear_norm(Y, slack=1.0) == float(np.linalg.svd(Y, compute_uv=False).sum())
+
+
+def test_smii_cheap_certificate_on_the_gram_route_stays_within_its_slack(monkeypatch):
+    from ffu_cvx.smii import bounds
+
+    monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 1)  # the Gram route at k = 300
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(300))
+    assert problem.k > bounds.CHEAP_CERTIFY_K
+    tol = 1e-3
+    sol = ffu.solve(problem, method="smii", tol=tol, refine=False)
+    exact = certificate.lower_bound(problem, sol.lam, sol.mu)  # the singular values of the same multipliers
+    assert sol.gap <= tol
+    assert sol.lower_bound <= exact <= sol.lower_bound * (1 + bounds.CERTIFY_SLACK * tol)
+    assert sol.lower_bound != exact  # the Gram route was taken
