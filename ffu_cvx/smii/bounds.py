@@ -40,8 +40,10 @@ CERTIFY_STOPPED = 0.1
 CHEAP_CERTIFY_K = 256
 #: That bound may fall short of the exact one by up to this fraction of ``tol`` (relative),
 #: for the Gram route of :func:`ffu_cvx.certificate.nuclear_norm` (1.2 s less per
-#: certificate at k = 2048, 0.1 s at 1011; see there).
-CERTIFY_SLACK = 0.01
+#: certificate at k = 2048, 0.1 s at 1011; see there). Its margin's width (twice the most
+#: it can lose) was 2.5e-7 to 6.5e-6 of the bound on prefix and random ranges d = 1024
+#: (tol 1e-3 and 1e-4): at 0.01 half of those certificates fell back to ``svdvals``.
+CERTIFY_SLACK = 0.05
 
 
 class BoundKeeper:
