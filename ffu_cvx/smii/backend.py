@@ -77,8 +77,8 @@ SPARSE_MAX_DENSITY = 0.03
 TRIANGULAR_MIN_K = 1000
 #: numpy maps a direction back (:meth:`Backend.congruence`, ``X E X^T``) by one ``trmm``
 #: and one product from this order on: 0.32 against 0.39 s at k = 2048 and 2.2 against
-#: 2.9 s at 4096 (two BLAS threads, best of four, summing the kernels' times). Below it the
-#: two products that the torch backend matches to 1e-10.
+#: 2.9 s at 4096 (two BLAS threads, best of four, summing the kernels' times). Below it numpy
+#: keeps the two products that the torch backend matches to 1e-10.
 CONGRUENCE_MIN_K = 1000
 
 
