@@ -209,11 +209,8 @@ class Backend:
         ``X A`` is a ``trmm`` (half a product's flops), so the whole costs 1.5 products, not 2.
         """
         if X.shape[0] < CONGRUENCE_MIN_K:
-            S = X @ E @ X.T
-            return 0.5 * (S + S.T)
-        A = np.tril(E)
-        i = np.arange(A.shape[0])
-        A[i, i] *= 0.5
+            return _congruence_products(X, E)
+        A = _half_lower(E)
         trmm = blas.get_blas_funcs("trmm", (A, X))
         # X A = (A^T X^T)^T; with C-ordered A and X their transposes are Fortran-ordered.
         S = trmm(1.0, A.T, X.T, side=0, lower=0).T @ X.T
@@ -239,9 +236,7 @@ class Backend:
         """
         if not openblas.SHORT_SPIN:
             return _block_forms(E.__matmul__, W, width)
-        A = np.tril(E)
-        i = np.arange(A.shape[0])
-        A[i, i] *= 0.5
+        A = _half_lower(E)
         out = _block_forms(lambda X: self.triangular_times(A, X), W, width)
         out *= 2.0
         return out
@@ -268,6 +263,20 @@ def lower_inverse(R: np.ndarray) -> np.ndarray:
         else:
             inv[:j, j] = 0.0
     return inv.T if upper else inv
+
+
+def _half_lower(E: np.ndarray) -> np.ndarray:
+    """``A`` (k, k): the lower triangle of the symmetric ``E`` with half its diagonal, so ``E = A + A^T``."""
+    A = np.tril(E)
+    i = np.arange(A.shape[0])
+    A[i, i] *= 0.5
+    return A
+
+
+def _congruence_products(X, E):
+    """``X E X^T`` by two products, symmetrised (any backend's arrays)."""
+    S = X @ E @ X.T
+    return 0.5 * (S + S.T)
 
 
 def _block_forms(times, W, width: int, concat=np.concatenate, einsum=np.einsum):
@@ -326,8 +335,7 @@ class ArrayAPIBackend(Backend):
         return R @ X
 
     def congruence(self, X, E):
-        S = X @ E @ X.T
-        return 0.5 * (S + S.T)
+        return _congruence_products(X, E)
 
     def quadratic_forms(self, E, W, width: int):
         return _block_forms(E.__matmul__, W, width, self.xp.concat, self.einsum)
