@@ -151,3 +151,21 @@ def test_smii_cheap_certificate_on_the_gram_route_stays_within_its_slack(monkeyp
     assert sol.gap <= tol
     assert sol.lower_bound <= exact <= sol.lower_bound * (1 + bounds.CERTIFY_SLACK * tol)
     assert sol.lower_bound != exact  # the Gram route was taken
+
+
+def test_gram_bound_skips_the_longer_factors_qr_and_stays_within_its_slack(monkeypatch):
+    monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 1)
+    problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=2))
+    assert problem.m > certificate.REDUCE_RATIO * problem.k  # the queries' factor is the longer one
+    rng = np.random.default_rng(0)
+    lam, mu = rng.random(problem.d), rng.random(problem.m)
+    qrs = []
+    qr = certificate.linalg.qr
+    monkeypatch.setattr(certificate.linalg, "qr", lambda *a, **kw: qrs.append(a[0].shape) or qr(*a, **kw))
+    exact = certificate.lower_bound(problem, lam, mu)
+    assert (problem.m, problem.k) in qrs  # without a slack both long factors are reduced
+    qrs.clear()
+    slack = 1e-6
+    got = certificate.lower_bound(problem, lam, mu, slack=slack)
+    assert (problem.m, problem.k) not in qrs
+    assert exact * (1 - 2 * slack) <= got <= exact
