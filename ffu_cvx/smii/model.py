@@ -68,7 +68,8 @@ PRUNE = 1e-17
 #: and the Lyapunov part keep every one above ``PRUNE``): a CG direction's operator, not
 #: the gradient's. On random ranges d = 1024 (tol 1e-3, one BLAS thread) 1,400-1,700 of
 #: the 2,048 rows stayed, a step took 4.5% less and the Newton steps of seeds 0 / 1 / 2
-#: and prefix were 28 / 34 / 34 and 20 against 28 / 35 / 39 and 20. At 1e-9 they were
+#: and prefix were 28 / 34 / 34 and 20 against 28 / 35 / 39 and 20 (at d = 2048, seed 0,
+#: one run each on two threads: 4.82 against 4.76 s a step, no gain seen). At 1e-9 they were
 #: 28 / 42 / 42 (SM-II's step count on random ranges is chaotic in such changes), at
 #: 1e-5 35 / 35 / 30, and at 1e-3 seed 0 took 208 steps: the many slack rows of weight
 #: around 1e-4 carry real curvature.
