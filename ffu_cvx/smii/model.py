@@ -66,8 +66,8 @@ PRUNE = 1e-17
 #: The float32 Hessian product (:meth:`Whitened._hvp_rotated32`) also drops the soft-max
 #: columns and rows whose weight is below this fraction of the largest (the gradient, ``M``
 #: and the Lyapunov part keep every one above ``PRUNE``): a CG direction's operator, not
-#: the gradient's. On random ranges d = 1024 (tol 1e-3, one BLAS thread) 1,400-1,700 of
-#: the 2,048 rows stayed, a step took 4.5% less and the Newton steps of seeds 0 / 1 / 2
+#: the gradient's. On random ranges d = 1024 (tol 1e-3, one BLAS thread) 959-1,778 of
+#: the 2,048 rows stayed at t = 30, a step took 4.5% less and the Newton steps of seeds 0 / 1 / 2
 #: and prefix were 28 / 34 / 34 and 20 against 28 / 35 / 39 and 20 (at d = 2048, seed 0,
 #: one run each on two threads: 4.82 against 4.76 s a step, no gain seen). At 1e-9 they were
 #: 28 / 42 / 42 (SM-II's step count on random ranges is chaotic in such changes), at
