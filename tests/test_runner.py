@@ -154,6 +154,11 @@ def _subprocess_env(out, **extra):
     return env
 
 
+def _finished(cache: Path) -> list[Path]:
+    """The cache's finished cells: a cell being written is a hidden temporary file until its rename."""
+    return sorted(cache.glob("[!.]*.json")) if cache.exists() else []
+
+
 def test_ctrl_c_stops_the_command_then_a_rerun_resumes(out):
     tiny.main(["--quiet", "--cells", "1"])  # earlier results, which the interrupted run must leave alone
     computed(out)
@@ -163,7 +168,7 @@ def test_ctrl_c_stops_the_command_then_a_rerun_resumes(out):
                             env=_subprocess_env(out, TINY_SLEEP="0.4"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while len(list(cache.iterdir())) < 2 and time.monotonic() < deadline:  # a cell finished in this run
+    while len(_finished(cache)) < 2 and time.monotonic() < deadline:  # a cell finished in this run
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
@@ -173,7 +178,7 @@ def test_ctrl_c_stops_the_command_then_a_rerun_resumes(out):
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and "cache" not in p.parts
             and p.name != "computed.log"} == before  # nothing written, nothing replaced
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
-    kept = {json.loads(p.read_text())["key"]["i"]: json.loads(p.read_text())["value"] for p in cache.iterdir()}
+    kept = {json.loads(p.read_text())["key"]["i"]: json.loads(p.read_text())["value"] for p in _finished(cache)}
     assert 2 <= len(kept) < 6 and sorted(kept) == list(range(len(kept)))
     assert computed(out) == list(range(1, len(kept)))  # cell 0 came from the cache
     rows = tiny.main(["--quiet", "--cells", "6"])
@@ -301,7 +306,7 @@ def test_ctrl_c_stops_the_workers_too_then_a_rerun_resumes(out):
                              "--jobs", "2"], env=_subprocess_env(out, TINY_SLEEP="0.5"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 60
-    while (not cache.exists() or len(list(cache.iterdir())) < 2) and time.monotonic() < deadline:
+    while len(_finished(cache)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the command and its workers
     stdout, stderr = proc.communicate(timeout=60)
@@ -311,7 +316,8 @@ def test_ctrl_c_stops_the_workers_too_then_a_rerun_resumes(out):
     while _processes_with(out) and time.monotonic() < deadline:  # the workers were ended, not left running
         time.sleep(0.1)
     assert _processes_with(out) == []
-    kept = len(list(cache.iterdir()))
+    assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+    kept = len(_finished(cache))
     assert 2 <= kept < 12 and f"{kept} finished cell(s) kept" in stderr
     computed(out)
     assert _tiny(out, "--cells", "12", "--jobs", "2").returncode == 0
