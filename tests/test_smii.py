@@ -570,7 +570,7 @@ def test_options_are_one_frozen_validated_value():
         opts.tol = 1.0
     small, big = opts.resolved(smii.PRECONDITION_MIN_K), opts.resolved(smii.PRECONDITION_MIN_K + 1)
     assert (small.precondition, small.maxcg_cap, small.refine) == (False, MAXCG_CAP, False)
-    assert (big.precondition, big.maxcg_cap) == (True, opts.maxcg)
+    assert (big.precondition, big.maxcg_cap) == (True, MAXCG_CAP)
     assert opts.resolved(smii.REFINE_AUTO_MAX_K).refine is True
     with pytest.raises(TypeError, match="not_an_option"):
         smii_options(not_an_option=1)

@@ -6,7 +6,8 @@
   to rounding and keeps its contract (lower triangular result whatever ``R`` holds above
   its diagonal).
 - :func:`ffu_cvx.smii.newton.conjugate_gradient` updates ``r``, ``p`` and the product in
-  place: its iterates equal a textbook (out-of-place) Steihaug CG on the same operator.
+  place: its iterates equal a textbook (out-of-place) Steihaug CG on the same operator;
+  past ``maxcg`` it goes on exactly while :func:`ffu_cvx.smii.newton.extension_pays`.
 - ``Backend.rotated_single`` (the float32 array ``[Q^T Y, V^T]`` of the turned frame by one
   float32 product) equals the float64 product to single precision.
 """
@@ -18,6 +19,7 @@ import pytest
 from scipy import linalg
 
 from ffu_cvx.smii import backend
+from ffu_cvx.smii import newton
 from ffu_cvx.smii.newton import conjugate_gradient
 
 NP = backend.NUMPY
@@ -159,3 +161,31 @@ def test_rotated_single_is_the_stacked_float32_product():
     assert got.dtype == np.float32 and got.shape == (48, 103) and got.flags.c_contiguous
     assert float(np.abs(got - want).max()) <= 1e-6 * float(np.abs(want).max())
     np.testing.assert_array_equal(got[:, 70:], V.T.astype(np.float32))  # V^T only cast
+
+
+# ---- CG past maxcg while a product pays -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("spread", [1e3, 3.0])
+def test_cg_goes_past_maxcg_exactly_while_the_next_product_pays(spread):
+    # An ill-conditioned operator (spread 1e3) keeps gaining past maxcg = 5; a
+    # well-conditioned one (3) stops at once. Either way the iterate is plain CG's at
+    # the same count, and the count is where extension_pays first fails.
+    k = 6
+    rng = np.random.default_rng(7)
+    U, _ = np.linalg.qr(rng.standard_normal((k * k, k * k)))
+    A = (U * np.geomspace(1.0, spread, k * k)) @ U.T
+    G = rng.standard_normal((k, k))
+    op = _Dense(A, G)
+    got, it = conjugate_gradient(op, 5, 1e-30, 1e6, extend_to=20)
+    assert it == op.calls and 5 <= it <= 20
+    q = [0.0]
+    for j in range(1, 21):
+        s, _ = _steihaug(A, -G.ravel(), j, 1e-30, 1e6, np.ones(k * k))
+        q.append(float(G.ravel() @ s + 0.5 * s @ A @ s))
+    np.testing.assert_allclose(got.ravel(), _steihaug(A, -G.ravel(), it, 1e-30, 1e6, np.ones(k * k))[0],
+                               rtol=0, atol=1e-10 * np.abs(got).max())
+    assert all(newton.extension_pays(q[j - 1] - q[j], q[j], j) for j in range(5, it))
+    assert it == 20 or not newton.extension_pays(q[it - 1] - q[it], q[it], it)
+    assert (it > 5) == (spread > 100)
+    op.calls = 0
+    assert conjugate_gradient(op, 5, 1e-30, 1e6, extend_to=5)[1] == op.calls == 5  # no extension asked for

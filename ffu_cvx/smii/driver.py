@@ -14,9 +14,11 @@ direction. The iterate, ``B``, ``L`` and the internal targets live on the array 
 of the option ``array_backend`` (numpy by default); the history, the callback's
 ``sigma``, the certificate and the Solution are numpy. Beyond the paper:
 
-- The CG budget starts at the paper's MAXCG and doubles (to ``maxcg_cap``) while full
-  Newton steps gain less and less; a sub-problem also ends when the Newton decrement is
-  below ``ntrel / t1`` (well under the soft max's own error at that ``t1``), after a
+- Preconditioned, CG takes the paper's MAXCG iterations and goes on (to ``maxcg_cap``)
+  while each further Hessian product pays for itself
+  (:func:`~ffu_cvx.smii.newton.extension_pays`); plain CG's budget starts at MAXCG and
+  doubles (to ``maxcg_cap``) while full Newton steps gain less and less. A sub-problem
+  also ends when the Newton decrement is below ``ntrel / t1`` (well under the soft max's own error at that ``t1``), after a
   full step that gained less than ``SETTLE`` times that (the step is kept and no
   direction is spent confirming the end; not after the first step of a shifted
   sub-problem to an iterate whose gap is over ``DRIFT`` times the best one,
@@ -277,7 +279,8 @@ class Run:
     def _accept(self, step: float, q: Point, d: Step, threshold: float) -> None:
         """Move to ``q``; grow the CG budget, decide whether the sub-problem has settled, report."""
         decrease = self.p.F - q.F
-        if self.opts.maxcg_cap > self.cg_budget and step == 1.0 and decrease > CG_GROW_GAIN * self.last_decrease:
+        if not self.opts.precondition and self.opts.maxcg_cap > self.cg_budget and step == 1.0 and \
+                decrease > CG_GROW_GAIN * self.last_decrease:
             # Full steps that gain less and less: the truncated direction, not the
             # line search, limits progress, so give CG more iterations.
             self.cg_budget = min(2 * self.cg_budget, self.opts.maxcg_cap)
@@ -431,13 +434,14 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         Factor by which ``t1, t2`` grow between sub-problems (paper: 2, 5 or 10).
     maxcg, tol2 : int, float, default 5, 1e-10
         CG iterations per Newton step and CG residual tolerance (paper: 5, 1e-10).
-    maxcg_cap : int or None, default None
-        When full Newton steps gain less than half of what the previous one gained (the
-        truncated direction limits progress), the CG budget doubles, up to
-        ``maxcg_cap``; ``maxcg_cap = maxcg`` keeps the paper's fixed budget. Default:
-        ``maxcg`` when CG is preconditioned (with shifted soft maxes the sub-problems stay
-        at moderate ``t``, and more products per step cost more than they save: at
-        d = 512 a cap of 40 took 1.1-1.3x longer), else 40.
+    maxcg_cap : int or None, default None (40)
+        The most CG iterations of one Newton step; ``maxcg_cap = maxcg`` keeps the
+        paper's fixed budget. Preconditioned, CG goes past ``maxcg`` while its last
+        iteration lowered the quadratic model by at least twice the step's average per
+        Hessian product, counting the step's other work as eight products
+        (:func:`ffu_cvx.smii.newton.extension_pays`). Plain CG's budget doubles instead
+        when full Newton steps gain more than half of what the previous one gained (the
+        truncated direction limits progress).
     nttol, ntrel : float, default 1e-10, 1e-3
         A sub-problem ends when ``|<s, grad F>| < max(nttol, ntrel / t1)`` (NTTOL; the
         relative part stops early sub-problems once they are solved well past the
@@ -521,7 +525,8 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     """
     _check_problem(problem)
     opts = smii_options(**options).resolved(problem.k)
-    direction = functools.partial(smii_direction, precondition=opts.precondition, float32=opts.float32)
+    direction = functools.partial(smii_direction, precondition=opts.precondition, float32=opts.float32,
+                                  extend_to=opts.maxcg_cap)
     method = Method("smii", "SM-II: Newton-CG on soft maxes", direction, (OPTIMAL_INACCURATE,),
                     "raise `t_max` or loosen `tol`")
     return Run(problem, opts, Q, method, callback).run()

@@ -12,6 +12,10 @@ trial point.
   on the ball ``||E||_F <= radius sqrt(k)`` or at non-positive curvature (at large
   ``t`` the Hessian is nearly singular along directions no tight constraint sees).
   Each iteration is one Hessian-vector product, so its count is the product count.
+  Past ``maxcg`` it may go on while each product still lowers the quadratic model by
+  enough to pay for itself against a whole Newton step's cost (:func:`extension_pays`):
+  on random ranges d = 2048 one shifted sub-problem's full steps each got 42% of the
+  Newton decrease from five products (68% from ten, 94% from twenty) and took 16 steps.
 - :func:`newton_direction`: the whitened CG solution turned into ``D`` in ``Sigma``'s
   coordinates; :func:`smii_direction` and :func:`gradient_direction` are the main
   loop's two directions (SM-II and plain gradient descent, Table 3).
@@ -31,6 +35,18 @@ from .model import Point, Whitened, inner, symmetrise, unwhiten_dual, variance_r
 
 #: Backtracking halvings before the line search gives up (step ``beta**60``).
 MAX_BACKTRACK = 60
+#: A Newton step's work besides its CG iterations (the frame's ``eigh``, the
+#: preconditioner, ``V = L R Q``, mapping ``D`` back, the line search), in Hessian
+#: products: at k = 2048 a step of five products took 4.8 s, the products 1.85 s of it
+#: (README "Performance", stop 23's profile).
+STEP_OVERHEAD = 8.0
+#: CG goes on past ``maxcg`` (up to ``extend_to``) while its last iteration lowered the
+#: quadratic model by at least this multiple of the step's average per product, the
+#: overhead counted (:func:`extension_pays`). Newton steps at tol 1e-4, d = 512
+#: (``bench_workloads`` prefix-decades, tree and ranges seeds 0 / 1, prefix seed 0; one
+#: BLAS thread), without -> 1.5 / 2 / 3: 568 -> 460 / 431 / 491; at tol 1e-3,
+#: ``bench_smii`` ranges d = 1,024 seeds 0-2 and prefix 116 -> 112 at 2 (114 at 3).
+EXTEND_PAYOFF = 2.0
 
 
 class Step(NamedTuple):
@@ -53,10 +69,21 @@ def _to_boundary(s: np.ndarray, p: np.ndarray, radius: float) -> np.ndarray:
     return s + tau * p
 
 
-def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None) -> tuple[np.ndarray, int]:
+def extension_pays(gain: float, q: float, done: int) -> bool:
+    """Whether CG's next iteration is worth a Hessian product: the last one lowered the
+    model by ``gain`` >= 0, to ``q`` < 0 after ``done`` products, and ``gain`` is at least
+    ``EXTEND_PAYOFF`` times the step's average gain per product, ``-q / (done + STEP_OVERHEAD)``."""
+    return gain * (done + STEP_OVERHEAD) >= EXTEND_PAYOFF * -q
+
+
+def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None,
+                       extend_to: int = 0) -> tuple[np.ndarray, int]:
     """Algorithm 2 on ``H[E] = -grad`` in whitened coordinates; returns ``(E, iterations)``.
 
-    Stops after ``maxcg`` iterations or when ``<r, r> <= tol2``. As in Steihaug's
+    Stops after ``maxcg`` iterations or when ``<r, r> <= tol2``; with ``extend_to >
+    maxcg`` it goes on, up to ``extend_to`` iterations, while :func:`extension_pays`
+    (the model ``q(s) = <grad, s> + <s, H s> / 2`` equals ``<grad, s> / 2`` at CG's
+    iterates, one inner product each). As in Steihaug's
     truncated CG, an iterate that would leave the ball ``||E||_F <= radius``, or a
     direction of non-positive curvature, ends the loop on the ball's boundary: at large
     ``t`` the Hessian is nearly singular along directions no tight constraint sees,
@@ -72,8 +99,13 @@ def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None)
     # backend), and op.hvp returns a fresh array.
     p = -op.grad if z is r else z
     rzold = inner(r, z)
-    it = 0
-    for it in range(1, maxcg + 1):
+    it, q_last = 0, 0.0
+    for it in range(1, max(maxcg, extend_to) + 1):
+        if extend_to > maxcg and it >= maxcg:
+            q = 0.5 * inner(op.grad, s)
+            if it > maxcg and not extension_pays(q_last - q, q, it - 1):
+                return s, it - 1
+            q_last = q
         Hp = op.hvp(p)
         curv = inner(p, Hp)
         if not curv > 0:
@@ -98,17 +130,18 @@ def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None)
     return s, it
 
 
-def newton_direction(op, maxcg: int, tol2: float, radius: float, precond=None, *,
-                     descent_fallback: bool = False) -> tuple[np.ndarray, np.ndarray, float, int]:
+def newton_direction(op, maxcg: int, tol2: float, radius: float, precond=None, *, descent_fallback: bool = False,
+                     extend_to: int = 0) -> tuple[np.ndarray, np.ndarray, float, int]:
     """Truncated Newton-CG at ``op``: ``(E, D, delta, n_cg)``.
 
     ``E`` (k, k) is the symmetrised whitened CG solution (ball of radius
     ``radius sqrt(k)``), ``D = RQ E RQ^T`` the same direction in ``Sigma``'s coordinates
     and ``delta = <E, grad>``. A truncated CG direction is a descent one unless rounding
     bites; then ``descent_fallback=True`` takes ``E = -grad`` instead, and otherwise
-    the caller sees ``delta >= 0``.
+    the caller sees ``delta >= 0``. ``extend_to``: see :func:`conjugate_gradient`.
     """
-    E, n_cg = conjugate_gradient(op, maxcg, tol2, radius * math.sqrt(op.grad.shape[0]), precond=precond)
+    E, n_cg = conjugate_gradient(op, maxcg, tol2, radius * math.sqrt(op.grad.shape[0]), precond=precond,
+                                 extend_to=extend_to)
     E = symmetrise(E)
     delta = inner(E, op.grad)
     if descent_fallback and not delta < 0:
@@ -117,17 +150,19 @@ def newton_direction(op, maxcg: int, tol2: float, radius: float, precond=None, *
     return E, of(E).congruence(op.RQ, E), delta, n_cg
 
 
-def smii_direction(p: Point, L, c, maxcg, tol2, radius, precondition=True, float32=False) -> Step:
+def smii_direction(p: Point, L, c, maxcg, tol2, radius, precondition=True, float32=False, extend_to=0) -> Step:
     """SM-II's step solver: truncated Newton-CG on Problem 4 at ``p``.
 
-    ``precondition``: CG in the eigenbasis of ``M`` with :meth:`Whitened.preconditioner`;
+    ``precondition``: CG in the eigenbasis of ``M`` with :meth:`Whitened.preconditioner`,
+    past ``maxcg`` iterations up to ``extend_to`` while they pay (:func:`conjugate_gradient`);
     ``float32``: Hessian products and the preconditioner in single precision (the
     direction only; gradient, ``delta``, the line search and the certificate stay in
     float64).
     """
     op = Whitened(p, L, c, rotate=precondition, float32=float32)
     pre = op.preconditioner() if precondition else None
-    E, D, delta, n_cg = newton_direction(op, maxcg, tol2, radius, pre, descent_fallback=True)
+    E, D, delta, n_cg = newton_direction(op, maxcg, tol2, radius, pre, descent_fallback=True,
+                                         extend_to=extend_to if precondition else 0)
     # e from D itself (the step the line search takes), through L: O(nnz k) for a sparse L.
     return Step(D, delta, variance_ratios(L, D, c), n_cg)
 

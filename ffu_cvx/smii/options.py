@@ -33,10 +33,11 @@ PRECONDITION_MIN_K = 96
 #: 0, 1, 2 33.4, 41.0 and 35.6 s against 41.6, 49.3 and 58.9 s (28, 36, 31 steps against
 #: 28, 35, 41); the threshold was not re-measured.
 FLOAT32_MIN_K = 1000
-#: ``maxcg_cap=None`` without preconditioning: the CG budget may double up to this.
-#: Preconditioned, it stays at ``maxcg`` (with shifted soft maxes the sub-problems stay
-#: at moderate ``t``, and more products per step cost more than they save: at d = 512
-#: a cap of 40 took 1.1-1.3x longer).
+#: ``maxcg_cap=None``: CG may take up to this many iterations a Newton step (plain CG by
+#: doubling its budget, preconditioned CG while a product pays, see
+#: :func:`ffu_cvx.smii.newton.extension_pays`). Preconditioned CG used to stop at
+#: ``maxcg``: at d = 512 the doubling rule up to 40 took 1.1-1.3x longer than that, and
+#: the payoff rule 0.83x (bench_workloads cells, README "Performance", stop 24).
 MAXCG_CAP = 40
 #: The options :func:`ffu_cvx.smii.solve_gd` accepts, and its own defaults for the rest
 #: (a long run of plain gradient steps on the paper's unshifted schedule).
@@ -102,9 +103,7 @@ class Options:
         """These options with ``precondition``, ``float32``, ``maxcg_cap`` and ``refine`` made concrete for a basis of size ``k``."""
         precondition = k > PRECONDITION_MIN_K if self.precondition == "auto" else self.precondition
         float32 = k >= FLOAT32_MIN_K if self.float32 == "auto" else self.float32
-        maxcg_cap = self.maxcg_cap
-        if maxcg_cap is None:
-            maxcg_cap = self.maxcg if precondition else MAXCG_CAP
+        maxcg_cap = MAXCG_CAP if self.maxcg_cap is None else self.maxcg_cap
         refine = k <= REFINE_AUTO_MAX_K if self.refine == "auto" else self.refine
         return dataclasses.replace(self, precondition=precondition, float32=float32, maxcg_cap=maxcg_cap,
                                    refine=refine)
