@@ -18,9 +18,9 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   while each further Hessian product pays for itself
   (:func:`~ffu_cvx.smii.newton.extension_pays`); plain CG's budget starts at MAXCG and
   doubles (to ``maxcg_cap``) while full Newton steps gain less and less. A sub-problem
-  also ends when the Newton decrement is below ``ntrel / t1`` (well under the soft max's own error at that ``t1``), after a
-  full step that gained less than ``SETTLE`` times that (the step is kept and no
-  direction is spent confirming the end; not after the first step of a shifted
+  also ends when the Newton decrement is below ``ntrel / t1`` (well under the soft
+  max's own error at that ``t1``), after a full step that gained less than ``SETTLE``
+  times that (the step is kept and no direction is spent confirming the end; not after the first step of a shifted
   sub-problem to an iterate whose gap is over ``DRIFT`` times the best one,
   :func:`settles`), or when progress stalls. The soft-max error,
   hence the gap, falls like ``1 / t``, so near the goal ``t`` grows by less than ``mu``.
@@ -526,7 +526,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     _check_problem(problem)
     opts = smii_options(**options).resolved(problem.k)
     direction = functools.partial(smii_direction, precondition=opts.precondition, float32=opts.float32,
-                                  extend_to=opts.maxcg_cap)
+                                  extend_to=opts.maxcg_cap if opts.precondition else 0)
     method = Method("smii", "SM-II: Newton-CG on soft maxes", direction, (OPTIMAL_INACCURATE,),
                     "raise `t_max` or loosen `tol`")
     return Run(problem, opts, Q, method, callback).run()

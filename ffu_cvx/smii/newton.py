@@ -153,16 +153,16 @@ def newton_direction(op, maxcg: int, tol2: float, radius: float, precond=None, *
 def smii_direction(p: Point, L, c, maxcg, tol2, radius, precondition=True, float32=False, extend_to=0) -> Step:
     """SM-II's step solver: truncated Newton-CG on Problem 4 at ``p``.
 
-    ``precondition``: CG in the eigenbasis of ``M`` with :meth:`Whitened.preconditioner`,
-    past ``maxcg`` iterations up to ``extend_to`` while they pay (:func:`conjugate_gradient`);
+    ``precondition``: CG in the eigenbasis of ``M`` with :meth:`Whitened.preconditioner`;
+    ``extend_to``: CG past ``maxcg`` iterations, up to this many, while they pay
+    (:func:`conjugate_gradient`; the driver asks for it with preconditioning only);
     ``float32``: Hessian products and the preconditioner in single precision (the
     direction only; gradient, ``delta``, the line search and the certificate stay in
     float64).
     """
     op = Whitened(p, L, c, rotate=precondition, float32=float32)
     pre = op.preconditioner() if precondition else None
-    E, D, delta, n_cg = newton_direction(op, maxcg, tol2, radius, pre, descent_fallback=True,
-                                         extend_to=extend_to if precondition else 0)
+    E, D, delta, n_cg = newton_direction(op, maxcg, tol2, radius, pre, descent_fallback=True, extend_to=extend_to)
     # e from D itself (the step the line search takes), through L: O(nnz k) for a sparse L.
     return Step(D, delta, variance_ratios(L, D, c), n_cg)
 
