@@ -20,9 +20,9 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   doubles (to ``maxcg_cap``) while full Newton steps gain less and less. A sub-problem
   also ends when the Newton decrement is below ``ntrel / t1`` (well under the soft
   max's own error at that ``t1``), after a full step that gained less than ``SETTLE``
-  times that (the step is kept and no direction is spent confirming the end; not after the first step of a shifted
-  sub-problem to an iterate whose gap is over ``DRIFT`` times the best one,
-  :func:`settles`), or when progress stalls. The soft-max error,
+  times that (the step is kept and no direction is spent confirming the end; not after
+  the first step of a shifted sub-problem to an iterate whose gap is over ``DRIFT``
+  times the best one, :func:`settles`), or when progress stalls. The soft-max error,
   hence the gap, falls like ``1 / t``, so near the goal ``t`` grows by less than ``mu``.
 - Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` it stops growing and
   each sub-problem weights its soft maxes by the previous one's weights,
