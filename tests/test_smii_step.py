@@ -139,7 +139,7 @@ def test_fused_float32_product_matches_float64_in_the_same_frame(t, same_frame):
     # the fused array drops some (weights below HVP_PRUNE: 105 of the 118 the float64
     # operator keeps), and its product still matches. There the two eigh frames part
     # (nearly equal eigenvalues: by 1.5e-4 on one machine, by far more on another, where a
-    # product compared frame to frame was off by 5e-3 of its largest entry), so products
+    # product compared frame to frame was off by 5.4e-4 of its largest entry), so products
     # and gradients are compared unturned and the preconditioners (diagonal in their own
     # frames) are not compared.
     problem = _ranges(40, seed=3)
