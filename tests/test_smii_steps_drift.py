@@ -44,3 +44,38 @@ def test_every_drift_guard_certifies_the_same_optimum(monkeypatch, drift):
         assert sol.max_ratio == pytest.approx(1.0, rel=1e-12)
         assert sol.lower_bound <= sol.privacy_cost
         assert sol.privacy_cost == pytest.approx(want, rel=2e-4)
+
+
+def _steps_per_subproblem(log: str) -> list[int]:
+    """Newton steps between the sub-problem-end notes of a verbose log."""
+    counts, n = [], 0
+    for line in log.splitlines():
+        if line.startswith("  sub-problem"):
+            counts.append(n)
+            n = 0
+        elif line[:6].strip().isdigit():
+            n += 1
+    return counts
+
+
+def test_no_subproblem_takes_more_than_sub_maxit_steps(monkeypatch, capsys):
+    problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=0))
+    ffu.solve(problem, method="smii", refine=False, verbose=True)
+    free = _steps_per_subproblem(capsys.readouterr().out)
+    assert max(free) > 5  # the cap below bites
+    monkeypatch.setattr(driver, "SUB_MAXIT", 5)
+    sol = ffu.solve(problem, method="smii", refine=False, verbose=True)
+    capped = _steps_per_subproblem(capsys.readouterr().out)
+    assert capped and max(capped) <= 5
+    assert sol.status == OPTIMAL and sol.gap <= 1e-4
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mixed_scale_workloads_certify_within_maxiter(seed):
+    # Seed 1 once spent 1,084 steps in one sub-problem at t = 2,430 and ended at maxiter
+    # (gap 1.2e-3) before SUB_MAXIT capped sub-problems.
+    from experiments import bench_workloads
+
+    sol = ffu.solve(bench_workloads.build("mixed", 64, seed), method="smii", tol=1e-4, refine=False)
+    assert sol.status == OPTIMAL and sol.gap <= 1e-4
+    assert sol.nit < 1000

@@ -22,8 +22,9 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   max's own error at that ``t1``), after a full step that gained less than ``SETTLE``
   times that (the step is kept and no direction is spent confirming the end; not after
   the first step of a shifted sub-problem to an iterate whose gap is over ``DRIFT``
-  times the best one, :func:`settles`), or when progress stalls. The soft-max error,
-  hence the gap, falls like ``1 / t``, so near the goal ``t`` grows by less than ``mu``.
+  times the best one, :func:`settles`), when progress stalls, or after ``SUB_MAXIT``
+  steps. The soft-max error, hence the gap, falls like ``1 / t``, so near the goal ``t``
+  grows by less than ``mu``.
 - Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` it stops growing and
   each sub-problem weights its soft maxes by the previous one's weights,
   ``smax = (1/t) log sum_i lam_i exp(t x_i)`` (``log lam`` moved ``SHIFT_DAMP`` of the
@@ -38,7 +39,8 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   whose gap is more than ``REGRESS`` times the best one sends the solver back to the
   best iterate with a sharper ``t``.
 - Mixed ends (:mod:`~ffu_cvx.smii.mixing`): a sub-problem's end that does not certify
-  ``tol`` is mixed with the best iterate and the last ``MIX_ENDS`` ends; when the mix
+  ``tol`` is mixed with the best iterate and the last ``MIX_ENDS`` ends (once it or the
+  best is within ``MIX_WITHIN`` times ``tol``); when the mix
   ``theta S + (1 - theta) S'`` of least cost bound certifies ``tol``, its exact cost is
   recomputed and, if it still does, the run stops with the mix. The trajectory is never
   changed, so this only ever ends a run earlier.
@@ -61,7 +63,7 @@ from ..version import __version__
 from .backend import NUMPY, of, select
 from .bounds import BoundKeeper
 from .log import IterationLog
-from .mixing import EndPool, mix
+from .mixing import EndPool, end_of, mix
 from .model import Point, evaluate, initial_sigma, logits, normalise, renormalise
 from .newton import Step, gradient_direction, line_search, smii_direction
 from .options import Options, gd_options, smii_options
@@ -119,29 +121,24 @@ REGRESS = 3.0
 #: iterate has a gap over this multiple of the best gap so far: after a multiplier update
 #: one full Newton step can land far from the new sub-problem's minimiser while ``F``
 #: barely moves, and ending there hands the next update poor weights (often a ``REGRESS``
-#: restart at a sharper ``t``); the sub-problem takes more steps instead. Newton steps
-#: (Hessian products), OPENBLAS_NUM_THREADS=1, refine off, tol 1e-4, without -> with the
-#: guard: the cells of ``python -m experiments.bench_workloads --sizes 512 --workloads
-#: prefix prefix-decades ranges tree --seeds 0 1`` 462 (2513) -> 441 (2288): prefix 22 ->
-#: 22, decades seeds 0 / 1 97 / 111 -> 73 / 112, ranges 39 / 40 -> 38 / 40, trees 61 / 92
-#: -> 63 / 93; eleven dense cells (mixed d = 64 and 128 seeds 0-2, dense-ca d = 64 seeds
-#: 0 / 1 and d = 128 seed 0, gaussian d = 64 and 128 seed 0) 1038 (31797) -> 1026 (31494), mixed d = 128 seeds 0 / 1 62 / 59 -> 54 / 62,
-#: dense-ca d = 128 42 -> 32. Guarding every step of a shifted sub-problem (not only the
-#: first) did better on decades and trees at d = 512 (394 steps in all, decades 82 / 80,
-#: trees 63 / 69) but worse on mixed scales (d = 128 seed 1 59 -> 115, d = 64 seeds 0 / 1
-#: 209 / 339 -> 222 / 368; also at multiples 5, 6, 10), and left ``bench_smii --sizes 1024
-#: --seeds 0 1 2 --tol 1e-3`` (21, 28, 36, 31 steps) and ``--sizes 2048 --seeds 0
-#: --workloads ranges`` (30 steps, 148 products) unchanged: it did not fire there, and
-#: this narrower guard fires only where that one does.
+#: restart at a sharper ``t``); the sub-problem takes more steps instead. Newton steps at
+#: tol 1e-4, one BLAS thread, without -> with the guard: ``bench_workloads --sizes 512``
+#: (prefix, decades, ranges, trees, seeds 0 / 1) 462 -> 441, eleven dense cells 1038 -> 1026
+#: (README "Fewer restarts of the multiplier phase", with the per-cell numbers and the
+#: variants dropped: guarding every step of a shifted sub-problem cost mixed scales d = 128
+#: seed 1 59 -> 115 steps).
 DRIFT = 3.0
 #: Sub-problem ends kept to be mixed with later ones (:mod:`~ffu_cvx.smii.mixing`), besides the
-#: best iterate, within ``MIX_BYTES`` of covariances (at k = 4,096 two ends, 268 MB). Stopping on
-#: a certified mix, Newton steps at tol 1e-3 (``bench_smii`` cells, one BLAS thread): random ranges
-#: d = 1,024 seed 1 47 -> 43, and a run of seed 1 on two threads 68 -> 47; eight other
-#: cells at d = 1,024 and random ranges d = 2,048 seed 0 took the same steps (no mix certified
-#: before their own end did).
+#: best iterate, within ``MIX_BYTES`` of covariances (at k = 4,096 two ends, 268 MB). Newton
+#: steps without -> with the stop on a certified mix, one BLAS thread (README "Stopping on a
+#: mix"): ``bench_smii --sizes 1024 --draws 3`` (tol 1e-3) 370 -> 359, no cell more;
+#: ``bench_workloads --sizes 512`` (tol 1e-4) 472 -> 439.
 MIX_ENDS = 3
 MIX_BYTES = 2 ** 28
+#: Ends are mixed only once this end's or the best gap is within this multiple of ``tol``
+#: (every certifying mix seen had one within 1.5): the search costs 0.27 ms a pair at d = 8,
+#: which doubled SM-II's time on prefix d = 2 when every end was mixed.
+MIX_WITHIN = 10.0
 #: From this basis size the next sub-problem starts from the point rescaled
 #: (:func:`~ffu_cvx.smii.model.renormalise`: the factor and profile scaled, the variances
 #: recomputed) instead of factored afresh: 0.5 s a sub-problem at k = 2048, one BLAS
@@ -151,6 +148,11 @@ RESCALE_MIN_K = 1000
 #: A sub-problem has stalled (it ends without another direction) when the last step
 #: decreased ``F`` by less than this fraction of the Newton-decrement threshold.
 STALL = 0.1
+#: A sub-problem ends after this many Newton steps (SM-II only). After a restart (``SETTLE``
+#: off) at t = 2,430 the mixed-scale workload d = 64 seed 1 (``bench_workloads``, tol 1e-4)
+#: took 1,084 steps, alpha alternating between two values, and ended at maxiter; capped at
+#: 50 it certified in 232 (README "At most 50 Newton steps a sub-problem").
+SUB_MAXIT = 50
 #: A failed line search along a direction whose derivative is below this fraction of
 #: ``|F|`` is rounding, not failure: the sub-problem ends.
 ROUNDING = 1e-12
@@ -200,7 +202,8 @@ class Method(NamedTuple):
     ``direction(p, L, c, maxcg, tol2, radius) -> Step`` is the step solver's direction
     (:func:`~ffu_cvx.smii.newton.smii_direction` or
     :func:`~ffu_cvx.smii.newton.gradient_direction`); a run that ends with a status in
-    ``warn_on`` short of ``tol`` warns, with ``remedy``.
+    ``warn_on`` short of ``tol`` warns, with ``remedy``. A sub-problem ends after
+    ``sub_maxit`` steps (SM-II: ``SUB_MAXIT``; gradient descent: never, Table 3's schedule).
     """
 
     name: str
@@ -208,6 +211,7 @@ class Method(NamedTuple):
     direction: object
     warn_on: tuple
     remedy: str
+    sub_maxit: float = math.inf
 
 
 class Run:
@@ -268,7 +272,7 @@ class Run:
     def _try_step(self, threshold: float) -> tuple[float, Point, Step] | None:
         """``(step, new point, direction)``, or None when the sub-problem is over."""
         p, opts = self.p, self.opts
-        if self.settled or not self.last_decrease >= STALL * threshold:
+        if self.settled or not self.last_decrease >= STALL * threshold or self.sub_steps >= self.method.sub_maxit:
             return None
         d = self.method.direction(p, self.L, self.c_int, self.cg_budget, opts.tol2, opts.radius)
         self.n_hvp += d.n_cg  # each CG iteration is one Hessian product
@@ -336,7 +340,8 @@ class Run:
         gap = self.bounds.certify(p, self.kappa, self.c_int, force=False)
         self.log.note(f"sub-problem t1 = {self.t1:.3g} done: alpha = {p.cost(self.kappa):.8g}, "
                       f"lower bound = {self.bounds.value:.8g}, gap = {gap:.2e}")
-        if gap > opts.tol:
+        near = min(gap, math.inf if self.best is None else self.best.gap) <= MIX_WITHIN * opts.tol
+        if gap > opts.tol and near:
             gap = self.mix_end(p, gap)
         if self.best is None or gap < self.best.gap:
             self.best = Best(gap, p, self.kappa)
@@ -352,14 +357,9 @@ class Run:
         """The gap after mixing this end ``p`` with the best iterate so far and the kept ends
         (:mod:`~ffu_cvx.smii.mixing`): a mix whose exact cost certifies ``tol`` becomes the
         best iterate (the caller then stops); ``p`` joins the kept ends."""
-        to_numpy, kappa = self.bk.to_numpy, self.kappa
-
-        def end(q: Point, kappa_q: float):
-            scale = q.ratio(kappa_q)
-            return q.sigma, scale, to_numpy(q.g) * scale, to_numpy(q.h) * (kappa_q / scale)
-
-        this = end(p, kappa)
-        best = () if self.best is None else (end(self.best.point, self.best.kappa),)
+        kappa = self.kappa
+        this = end_of(p, kappa, self.bk.to_numpy)
+        best = () if self.best is None else (end_of(self.best.point, self.best.kappa, self.bk.to_numpy),)
         found = self.ends.best_mix(this[2], this[3], extra=best)
         self.ends.push(*this)
         if found is None or not self.bounds.certifies(found[0]):
@@ -489,8 +489,8 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     nttol, ntrel : float, default 1e-10, 1e-3
         A sub-problem ends when ``|<s, grad F>| < max(nttol, ntrel / t1)`` (NTTOL; the
         relative part stops early sub-problems once they are solved well past the
-        accuracy the soft max itself has at that ``t1``), or after a full step that
-        decreased ``F`` by less than 100 times that bound.
+        accuracy the soft max itself has at that ``t1``), after a full step that
+        decreased ``F`` by less than 100 times that bound, or after 50 Newton steps.
     sigma_ls, beta : float, default 0.01, 0.5
         Armijo fraction and backtracking factor of the line search (paper: 0.01, 0.5).
     maxiter, max_time : int, float or None, default 2000, None
@@ -574,7 +574,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     direction = functools.partial(smii_direction, precondition=opts.precondition, float32=opts.float32,
                                   extend_to=opts.maxcg_cap if opts.precondition else 0)
     method = Method("smii", "SM-II: Newton-CG on soft maxes", direction, (OPTIMAL_INACCURATE,),
-                    "raise `t_max` or loosen `tol`")
+                    "raise `t_max` or loosen `tol`", SUB_MAXIT)
     return Run(problem, opts, Q, method, callback).run()
 
 

@@ -1,6 +1,6 @@
 """Convex combinations of two covariances: a free bound on their cost, the best weight, a pool of ends.
 
-Solver layer (SM-II): imports numpy and scipy only.
+Solver layer (SM-II): imports numpy only.
 
 Let ``S`` and ``S'`` (k, k) both meet every target, with profiles ``g``, ``g'`` (d,) and
 variance ratios ``r``, ``r'`` (m,). Each ``g_i(Sigma) = b_i^T Sigma^{-1} b_i`` is convex in
@@ -23,20 +23,18 @@ from __future__ import annotations
 from collections import deque
 
 import numpy as np
-from scipy import optimize
 
-__all__ = ["pair_bound", "mix", "EndPool"]
+__all__ = ["pair_bound", "end_of", "mix", "EndPool"]
 
-#: Values of ``theta`` on which :func:`pair_bound` brackets the minimum of ``U``.
-GRID = 65
+#: Values of ``theta`` per grid of :func:`pair_bound`, and its grids (each spans two steps of
+#: the one before around its least value): the last step is 2^3 / 32^4 = 8e-6.
+GRID, LEVELS = 33, 4
 
 
-def _bound_at(theta, g, r, g2, r2) -> np.ndarray:
+def _bound_at(theta: np.ndarray, g, r, g2, r2) -> np.ndarray:
     """``U`` (n,) at each of ``theta`` (n,)."""
-    theta = np.atleast_1d(theta)[:, None]
-    top_g = np.max(g2 + theta * (g - g2), axis=1)
-    top_r = np.max(r2 + theta * (r - r2), axis=1)
-    return top_g * top_r
+    theta = theta[:, None]
+    return np.max(g2 + theta * (g - g2), axis=1) * np.max(r2 + theta * (r - r2), axis=1)
 
 
 def pair_bound(g: np.ndarray, r: np.ndarray, g2: np.ndarray, r2: np.ndarray) -> tuple[float, float]:
@@ -44,17 +42,28 @@ def pair_bound(g: np.ndarray, r: np.ndarray, g2: np.ndarray, r2: np.ndarray) -> 
 
     ``g``, ``g2`` (d,) are the profiles and ``r``, ``r2`` (m,) the variance ratios of ``S``
     and ``S'`` (numpy, both meeting every target). ``U`` is a product of two convex
-    piecewise-linear functions: the minimum is bracketed on ``GRID`` values and refined
-    by a bounded scalar search in the bracket. ``theta = 1`` gives ``S``'s own cost.
+    piecewise-linear functions; its least value is searched on ``LEVELS`` nested grids of
+    ``GRID`` values (O(LEVELS GRID (d + m))). ``theta = 1`` gives ``S``'s own cost, and
+    the value returned is never above it.
     """
-    grid = np.linspace(0.0, 1.0, GRID)
-    values = _bound_at(grid, g, r, g2, r2)
-    i = int(np.argmin(values))
-    best = (float(values[i]), float(grid[i]))
-    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, GRID - 1)]
-    res = optimize.minimize_scalar(lambda th: float(_bound_at(th, g, r, g2, r2)[0]), bounds=(lo, hi),
-                                   method="bounded", options={"xatol": 1e-9})
-    return min(best, (float(res.fun), float(res.x)))
+    lo, hi = 0.0, 1.0
+    best = (float(np.max(g) * np.max(r)), 1.0)
+    for _ in range(LEVELS):
+        grid = np.linspace(lo, hi, GRID)
+        values = _bound_at(grid, g, r, g2, r2)
+        i = int(np.argmin(values))
+        best = min(best, (float(values[i]), float(grid[i])))
+        step = grid[1] - grid[0]
+        lo, hi = max(grid[i] - step, 0.0), min(grid[i] + step, 1.0)
+    return best
+
+
+def end_of(point, kappa: float, to_numpy) -> tuple:
+    """``(sigma, scale, g, r)`` of an SM-II iterate (:class:`ffu_cvx.smii.model.Point`) on
+    internal targets ``kappa`` times the true ones: ``sigma / scale`` meets every true
+    target, with profile ``g`` (d,) and ratios ``r`` (m,) moved to numpy by ``to_numpy``."""
+    scale = point.ratio(kappa)
+    return point.sigma, scale, to_numpy(point.g) * scale, to_numpy(point.h) * (kappa / scale)
 
 
 def mix(S, S2, theta: float):
