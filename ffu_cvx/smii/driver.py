@@ -136,8 +136,9 @@ DRIFT = 3.0
 MIX_ENDS = 3
 MIX_BYTES = 2 ** 28
 #: Ends are mixed only once this end's or the best gap is within this multiple of ``tol``
-#: (every certifying mix seen had one within 1.5): the search costs 0.27 ms a pair at d = 8,
-#: which doubled SM-II's time on prefix d = 2 when every end was mixed.
+#: (every certifying mix seen had one within 1.5): mixing every end (then by a scipy scalar
+#: search per pair) took SM-II on prefix d = 2 from 0.03 to 0.06 s, enough to fail Table 3's
+#: timing test; the nested grids take 0.27 ms a pair at d = 8.
 MIX_WITHIN = 10.0
 #: From this basis size the next sub-problem starts from the point rescaled
 #: (:func:`~ffu_cvx.smii.model.renormalise`: the factor and profile scaled, the variances
@@ -272,7 +273,8 @@ class Run:
     def _try_step(self, threshold: float) -> tuple[float, Point, Step] | None:
         """``(step, new point, direction)``, or None when the sub-problem is over."""
         p, opts = self.p, self.opts
-        if self.settled or not self.last_decrease >= STALL * threshold or self.sub_steps >= self.method.sub_maxit:
+        over = self.settled or self.sub_steps >= self.method.sub_maxit
+        if over or not self.last_decrease >= STALL * threshold:
             return None
         d = self.method.direction(p, self.L, self.c_int, self.cg_budget, opts.tol2, opts.radius)
         self.n_hvp += d.n_cg  # each CG iteration is one Hessian product
