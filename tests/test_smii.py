@@ -556,8 +556,10 @@ def test_whitened_hvp_is_pure_and_float32_close():
             np.testing.assert_array_equal(v, after[k])
         else:
             assert after[k] == v, k  # counters included: hvp changes nothing
-    low = Whitened(p, problem.L, problem.c, rotate=True, float32=True).hvp(E)
-    assert low.dtype == np.float64
+    op32 = Whitened(p, problem.L, problem.c, rotate=True, float32=True)
+    low = op32.hvp(E)
+    assert low.dtype == op32.cg_grad.dtype == np.float32  # CG runs in the products' precision
+    assert op32.grad.dtype == np.float64  # the gradient (delta, the certificate) does not
     np.testing.assert_allclose(low, first, rtol=0, atol=1e-5 * np.abs(first).max())
 
 

@@ -93,6 +93,7 @@ class _Dense:
 
     def __init__(self, A, grad):
         self.A, self.grad, self.calls = A, grad, 0
+        self.cg_grad = grad  # CG's precision: the gradient's own
 
     def hvp(self, E):
         self.calls += 1

@@ -126,11 +126,28 @@ def test_float32_hessian_product_in_sigma_coordinates_and_preconditioner():
     got = RQinv.T @ op.hvp(E) @ RQinv
     want = smii.hessp(problem, p.sigma, 0.5 * (D + D.T), 5.0, 5.0)
     assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
-    assert op.hvp(E).dtype == np.float64
+    assert op.hvp(E).dtype == np.float32  # CG's precision (op.cg_grad's)
     pre = op.preconditioner()
-    X, Y = _symmetric(problem.k, 3), _symmetric(problem.k, 4)
+    X, Y = (_symmetric(problem.k, i).astype(np.float32) for i in (3, 4))
+    assert pre(X).dtype == np.float32
     assert np.vdot(X, pre(Y)) == pytest.approx(np.vdot(pre(X), Y), rel=1e-5)
     assert np.vdot(X, pre(X)) > 0 and np.vdot(Y, pre(Y)) > 0
+
+
+def test_float32_step_runs_cg_in_single_and_returns_an_exact_double_direction():
+    # CG's vectors are float32 (no cast per product); D, delta and e come back in float64,
+    # delta = <D, grad F> exactly for that D, and D is within float32 rounding of the
+    # float64 solver's direction.
+    problem = _ranges()
+    p, c = _point(problem, 5.0)
+    low = smii_direction(p, problem.L, c, 5, 1e-10, 1.0, precondition=True, float32=True)
+    high = smii_direction(p, problem.L, c, 5, 1e-10, 1.0, precondition=True, float32=False)
+    assert low.D.dtype == low.e.dtype == np.float64
+    np.testing.assert_array_equal(low.D, low.D.T)
+    _, G = smii.objective(problem, p.sigma, 5.0, 5.0)
+    assert low.delta == pytest.approx(float(np.vdot(low.D, G)), rel=1e-10)
+    assert low.delta < 0 and low.n_cg == high.n_cg
+    assert np.abs(low.D - high.D).max() <= 1e-3 * np.abs(high.D).max()
 
 
 @pytest.mark.parametrize("t, same_frame", [(2.0, True), (10.0, False), (400.0, True)])

@@ -151,7 +151,7 @@ class Backend:
         return float(np.vdot(X, Y))
 
     def single(self, x):
-        return x.astype(np.float32)
+        return x.astype(np.float32, copy=False)
 
     def double(self, x):
         return x.astype(np.float64, copy=False)
@@ -326,7 +326,7 @@ class ArrayAPIBackend(Backend):
         return tuple(self.xp.linalg.eigh(M))
 
     def single(self, x):
-        return self.xp.astype(x, self.xp.float32)
+        return self.xp.astype(x, self.xp.float32, copy=False)
 
     def gram(self, A, w, trans: bool = False):
         return (A.T * w) @ A if trans else (A * w) @ A.T

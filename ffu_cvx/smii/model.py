@@ -214,9 +214,10 @@ class Whitened:
     (``R`` without rotation): a direction ``E`` is ``D = RQ E RQ^T`` in ``Sigma``'s
     coordinates. ``float32=True`` evaluates :meth:`hvp` in single precision (CG
     directions only; in the rotated frame from one array ``W = [Y, V^T]``, see
-    :meth:`_hvp_rotated32`), the preconditioner too, and forms ``grad`` and ``RQ`` by
-    ``syrk`` and ``trmm`` (still float64: gradient, ``delta``, ``e`` and ``D`` are
-    exact). Nothing changes after construction.
+    :meth:`_hvp_rotated32`), the preconditioner too, and CG itself on ``cg_grad``, the
+    gradient cast once; it forms ``grad`` and ``RQ`` by ``syrk`` and ``trmm`` (still
+    float64: gradient, ``delta``, ``e`` and ``D`` are exact). Nothing changes after
+    construction.
     """
 
     def __init__(self, p: Point, L: np.ndarray, c: np.ndarray, rotate: bool = False, float32: bool = False):
@@ -242,6 +243,7 @@ class Whitened:
             self.grad = bk.gram(Va, self.ua / self.ca, trans=True) - self.M
         else:
             self.grad = symmetrise((Va.T * (self.ua / self.ca)) @ Va) - self.M
+        self.cg_grad = bk.single(self.grad) if self.float32 else self.grad
         if self.float32 and self.Q is not None:
             # One float32 array for both soft maxes (see _hvp_rotated32) over the columns
             # and rows of weight above HVP_PRUNE, nothing else kept.
@@ -300,14 +302,13 @@ class Whitened:
         del U
 
         def apply(G):
-            # float32: G cast once, so that no product mixes precisions (a mixed-precision
+            # G in the products' precision (CG's): no product mixes precisions (a mixed-precision
             # inner product of order 2048 took 15 ms against 0.3 ms for a float32 one).
-            G = cast(G)
             coef = Sinv @ np.array([bk.inner(X, G) for X in DU])
             out = G * dinv
             out += float(coef[0]) * DU[0]
             out += float(coef[1]) * DU[1]
-            return bk.double(out)
+            return out
 
         return apply
 
@@ -316,7 +317,8 @@ class Whitened:
 
         With ``X = E Y`` and ``Z = X diag(w) - Y diag(t1 w (a - w.a)) / 2`` the profile
         part ``E M + M E - t1 Y diag(w (a - w.a)) Y^T`` is ``Z Y^T + (Z Y^T)^T``.
-        In single precision in the rotated frame: :meth:`_hvp_rotated32`.
+        In single precision in the rotated frame: :meth:`_hvp_rotated32`. The result is in
+        the products' precision (``cg_grad``'s: float32 with ``float32=True``).
         """
         if self.float32 and self.Q is not None:
             return self._hvp_rotated32(E)
@@ -331,7 +333,7 @@ class Whitened:
         out = out + out.T
         e = bk.variances(Va, E) / ca
         out += self.t2 * ((Va.T * (ua * (e - ua @ e) / ca)) @ Va)
-        return bk.double(out)
+        return out
 
     def _hvp_rotated32(self, E: np.ndarray) -> np.ndarray:
         """``H[E]`` in single precision where ``M`` is diagonal, from ``W = [Y, V^T]`` (k, d_act + m_act).
@@ -352,7 +354,7 @@ class Whitened:
         weights = xp.concat([(-self.t1) * wa * (a - wa @ a), self.t2 * ua * (e - ua @ e) / ca])
         out = bk.gram(self.W, weights)
         out += E * self.lamsum
-        return bk.double(out)
+        return out
 
 
 def _active(bk, X, weights, axis: int, prune: float = PRUNE):

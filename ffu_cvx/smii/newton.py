@@ -5,8 +5,9 @@ Solver layer (SM-II): imports numpy, :mod:`ffu_cvx.smii.backend` and
 operator's arrays, so the same code runs on every array backend. Shared by
 the main loop (:mod:`ffu_cvx.smii.driver`, Problem 4) and the ≺R polish levels
 (:mod:`ffu_cvx.smii.polish`, a barrier objective): both hand it an operator with
-``grad`` (k, k), ``RQ`` (k, k) and a pure ``hvp(E)``, and a function that evaluates a
-trial point.
+``grad`` (k, k), ``cg_grad`` (the same in the products' precision: CG runs in it),
+``RQ`` (k, k) and a pure ``hvp(E)`` returning that precision, and a function that
+evaluates a trial point.
 
 - :func:`conjugate_gradient`: Algorithm 2 of the paper, with Steihaug's guard: CG stops
   on the ball ``||E||_F <= radius sqrt(k)`` or at non-positive curvature (at large
@@ -89,20 +90,23 @@ def conjugate_gradient(op, maxcg: int, tol2: float, radius: float, precond=None,
     ``t`` the Hessian is nearly singular along directions no tight constraint sees,
     and an unguarded CG step there is huge and useless. ``precond`` (a symmetric
     positive definite map ``(k, k) -> (k, k)``, approximately ``H^{-1}``) turns it
-    into preconditioned CG. Every iteration calls ``op.hvp`` once.
+    into preconditioned CG. Every iteration calls ``op.hvp`` once. CG's vectors and
+    inner products are in the precision of ``op.cg_grad``: on the float32 path no array
+    is cast between precisions inside the loop.
     """
-    s = of(op.grad).xp.zeros_like(op.grad)
-    r = -op.grad
+    grad = op.cg_grad
+    s = of(grad).xp.zeros_like(grad)
+    r = -grad
     z = r if precond is None else precond(r)
     # r, p and the product are updated in place (one fresh k x k array per iteration, s's,
     # instead of five); p must not share r's memory (a second negation: a copy on any
     # backend), and op.hvp returns a fresh array.
-    p = -op.grad if z is r else z
+    p = -grad if z is r else z
     rzold = inner(r, z)
     it, q_last = 0, 0.0
     for it in range(1, max(maxcg, extend_to) + 1):
         if extend_to > maxcg and it >= maxcg:
-            q = 0.5 * inner(op.grad, s)
+            q = 0.5 * inner(grad, s)
             if it > maxcg and not extension_pays(q_last - q, q, it - 1):
                 return s, it - 1
             q_last = q
@@ -142,7 +146,7 @@ def newton_direction(op, maxcg: int, tol2: float, radius: float, precond=None, *
     """
     E, n_cg = conjugate_gradient(op, maxcg, tol2, radius * math.sqrt(op.grad.shape[0]), precond=precond,
                                  extend_to=extend_to)
-    E = symmetrise(E)
+    E = symmetrise(of(E).double(E))
     delta = inner(E, op.grad)
     if descent_fallback and not delta < 0:
         E = -op.grad

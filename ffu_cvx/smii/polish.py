@@ -143,7 +143,7 @@ class LevelWhitened:
         self.p, self.c = p, c
         self.V = L @ p.R
         self.M = (p.Y * p.pg) @ p.Y.T
-        self.grad = (self.V.T * (p.ph / c)) @ self.V - self.M
+        self.grad = self.cg_grad = (self.V.T * (p.ph / c)) @ self.V - self.M
         self.Df = np.where(p.free, p.Dg, 0.0)
         self.RQ = p.R
 
