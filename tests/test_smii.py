@@ -8,7 +8,7 @@ from scipy import linalg
 
 import ffu_cvx as ffu
 from ffu_cvx import smii, workloads
-from ffu_cvx.smii import bounds, driver, polish
+from ffu_cvx.smii import bounds, driver, model, polish
 from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
 from ffu_cvx.smii.newton import conjugate_gradient
 from ffu_cvx.smii.polish import LevelPoint, LevelWhitened, epigraph_max
@@ -533,7 +533,7 @@ def test_verbose_log_shows_the_gap_once_certified(capsys):
     assert not any(np.isnan(g) for g in gaps[first:]) and 0 <= gaps[-1] <= 1e-4
 
 
-def test_whitened_hvp_is_pure_and_float32_close():
+def test_whitened_hvp_is_pure_and_float32_close(monkeypatch):
     rng = np.random.default_rng(3)
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(10, targets="random", seed=1))
     p = evaluate(problem.B, problem.L, problem.c, random_spd(problem.k, rng), 2.0, 3.0)
@@ -556,10 +556,14 @@ def test_whitened_hvp_is_pure_and_float32_close():
             np.testing.assert_array_equal(v, after[k])
         else:
             assert after[k] == v, k  # counters included: hvp changes nothing
+    small = Whitened(p, problem.L, problem.c, rotate=True, float32=True)
+    assert small.hvp(E).dtype == small.cg_grad.dtype == np.float64  # below CG_SINGLE_MIN_K: CG in float64
+    monkeypatch.setattr(model, "CG_SINGLE_MIN_K", 0)
     op32 = Whitened(p, problem.L, problem.c, rotate=True, float32=True)
     low = op32.hvp(E)
     assert low.dtype == op32.cg_grad.dtype == np.float32  # CG runs in the products' precision
     assert op32.grad.dtype == np.float64  # the gradient (delta, the certificate) does not
+    np.testing.assert_array_equal(low, small.hvp(E))  # the same float32 product, cast or not
     np.testing.assert_allclose(low, first, rtol=0, atol=1e-5 * np.abs(first).max())
 
 

@@ -126,19 +126,22 @@ def test_float32_hessian_product_in_sigma_coordinates_and_preconditioner():
     got = RQinv.T @ op.hvp(E) @ RQinv
     want = smii.hessp(problem, p.sigma, 0.5 * (D + D.T), 5.0, 5.0)
     assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
-    assert op.hvp(E).dtype == np.float32  # CG's precision (op.cg_grad's)
+    assert op.hvp(E).dtype == op.cg_grad.dtype  # CG's precision (float64 below model.CG_SINGLE_MIN_K)
     pre = op.preconditioner()
-    X, Y = (_symmetric(problem.k, i).astype(np.float32) for i in (3, 4))
-    assert pre(X).dtype == np.float32
+    X, Y = _symmetric(problem.k, 3), _symmetric(problem.k, 4)
     assert np.vdot(X, pre(Y)) == pytest.approx(np.vdot(pre(X), Y), rel=1e-5)
     assert np.vdot(X, pre(X)) > 0 and np.vdot(Y, pre(Y)) > 0
 
 
-def test_float32_step_runs_cg_in_single_and_returns_an_exact_double_direction():
-    # CG's vectors are float32 (no cast per product); D, delta and e come back in float64,
-    # delta = <D, grad F> exactly for that D, and D is within float32 rounding of the
-    # float64 solver's direction.
+def test_float32_step_runs_cg_in_single_and_returns_an_exact_double_direction(monkeypatch):
+    # From CG_SINGLE_MIN_K CG's vectors are float32 (no cast per product); D, delta and e
+    # come back in float64, delta = <D, grad F> exactly for that D, and D is within float32
+    # rounding of the float64 solver's direction.
+    monkeypatch.setattr(model, "CG_SINGLE_MIN_K", 0)
     problem = _ranges()
+    p0, c0 = _point(problem, 5.0)
+    op = Whitened(p0, problem.L, c0, rotate=True, float32=True)
+    assert op.cg_grad.dtype == np.float32 and op.preconditioner()(op.cg_grad).dtype == np.float32
     p, c = _point(problem, 5.0)
     low = smii_direction(p, problem.L, c, 5, 1e-10, 1.0, precondition=True, float32=True)
     high = smii_direction(p, problem.L, c, 5, 1e-10, 1.0, precondition=True, float32=False)

@@ -82,6 +82,13 @@ WOODBURY_SHRINK = 0.9
 #: 17 MB instead of 134 MB), and sgemm (or numpy's trmm) at this width runs at the full
 #: product's speed.
 HVP_CHUNK = 1024
+#: On the float32 path CG itself (its vectors, inner products and preconditioner) runs in
+#: float32 from this basis size on; below, its vectors stay float64 and each product and
+#: preconditioner application is cast. At the d = 2,048 start (two threads, CPU s, five
+#: products) CG took 3.18 against 3.75 s on prefix and 2.04 against 2.21 s on random
+#: ranges; at d = 1,024 no gain per step was measured and prefix took 21-23 Newton steps
+#: in six target draws against 20 in every one (README "CG in single precision").
+CG_SINGLE_MIN_K = 2000
 #: The start is scaled to this fraction of the largest step that keeps every target (§6.3).
 START_MARGIN = 0.99
 
@@ -214,8 +221,8 @@ class Whitened:
     (``R`` without rotation): a direction ``E`` is ``D = RQ E RQ^T`` in ``Sigma``'s
     coordinates. ``float32=True`` evaluates :meth:`hvp` in single precision (CG
     directions only; in the rotated frame from one array ``W = [Y, V^T]``, see
-    :meth:`_hvp_rotated32`), the preconditioner too, and CG itself on ``cg_grad``, the
-    gradient cast once; it forms ``grad`` and ``RQ`` by ``syrk`` and ``trmm`` (still
+    :meth:`_hvp_rotated32`), the preconditioner too, and from ``CG_SINGLE_MIN_K`` CG
+    itself on ``cg_grad``, the gradient cast once; it forms ``grad`` and ``RQ`` by ``syrk`` and ``trmm`` (still
     float64: gradient, ``delta``, ``e`` and ``D`` are exact). Nothing changes after
     construction.
     """
@@ -243,7 +250,8 @@ class Whitened:
             self.grad = bk.gram(Va, self.ua / self.ca, trans=True) - self.M
         else:
             self.grad = symmetrise((Va.T * (self.ua / self.ca)) @ Va) - self.M
-        self.cg_grad = bk.single(self.grad) if self.float32 else self.grad
+        self.cg_single = self.float32 and self.grad.shape[0] >= CG_SINGLE_MIN_K
+        self.cg_grad = bk.single(self.grad) if self.cg_single else self.grad
         if self.float32 and self.Q is not None:
             # One float32 array for both soft maxes (see _hvp_rotated32) over the columns
             # and rows of weight above HVP_PRUNE, nothing else kept.
@@ -302,13 +310,14 @@ class Whitened:
         del U
 
         def apply(G):
-            # G in the products' precision (CG's): no product mixes precisions (a mixed-precision
-            # inner product of order 2048 took 15 ms against 0.3 ms for a float32 one).
+            # G cast once (a no-op when CG runs in float32), so that no product mixes precisions
+            # (a mixed-precision inner product of order 2048 took 15 ms against 0.3 ms in float32).
+            G = cast(G)
             coef = Sinv @ np.array([bk.inner(X, G) for X in DU])
             out = G * dinv
             out += float(coef[0]) * DU[0]
             out += float(coef[1]) * DU[1]
-            return out
+            return self._in_cg_precision(out)
 
         return apply
 
@@ -318,7 +327,7 @@ class Whitened:
         With ``X = E Y`` and ``Z = X diag(w) - Y diag(t1 w (a - w.a)) / 2`` the profile
         part ``E M + M E - t1 Y diag(w (a - w.a)) Y^T`` is ``Z Y^T + (Z Y^T)^T``.
         In single precision in the rotated frame: :meth:`_hvp_rotated32`. The result is in
-        the products' precision (``cg_grad``'s: float32 with ``float32=True``).
+        CG's precision (``cg_grad``'s: float32 with ``float32=True`` from ``CG_SINGLE_MIN_K``).
         """
         if self.float32 and self.Q is not None:
             return self._hvp_rotated32(E)
@@ -333,7 +342,7 @@ class Whitened:
         out = out + out.T
         e = bk.variances(Va, E) / ca
         out += self.t2 * ((Va.T * (ua * (e - ua @ e) / ca)) @ Va)
-        return out
+        return self._in_cg_precision(out)
 
     def _hvp_rotated32(self, E: np.ndarray) -> np.ndarray:
         """``H[E]`` in single precision where ``M`` is diagonal, from ``W = [Y, V^T]`` (k, d_act + m_act).
@@ -354,7 +363,11 @@ class Whitened:
         weights = xp.concat([(-self.t1) * wa * (a - wa @ a), self.t2 * ua * (e - ua @ e) / ca])
         out = bk.gram(self.W, weights)
         out += E * self.lamsum
-        return out
+        return self._in_cg_precision(out)
+
+    def _in_cg_precision(self, X):
+        """``X`` in CG's precision (``cg_grad``'s dtype)."""
+        return X if self.cg_single else self.bk.double(X)
 
 
 def _active(bk, X, weights, axis: int, prune: float = PRUNE):
