@@ -222,9 +222,9 @@ class Whitened:
     coordinates. ``float32=True`` evaluates :meth:`hvp` in single precision (CG
     directions only; in the rotated frame from one array ``W = [Y, V^T]``, see
     :meth:`_hvp_rotated32`), the preconditioner too, and from ``CG_SINGLE_MIN_K`` CG
-    itself on ``cg_grad``, the gradient cast once; it forms ``grad`` and ``RQ`` by ``syrk`` and ``trmm`` (still
-    float64: gradient, ``delta``, ``e`` and ``D`` are exact). Nothing changes after
-    construction.
+    itself on ``cg_grad``, the gradient cast once; it forms ``grad`` and ``RQ`` by
+    ``syrk`` and ``trmm`` (still float64: gradient, ``delta``, ``e`` and ``D`` are
+    exact). Nothing changes after construction.
     """
 
     def __init__(self, p: Point, L: np.ndarray, c: np.ndarray, rotate: bool = False, float32: bool = False):

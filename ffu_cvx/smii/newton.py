@@ -5,9 +5,9 @@ Solver layer (SM-II): imports numpy, :mod:`ffu_cvx.smii.backend` and
 operator's arrays, so the same code runs on every array backend. Shared by
 the main loop (:mod:`ffu_cvx.smii.driver`, Problem 4) and the ≺R polish levels
 (:mod:`ffu_cvx.smii.polish`, a barrier objective): both hand it an operator with
-``grad`` (k, k), ``cg_grad`` (the same in the products' precision: CG runs in it),
-``RQ`` (k, k) and a pure ``hvp(E)`` returning that precision, and a function that
-evaluates a trial point.
+``grad`` (k, k), ``cg_grad`` (the same in the precision CG runs in), ``RQ`` (k, k)
+and a pure ``hvp(E)`` returning that precision, and a function that evaluates a trial
+point.
 
 - :func:`conjugate_gradient`: Algorithm 2 of the paper, with Steihaug's guard: CG stops
   on the ball ``||E||_F <= radius sqrt(k)`` or at non-positive curvature (at large
