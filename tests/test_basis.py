@@ -173,3 +173,32 @@ def test_exact_identity_is_its_own_decomposition_without_a_rank_test(monkeypatch
     near = np.eye(3)
     near[0, 1] = 1e-300
     assert not bs.is_identity(near)
+
+
+def test_row_basis_falls_back_to_least_squares_when_the_qr_coefficients_miss(monkeypatch):
+    # The pivoted QR's coefficients are the fast path; a row they fail to reproduce sends
+    # the whole L to the least-squares solve, which must still give an exact decomposition.
+    W = wl.random_ranges(12, seed=2).W
+    calls = []
+
+    def poor(R, piv, k, norms):
+        calls.append(k)
+        return np.zeros((piv.size, k))
+
+    monkeypatch.setattr(bs, "_interpolative_L", poor)
+    B, L = bs.row_basis(W)
+    assert calls and _rel_err(W, L, B) < 1e-10
+    np.testing.assert_array_equal(L @ B, W)  # snapped on the least-squares path too
+
+
+def test_row_basis_from_the_qr_matches_least_squares(monkeypatch):
+    rng = np.random.default_rng(5)
+    solve_L = bs._solve_L
+    fallbacks = []
+    monkeypatch.setattr(bs, "_solve_L", lambda B, W: fallbacks.append(1) or solve_L(B, W))
+    for W in (wl.random_ranges(40, seed=1).W, rng.normal(size=(60, 8)) @ rng.normal(size=(8, 30)),
+              np.vstack([wl.marginals_a(3).W, np.zeros((2, 8)), 1e-6 * wl.marginals_a(3).W])):
+        B, L = bs.row_basis(W)
+        assert not fallbacks  # the QR's coefficients reproduced every row
+        np.testing.assert_allclose(L, solve_L(B, W), rtol=0, atol=1e-12 * np.abs(L).max())
+        assert np.all(L[~W.any(axis=1)] == 0)  # zero queries get zero rows
