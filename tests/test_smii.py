@@ -8,7 +8,7 @@ from scipy import linalg
 
 import ffu_cvx as ffu
 from ffu_cvx import smii, workloads
-from ffu_cvx.smii import bounds, driver, model, polish
+from ffu_cvx.smii import bounds, driver, model, multipliers, polish
 from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
 from ffu_cvx.smii.newton import conjugate_gradient
 from ffu_cvx.smii.polish import LevelPoint, LevelWhitened, epigraph_max
@@ -490,6 +490,39 @@ def test_regressed_multiplier_iterates_resume_from_the_best(monkeypatch):
     assert strict.privacy_cost == pytest.approx(default.privacy_cost, rel=2e-4)
 
 
+def test_restarts_resume_from_the_least_cost_iterate_of_any_step(monkeypatch):
+    # A REGRESS restart goes back to the accepted iterate of least normalised cost seen at any
+    # Newton step (driver.Lowest), which may lie inside a sub-problem rather than at its end;
+    # the point rebuilt from its sigma costs exactly that. (Random ranges d = 32, seed 1: two
+    # restarts, the first from an iterate inside a sub-problem.)
+    problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(32, targets="random", seed=1))
+    monkeypatch.setattr(driver, "REGRESS", 1.0)
+    seen, resumed, ends = [], [], []
+    restart, end = driver.Run._restart_point, driver.Run._end_subproblem
+
+    def spy_restart(self, gap):
+        q = restart(self, gap)
+        sigma = q.sigma
+        alpha = ffu.privacy.privacy_cost(sigma, problem.B) * variance_ratios(problem.L, sigma, problem.c).max()
+        resumed.append((len(seen), alpha))
+        return q
+
+    def spy_end(self):
+        ends.append(len(seen))
+        end(self)
+
+    monkeypatch.setattr(driver.Run, "_restart_point", spy_restart)
+    monkeypatch.setattr(driver.Run, "_end_subproblem", spy_end)
+    sol = ffu.solve(problem, method="smii", refine=False, callback=seen.append)
+    check_solution(sol)
+    assert resumed
+    for n, alpha in resumed:
+        assert alpha == pytest.approx(min(s.alpha for s in seen[:n]), rel=1e-9)
+    # At least one restart resumed from an iterate that was not a sub-problem's last one.
+    lowest_at = [int(np.argmin([s.alpha for s in seen[:n]])) + 1 for n, _ in resumed]
+    assert any(i not in ends for i in lowest_at)
+
+
 def test_large_basis_certificate_is_the_bound_of_the_returned_multipliers(monkeypatch):
     # Above bounds.CHEAP_CERTIFY_K the stopping bound is that of the soft-max weights alone
     # (no dual ascent): it must still certify tol, be exactly the bound of the returned
@@ -681,16 +714,16 @@ def test_float32_auto_is_single_precision_from_k_1000_only():
 def test_damped_shift_is_capped_per_update_and_floored():
     x = np.array([1.0, 0.99, 0.5, 0.0])
     t = 30.0
-    first = driver.damped_shift(x, t)
+    first = multipliers.damped_shift(x, t)
     # The first update: 0.7 of the log weights, each at most SHIFT_CAP below the largest.
     logw = t * x - np.log(np.sum(np.exp(t * x)))
-    want = driver.SHIFT_DAMP * logw
+    want = multipliers.SHIFT_DAMP * logw
     np.testing.assert_allclose(first[:2] - first.max(), want[:2] - want.max(), rtol=1e-12)
-    np.testing.assert_allclose(first[2:] - first.max(), -driver.SHIFT_CAP, rtol=1e-12)
+    np.testing.assert_allclose(first[2:] - first.max(), -multipliers.SHIFT_CAP, rtol=1e-12)
     # Repeated updates: the slack entries fall by SHIFT_CAP each time until SHIFT_FLOOR.
     s = first
     for k in range(2, 12):
-        s = driver.damped_shift(x, t, s)
-        expect = -min(k * driver.SHIFT_CAP, driver.SHIFT_FLOOR)
+        s = multipliers.damped_shift(x, t, s)
+        expect = -min(k * multipliers.SHIFT_CAP, multipliers.SHIFT_FLOOR)
         np.testing.assert_allclose(s[2:] - s.max(), expect, rtol=1e-12)
-    assert np.all(s - s.max() >= -driver.SHIFT_FLOOR - 1e-12)
+    assert np.all(s - s.max() >= -multipliers.SHIFT_FLOOR - 1e-12)

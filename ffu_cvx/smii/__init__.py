@@ -36,6 +36,7 @@ explained in the module where it lives:
   the dual ascent).
 - :mod:`~ffu_cvx.smii.options`: the validated frozen options.
 - :mod:`~ffu_cvx.smii.log`: the iteration log.
+- :mod:`~ffu_cvx.smii.multipliers`: the damped multiplier update of the shifted soft maxes.
 - :mod:`~ffu_cvx.smii.polish`: the ≺R polish (:func:`refine_smii`, barrier levels).
 - :mod:`~ffu_cvx.smii.driver`: the state machine (step, end of sub-problem, certify,
   next t), the shifted soft maxes, :func:`solve_smii` and :func:`solve_gd`.

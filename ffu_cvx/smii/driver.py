@@ -3,7 +3,7 @@
 Solver layer (SM-II), top of the package: imports numpy, ``problem``, ``result``,
 ``status``, ``version`` and the submodules :mod:`~ffu_cvx.smii.backend`,
 :mod:`~ffu_cvx.smii.model`, :mod:`~ffu_cvx.smii.newton`, :mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`,
-:mod:`~ffu_cvx.smii.mixing`, :mod:`~ffu_cvx.smii.polish` and :mod:`~ffu_cvx.smii.log`.
+:mod:`~ffu_cvx.smii.multipliers`, :mod:`~ffu_cvx.smii.mixing`, :mod:`~ffu_cvx.smii.polish` and :mod:`~ffu_cvx.smii.log`.
 
 A run (:class:`Run`) moves between four states: **step** (a direction from the step
 solver and a line search), **end of sub-problem** (the Newton decrement is below the
@@ -27,17 +27,17 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   grows by less than ``mu``.
 - Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` it stops growing and
   each sub-problem weights its soft maxes by the previous one's weights,
-  ``smax = (1/t) log sum_i lam_i exp(t x_i)`` (``log lam`` moved ``SHIFT_DAMP`` of the
-  way to the log of the last weights, falling by at most ``SHIFT_CAP`` per update and
-  to at most ``SHIFT_FLOOR`` below the largest; :func:`damped_shift`): a damped exponential method of
-  multipliers, whose fixed points are Problem 3's KKT points at any ``t``. The soft
+  ``smax = (1/t) log sum_i lam_i exp(t x_i)`` (``log lam`` moved part of the way to the
+  log of the last weights, :func:`~ffu_cvx.smii.multipliers.damped_shift`): a damped
+  exponential method of multipliers, whose fixed points are Problem 3's KKT points at any ``t``. The soft
   max's bias of order ``log(d) / t`` is then removed by the multipliers instead of by
   sharpening, and the sub-problems stay as well conditioned as at ``t_shift``: a few
   truncated Newton steps each. ``t`` grows again (by at most ``SHIFT_GROW``) only when
   ``SHIFT_PATIENCE`` shifted sub-problems in a row do not improve on the best gap (the
   multiplier method's iterates need not improve it every time). A shifted sub-problem
   whose gap is more than ``REGRESS`` times the best one sends the solver back to the
-  best iterate with a sharper ``t``.
+  iterate of least cost accepted at any Newton step (often inside a sub-problem, not at its
+  end: at large ``t`` the cost swings while ``F`` barely moves) with a sharper ``t``.
 - Mixed ends (:mod:`~ffu_cvx.smii.mixing`): a sub-problem's end that does not certify
   ``tol`` is mixed with the best iterate and the last ``MIX_ENDS`` ends (once it or the
   best is within ``MIX_WITHIN`` times ``tol``); when the mix
@@ -64,7 +64,8 @@ from .backend import NUMPY, of, select
 from .bounds import BoundKeeper
 from .log import IterationLog
 from .mixing import EndPool, end_of, mix
-from .model import Point, evaluate, initial_sigma, logits, normalise, renormalise
+from .model import Point, evaluate, initial_sigma, normalise, renormalise
+from .multipliers import damped_shift
 from .newton import Step, gradient_direction, line_search, smii_direction
 from .options import Options, gd_options, smii_options
 from .polish import polish
@@ -81,26 +82,6 @@ SHIFT_NTREL = 0.01
 #: again (also after one that takes no step), by at most ``SHIFT_GROW``.
 SHIFT_PATIENCE = 2
 SHIFT_GROW = 3.0
-#: Step of the multiplier update in the log domain. At 1 (the plain exponential method of
-#: multipliers) the iterates alternated between good and poor ones on random ranges
-#: d = 1024 (212 s); 0.5 converged steadily (gap x 0.58 per sub-problem, 96 s), 0.7 in 80 s.
-SHIFT_DAMP = 0.7
-#: Largest drop of a log multiplier (relative to the largest) per update. Uncapped, the
-#: multipliers of slack constraints fall by ``0.7 t`` times their slack each time and the
-#: soft max soon stops seeing them (see ``REGRESS``); capped at 2, random ranges
-#: d = 1024 took 43 / 47 / 57 s for seeds 0 / 1 / 2 against 47 / 69 / 68 s.
-SHIFT_CAP = 2.0
-#: No log multiplier falls more than this below the largest, however many updates: the
-#: soft max keeps seeing every constraint (weight >= e^-11 before its own exp(t x)), so a
-#: sub-problem's ``F`` is not flat along directions that violate a slack constraint and
-#: the iterate drifts there less often (fewer ``REGRESS`` restarts). Its bias, e^-11
-#: exp(-t slack) per slack constraint, is far below ``tol`` at ``t >= t_shift``. Newton
-#: steps at tol 1e-4, d = 512, without a floor -> floor 11: prefix with decades targets
-#: 100 -> 94, 4-ary tree with random targets 118 -> 82, random ranges seeds 0 / 1
-#: 39 / 48 -> 39 / 40, prefix 22 -> 22 (floor 10: 76, 95, 39 / 42; floor 9: 89, 129,
-#: 41 / 53). At d = 256 floor 10 did as well, but a torch run of random ranges d = 32
-#: then parted from numpy's by 1.5e-10; bench_smii at tol 1e-3 (d = 512, 1,024) is unchanged.
-SHIFT_FLOOR = 11.0
 #: A sub-problem also ends after a full Newton step that decreased ``F`` by less than
 #: this multiple of the Newton-decrement threshold: the step is kept, and the direction
 #: that would only confirm the end (a frame and MAXCG products) is not computed. Random
@@ -111,22 +92,20 @@ SETTLE = 100.0
 #: moderate ``t`` stops seeing them, and the iterate can drift where ``F`` is flat while
 #: the cost rises (random ranges d = 1024, seed 1: gap 8e-3 to 0.7 in three steps).
 #: The solver then goes back to the best iterate, sharpens ``t`` by ``SHIFT_GROW`` and
-#: no longer ends sub-problems by ``SETTLE``. Both halves are needed (tol 1e-4, one BLAS
-#: thread, ``bench_workloads`` problems at d = 512): keeping ``SETTLE`` after a restart took
-#: prefix with decades targets seeds 0 / 1 from 103 / 136 to 315 / 336 Newton steps and left
-#: the tree seed 1 uncertified at ``t_max``; restarting at the same ``t`` with the multipliers
-#: updated at half the damping took decades seed 0 to 261 steps (seven cells 732 -> 920).
+#: no longer ends sub-problems by ``SETTLE`` (both are needed: README "How much of a cell is
+#: the machine"). The best
+#: iterate is the one of least cost accepted at any Newton step (:class:`Lowest`) where it
+#: is cheaper than the best sub-problem end: at t >= 270 the cost of the iterates inside a
+#: sub-problem swings by 0.5% while ``F`` moves by 1e-6 (README "Restarts from the
+#: cheapest iterate").
 REGRESS = 3.0
 #: A shifted sub-problem does not end by ``SETTLE`` after its first step when that step's
 #: iterate has a gap over this multiple of the best gap so far: after a multiplier update
 #: one full Newton step can land far from the new sub-problem's minimiser while ``F``
 #: barely moves, and ending there hands the next update poor weights (often a ``REGRESS``
-#: restart at a sharper ``t``); the sub-problem takes more steps instead. Newton steps at
-#: tol 1e-4, one BLAS thread, without -> with the guard: ``bench_workloads --sizes 512``
-#: (prefix, decades, ranges, trees, seeds 0 / 1) 462 -> 441, eleven dense cells 1038 -> 1026
-#: (README "Fewer restarts of the multiplier phase", with the per-cell numbers and the
-#: variants dropped: guarding every step of a shifted sub-problem cost mixed scales d = 128
-#: seed 1 59 -> 115 steps).
+#: restart at a sharper ``t``); the sub-problem takes more steps instead (Newton steps at
+#: tol 1e-4, d = 512, without -> with the guard 462 -> 441: README "Fewer restarts of the
+#: multiplier phase").
 DRIFT = 3.0
 #: Sub-problem ends kept to be mixed with later ones (:mod:`~ffu_cvx.smii.mixing`), besides the
 #: best iterate, within ``MIX_BYTES`` of covariances (at k = 4,096 two ends, 268 MB). Newton
@@ -164,23 +143,6 @@ CG_GROW_GAIN = 0.5
 MIN_GROW = 2.0
 
 
-def damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
-    """The next log multipliers (n,): ``(1 - theta) shift + theta log w``, ``w`` the
-    weights of :func:`ffu_cvx.smii.model.softmax` (computed in the log domain, finite
-    where they underflow), ``theta = SHIFT_DAMP``; ``shift = None`` counts as uniform.
-    Relative to the largest, no entry falls by more than ``SHIFT_CAP`` in one update, nor
-    ever below ``-SHIFT_FLOOR``."""
-    xp = of(x).xp
-    y, _ = logits(x, t, shift)
-    logw = y - math.log(float(xp.sum(xp.exp(y))))
-    if shift is None:
-        new, before = SHIFT_DAMP * logw, 0.0
-    else:
-        new, before = (1.0 - SHIFT_DAMP) * shift + SHIFT_DAMP * logw, shift - xp.max(shift)
-    top = float(xp.max(new))
-    return top + xp.maximum(xp.maximum(new - top, before - SHIFT_CAP), -SHIFT_FLOOR)
-
-
 def settles(step: float, decrease: float, small: float, gap: float, best_gap: float) -> bool:
     """Whether a sub-problem ends after a step (see ``SETTLE``): a full step that decreased
     ``F`` by less than ``small``, unless ``gap`` (the iterate's certified gap in a shifted
@@ -190,11 +152,27 @@ def settles(step: float, decrease: float, small: float, gap: float, best_gap: fl
 
 
 class Best(NamedTuple):
-    """The iterate with the smallest certified gap so far (``kappa``: its target scale)."""
+    """The sub-problem end with the smallest certified gap so far (``kappa``: its target scale)."""
 
     gap: float
     point: Point
     kappa: float
+
+
+class Lowest(NamedTuple):
+    """The accepted iterate of least normalised cost ``alpha`` so far, at any Newton step (see
+    ``REGRESS``): its ``sigma`` on the internal targets ``c_int`` of its sub-problem, whose
+    soft maxes (``t1``, ``t2``, log multipliers ``s1``, ``s2``) it keeps. Only ``sigma`` is held
+    (at k = 4,096 a point's ``R`` and ``Y`` would add 260 MB); the point is rebuilt when needed."""
+
+    alpha: float
+    nit: int
+    sigma: object
+    c_int: object
+    t1: float
+    t2: float
+    s1: object
+    s2: object
 
 
 class Method(NamedTuple):
@@ -239,6 +217,7 @@ class Run:
         self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2)
         self.bounds = BoundKeeper(problem, opts.tol)
         self.best: Best | None = None
+        self.lowest: Lowest | None = None
         self.nit = self.n_hvp = self.n_cg = self.restarts = 0
         self.history: list[dict] = []
         self.status, self.message = None, ""
@@ -310,6 +289,8 @@ class Run:
         self.nit += 1
         self.sub_steps += 1
         alpha = q.cost(self.kappa)
+        if self.lowest is None or alpha < self.lowest.alpha:
+            self.lowest = Lowest(alpha, self.nit, q.sigma, self.c_int, q.t1, q.t2, q.s1, q.s2)
         # End the sub-problem when the best bound so far already certifies this iterate,
         # or after a full step that gained little (see SETTLE).
         # DRIFT guards the first step of a shifted sub-problem (the one after a multiplier update).
@@ -386,8 +367,8 @@ class Run:
         shifted = self.t1 >= opts.t_shift
         if shifted and gap > REGRESS * self.best.gap:
             # The multiplier iterates went astray: resume from the best one, sharper.
-            self.p, self.misses, self.settle, self.restarts = self.best.point, SHIFT_PATIENCE, 0.0, self.restarts + 1
-            self.log.note(f"gap {gap:.2e} > {REGRESS:g} x best {self.best.gap:.2e}: back to the best iterate")
+            self.p, self.misses, self.settle, self.restarts = self._restart_point(gap), SHIFT_PATIENCE, 0.0, \
+                self.restarts + 1
         p = self.p
         s1, s2 = p.s1, p.s2
         if shifted:
@@ -412,6 +393,19 @@ class Run:
             self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2, s1=s1, s2=s2)
         self.kappa *= a
         self.last_decrease = math.inf
+
+    def _restart_point(self, gap: float) -> Point:
+        """Where a ``REGRESS`` restart (this end's ``gap``) resumes: the accepted iterate of
+        least cost (:class:`Lowest`) when it is cheaper than the best sub-problem end, else
+        that end. The iterate keeps its sub-problem's soft maxes, so the next multiplier
+        update starts from its own weights."""
+        low, best = self.lowest, self.best
+        q = None
+        if low is not None and low.alpha < best.point.cost(best.kappa):
+            q = evaluate(self.B, self.L, low.c_int, low.sigma, low.t1, low.t2, s1=low.s1, s2=low.s2)
+        where = "the best sub-problem end" if q is None else f"iteration {low.nit} (alpha = {low.alpha:.8g})"
+        self.log.note(f"gap {gap:.2e} > {REGRESS:g} x best {best.gap:.2e}: back to {where}")
+        return best.point if q is None else q
 
     def _finish(self) -> Solution:
         """The one Solution: the best certified iterate (or the last), rescaled, polished if asked."""
