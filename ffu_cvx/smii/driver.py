@@ -161,13 +161,14 @@ class Best(NamedTuple):
 
 class Lowest(NamedTuple):
     """The accepted iterate of least normalised cost ``alpha`` so far, at any Newton step (see
-    ``REGRESS``): its ``sigma`` on the internal targets ``c_int`` of its sub-problem, whose
-    soft maxes (``t1``, ``t2``, log multipliers ``s1``, ``s2``) it keeps. Only ``sigma`` is held
-    (at k = 4,096 a point's ``R`` and ``Y`` would add 260 MB); the point is rebuilt when needed."""
+    ``REGRESS``): iteration ``nit``, ``end`` its :func:`~ffu_cvx.smii.mixing.end_of` tuple
+    (``sigma``, scale, profile, ratios), ``c_int`` the internal targets and ``t1``, ``t2``,
+    ``s1``, ``s2`` the soft maxes of its sub-problem. The point itself is rebuilt when needed
+    (at k = 4,096 its ``R`` and ``Y`` would hold 260 MB more)."""
 
     alpha: float
     nit: int
-    sigma: object
+    end: tuple
     c_int: object
     t1: float
     t2: float
@@ -290,7 +291,8 @@ class Run:
         self.sub_steps += 1
         alpha = q.cost(self.kappa)
         if self.lowest is None or alpha < self.lowest.alpha:
-            self.lowest = Lowest(alpha, self.nit, q.sigma, self.c_int, q.t1, q.t2, q.s1, q.s2)
+            self.lowest = Lowest(alpha, self.nit, end_of(q, self.kappa, self.bk.to_numpy), self.c_int, q.t1, q.t2,
+                                 q.s1, q.s2)
         # End the sub-problem when the best bound so far already certifies this iterate,
         # or after a full step that gained little (see SETTLE).
         # DRIFT guards the first step of a shifted sub-problem (the one after a multiplier update).
@@ -323,7 +325,8 @@ class Run:
         gap = self.bounds.certify(p, self.kappa, self.c_int, force=False)
         self.log.note(f"sub-problem t1 = {self.t1:.3g} done: alpha = {p.cost(self.kappa):.8g}, "
                       f"lower bound = {self.bounds.value:.8g}, gap = {gap:.2e}")
-        near = min(gap, math.inf if self.best is None else self.best.gap) <= MIX_WITHIN * opts.tol
+        near = min(gap, math.inf if self.best is None else self.best.gap,
+                   self.bounds.gap(self.lowest.alpha) if self.lowest else math.inf) <= MIX_WITHIN * opts.tol
         if gap > opts.tol and near:
             gap = self.mix_end(p, gap)
         if self.best is None or gap < self.best.gap:
@@ -337,13 +340,14 @@ class Run:
             self._next_t(gap)
 
     def mix_end(self, p: Point, gap: float) -> float:
-        """The gap after mixing this end ``p`` with the best iterate so far and the kept ends
-        (:mod:`~ffu_cvx.smii.mixing`): a mix whose exact cost certifies ``tol`` becomes the
+        """The gap after mixing this end ``p`` with the best end so far, the least-cost
+        iterate (:class:`Lowest`) and the kept ends (:mod:`~ffu_cvx.smii.mixing`): a mix whose exact cost certifies ``tol`` becomes the
         best iterate (the caller then stops); ``p`` joins the kept ends."""
         kappa = self.kappa
         this = end_of(p, kappa, self.bk.to_numpy)
-        best = () if self.best is None else (end_of(self.best.point, self.best.kappa, self.bk.to_numpy),)
-        found = self.ends.best_mix(this[2], this[3], extra=best)
+        extra = () if self.best is None else (end_of(self.best.point, self.best.kappa, self.bk.to_numpy),)
+        extra += () if self.lowest is None else (self.lowest.end,)
+        found = self.ends.best_mix(this[2], this[3], extra=extra)
         self.ends.push(*this)
         if found is None or not self.bounds.certifies(found[0]):
             return gap
@@ -402,7 +406,7 @@ class Run:
         low, best = self.lowest, self.best
         q = None
         if low is not None and low.alpha < best.point.cost(best.kappa):
-            q = evaluate(self.B, self.L, low.c_int, low.sigma, low.t1, low.t2, s1=low.s1, s2=low.s2)
+            q = evaluate(self.B, self.L, low.c_int, low.end[0], low.t1, low.t2, s1=low.s1, s2=low.s2)
         where = "the best sub-problem end" if q is None else f"iteration {low.nit} (alpha = {low.alpha:.8g})"
         self.log.note(f"gap {gap:.2e} > {REGRESS:g} x best {best.gap:.2e}: back to {where}")
         return best.point if q is None else q
