@@ -43,12 +43,14 @@ def test_read_levels_groups_the_profile_and_joins_the_previous_level():
     assert not out.stopped
 
 
-@pytest.mark.parametrize("d, seed", [(8, 1), (12, 0)])
+@pytest.mark.parametrize("d, seed", [(8, 1), (8, 0)])
 def test_unique_optimum_levels_match_the_solved_levels(d, seed, monkeypatch):
-    # gaussian_product(8, 1) and (12, 0): from some level on the fixed columns' P is
+    # gaussian_product(8, 1) and (8, 0): from some level on the fixed columns' P is
     # positive definite, so the later levels are read off; solving them one by one (the
     # shortcut switched off) gives the same partition and values to within the slack's
-    # effect on these thin level sets (measured 1.6e-6 and 6.9e-6).
+    # effect on these thin level sets (measured 1.6e-6 and 2.9e-6). (12, 0), used before,
+    # is no reference on every machine: on an AVX2 EPYC its one-by-one solve needed 13
+    # Clarabel retries and lost the certificate, so there was nothing sound to compare.)
     problem = gaussian_product(d, seed)
     sol = solve_sdp(problem, solver="CLARABEL")
     assert sol.info["refine_single"] >= 1 and "refine_failed" not in sol.info
@@ -143,12 +145,23 @@ def test_a_solver_panic_is_a_solver_error(monkeypatch):
         cvx.solve_level(problem, solver="CLARABEL")
 
 
-def test_refinement_that_loses_the_certificate_returns_the_certified_optimum():
-    """gaussian_product(12, 2): the retried levels raise the slack to 1e-6 and the refined Sigma
-    costs 1e-6 more than the first level; the certified optimum is returned instead."""
-    from experiments.bench_sdp import gaussian_product
+def test_refinement_that_loses_the_certificate_returns_the_certified_optimum(monkeypatch):
+    """A refined Sigma that costs more than the first level by more than the certified tol
+    (Clarabel's retried levels raise the slack: on some machines gaussian_product(12, 2) or
+    (12, 0) end 1e-6 above the first level) is dropped for the certified optimum. Forced here
+    on any machine: the levels' Sigma comes back with 1% of its mean variance added to its
+    diagonal."""
+    problem = gaussian_product(8, 1)
+    real = refine_module.refine_levels
 
-    problem = gaussian_product(12, 2)
+    def costlier(*args, **kwargs):
+        ref = real(*args, **kwargs)
+        ref.sigma = ref.sigma + 0.01 * np.trace(ref.sigma) / len(ref.sigma) * np.eye(len(ref.sigma))
+        return ref
+
+    exact = ffu.solve(problem, method="sdp", refine=False)
+    monkeypatch.setattr(refine_module, "refine_levels", costlier)
     with pytest.warns(RuntimeWarning, match="certified tol"):
         sol = ffu.solve(problem, method="sdp", refine=True)
     assert sol.status == "optimal" and sol.gap <= 1e-6 and "refine_failed" in sol.info
+    assert sol.privacy_cost == pytest.approx(exact.privacy_cost, rel=1e-6)

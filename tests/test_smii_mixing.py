@@ -111,6 +111,26 @@ def test_the_driver_stops_on_a_mix_of_two_ends_that_certifies():
     assert sol.gap <= tol
 
 
+def test_an_end_is_mixed_with_the_least_cost_iterate_too():
+    # The partner may be the cheapest iterate of any Newton step (driver.Lowest), with no
+    # best end and no kept end to mix with: sigma* +- delta mix to sigma* again.
+    problem, tol = _ranges(), 1e-3
+    exact = ffu.solve(problem, method="smii", tol=1e-7, refine=False)
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((problem.k, problem.k))
+    half = np.linalg.cholesky(exact.sigma)
+    delta = 0.02 * half @ ((X + X.T) / np.linalg.norm(X + X.T, 2)) @ half.T
+    run = _run(problem, tol)
+    a, b = (model.evaluate(run.B, run.L, run.c_int, exact.sigma + sign * delta, run.t1, run.t2) for sign in (1, -1))
+    run.bounds.certify(model.evaluate(run.B, run.L, run.c_int, exact.sigma, run.t1, run.t2), run.kappa, run.c_int)
+    alpha_b = b.cost(run.kappa)
+    run.lowest = driver.Lowest(alpha_b, 1, mixing.end_of(b, run.kappa, run.bk.to_numpy), run.c_int, b.t1, b.t2, None,
+                               None)
+    assert run.best is None and len(run.ends) == 0
+    mixed_gap = run.mix_end(a, run.bounds.gap(a.cost(run.kappa)))
+    assert mixed_gap <= tol < run.bounds.gap(alpha_b) and run.mixed == pytest.approx(0.5, abs=0.05)
+
+
 def test_a_mix_that_does_not_certify_changes_nothing():
     problem, tol = _ranges(seed=1), 1e-3
     run = _run(problem, tol)
