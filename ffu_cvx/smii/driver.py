@@ -1,6 +1,6 @@
 """SM-II's driver: Algorithm 1 as a small state machine, and ``solve_smii`` / ``solve_gd``.
 
-Solver layer (SM-II), top of the package: imports numpy, ``problem``, ``result``,
+Solver layer (SM-II), top of the package: imports ``problem``, ``result``,
 ``status``, ``version`` and the submodules :mod:`~ffu_cvx.smii.backend`,
 :mod:`~ffu_cvx.smii.model`, :mod:`~ffu_cvx.smii.newton`, :mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`,
 :mod:`~ffu_cvx.smii.multipliers`, :mod:`~ffu_cvx.smii.mixing`, :mod:`~ffu_cvx.smii.polish` and :mod:`~ffu_cvx.smii.log`.
@@ -39,8 +39,9 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   iterate of least cost accepted at any Newton step (often inside a sub-problem, not at its
   end: at large ``t`` the cost swings while ``F`` barely moves) with a sharper ``t``.
 - Mixed ends (:mod:`~ffu_cvx.smii.mixing`): a sub-problem's end that does not certify
-  ``tol`` is mixed with the best iterate and the last ``MIX_ENDS`` ends (once it or the
-  best is within ``MIX_WITHIN`` times ``tol``); when the mix
+  ``tol`` is mixed with the best end, the least-cost iterate of any step and the last
+  ``MIX_ENDS`` ends (once it, the best end or that iterate is within ``MIX_WITHIN`` times
+  ``tol``); when the mix
   ``theta S + (1 - theta) S'`` of least cost bound certifies ``tol``, its exact cost is
   recomputed and, if it still does, the run stops with the mix. The trajectory is never
   changed, so this only ever ends a run earlier.
@@ -54,13 +55,11 @@ import time
 import warnings
 from typing import NamedTuple
 
-import numpy as np
-
 from ..problem import FitnessProblem
 from ..result import Solution
 from ..status import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
 from ..version import __version__
-from .backend import NUMPY, of, select
+from .backend import NUMPY, select
 from .bounds import BoundKeeper
 from .log import IterationLog
 from .mixing import EndPool, end_of, mix
@@ -92,12 +91,11 @@ SETTLE = 100.0
 #: moderate ``t`` stops seeing them, and the iterate can drift where ``F`` is flat while
 #: the cost rises (random ranges d = 1024, seed 1: gap 8e-3 to 0.7 in three steps).
 #: The solver then goes back to the best iterate, sharpens ``t`` by ``SHIFT_GROW`` and
-#: no longer ends sub-problems by ``SETTLE`` (both are needed: README "How much of a cell is
-#: the machine"). The best
-#: iterate is the one of least cost accepted at any Newton step (:class:`Lowest`) where it
-#: is cheaper than the best sub-problem end: at t >= 270 the cost of the iterates inside a
-#: sub-problem swings by 0.5% while ``F`` moves by 1e-6 (README "Restarts from the
-#: cheapest iterate").
+#: no longer ends sub-problems by ``SETTLE`` (both are needed: README "How much of a cell
+#: is the machine"). The best iterate is the one of least cost accepted at any Newton step
+#: (:class:`Lowest`) where it is cheaper than the best sub-problem end: at t >= 270 the cost
+#: of the iterates inside a sub-problem swings by 0.5% while ``F`` moves by 1e-6 (README
+#: "Restarts from the cheapest iterate").
 REGRESS = 3.0
 #: A shifted sub-problem does not end by ``SETTLE`` after its first step when that step's
 #: iterate has a gap over this multiple of the best gap so far: after a multiplier update
@@ -341,8 +339,9 @@ class Run:
 
     def mix_end(self, p: Point, gap: float) -> float:
         """The gap after mixing this end ``p`` with the best end so far, the least-cost
-        iterate (:class:`Lowest`) and the kept ends (:mod:`~ffu_cvx.smii.mixing`): a mix whose exact cost certifies ``tol`` becomes the
-        best iterate (the caller then stops); ``p`` joins the kept ends."""
+        iterate (:class:`Lowest`) and the kept ends (:mod:`~ffu_cvx.smii.mixing`): a mix
+        whose exact cost certifies ``tol`` becomes the best iterate (the caller then stops);
+        ``p`` joins the kept ends."""
         kappa = self.kappa
         this = end_of(p, kappa, self.bk.to_numpy)
         extra = () if self.best is None else (end_of(self.best.point, self.best.kappa, self.bk.to_numpy),)
