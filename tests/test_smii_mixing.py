@@ -81,25 +81,28 @@ def _run(problem, tol):
     return driver.Run(problem, opts, None, method, None)
 
 
+def _around_optimum(problem, tol, seed):
+    """``(run, star, a, b)``: a fresh run certified at the optimum's point ``star`` and the
+    points ``a, b`` of ``sigma* +- delta``, a symmetric 2% perturbation in ``sigma*``'s own
+    metric (both stay positive definite) drawn from ``seed``."""
+    exact = ffu.solve(problem, method="smii", tol=1e-7, refine=False)
+    X = np.random.default_rng(seed).standard_normal((problem.k, problem.k))
+    X = X + X.T
+    half = np.linalg.cholesky(exact.sigma)
+    delta = 0.02 * half @ (X / np.linalg.norm(X, 2)) @ half.T
+    run = _run(problem, tol)
+    star, a, b = (model.evaluate(run.B, run.L, run.c_int, exact.sigma + sign * delta, run.t1, run.t2)
+                  for sign in (0, 1, -1))
+    run.bounds.certify(star, run.kappa, run.c_int)
+    return run, star, a, b
+
+
 def test_the_driver_stops_on_a_mix_of_two_ends_that_certifies():
     # Two ends on either side of the optimum, sigma* +- eps Delta, each above tol: their
     # half-and-half mix is sigma* itself, which the certified bound accepts.
     problem, tol = _ranges(), 1e-3
-    exact = ffu.solve(problem, method="smii", tol=1e-7, refine=False)
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((problem.k, problem.k))
-    X = X + X.T
-    half = np.linalg.cholesky(exact.sigma)
-    delta = 0.02 * half @ (X / np.linalg.norm(X, 2)) @ half.T  # sigma* +- delta stay positive definite
-    run = _run(problem, tol)
-
-    def point(sigma):
-        return model.evaluate(run.B, run.L, run.c_int, sigma, run.t1, run.t2)
-
-    star = point(exact.sigma)
-    run.bounds.certify(star, run.kappa, run.c_int)
+    run, star, a, b = _around_optimum(problem, tol, seed=0)
     assert run.bounds.gap(star.cost(run.kappa)) <= tol
-    a, b = point(exact.sigma + delta), point(exact.sigma - delta)
     gaps = [run.bounds.gap(q.cost(run.kappa)) for q in (a, b)]
     assert min(gaps) > 3 * tol
     assert run.mix_end(b, gaps[1]) == gaps[1] and run.mixed is None  # nothing to mix with yet
@@ -115,14 +118,7 @@ def test_an_end_is_mixed_with_the_least_cost_iterate_too():
     # The partner may be the cheapest iterate of any Newton step (driver.Lowest), with no
     # best end and no kept end to mix with: sigma* +- delta mix to sigma* again.
     problem, tol = _ranges(), 1e-3
-    exact = ffu.solve(problem, method="smii", tol=1e-7, refine=False)
-    rng = np.random.default_rng(2)
-    X = rng.standard_normal((problem.k, problem.k))
-    half = np.linalg.cholesky(exact.sigma)
-    delta = 0.02 * half @ ((X + X.T) / np.linalg.norm(X + X.T, 2)) @ half.T
-    run = _run(problem, tol)
-    a, b = (model.evaluate(run.B, run.L, run.c_int, exact.sigma + sign * delta, run.t1, run.t2) for sign in (1, -1))
-    run.bounds.certify(model.evaluate(run.B, run.L, run.c_int, exact.sigma, run.t1, run.t2), run.kappa, run.c_int)
+    run, _, a, b = _around_optimum(problem, tol, seed=2)
     alpha_b = b.cost(run.kappa)
     run.lowest = driver.Lowest(alpha_b, 1, mixing.end_of(b, run.kappa, run.bk.to_numpy), run.c_int, b.t1, b.t2, None,
                                None)

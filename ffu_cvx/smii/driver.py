@@ -324,7 +324,7 @@ class Run:
         self.log.note(f"sub-problem t1 = {self.t1:.3g} done: alpha = {p.cost(self.kappa):.8g}, "
                       f"lower bound = {self.bounds.value:.8g}, gap = {gap:.2e}")
         near = min(gap, math.inf if self.best is None else self.best.gap,
-                   self.bounds.gap(self.lowest.alpha) if self.lowest else math.inf) <= MIX_WITHIN * opts.tol
+                   math.inf if self.lowest is None else self.bounds.gap(self.lowest.alpha)) <= MIX_WITHIN * opts.tol
         if gap > opts.tol and near:
             gap = self.mix_end(p, gap)
         if self.best is None or gap < self.best.gap:
