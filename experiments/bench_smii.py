@@ -14,7 +14,7 @@ of the solve and the process's maximum resident set size). ``--profile D`` runs 
 first of ``--workloads`` at D under cProfile and prints where the time goes. ``--quick`` runs d = 64 only. Cells are
 cached under ``results/cache/bench_smii`` (timings included: ``--force`` re-measures).
 ``--float32`` / ``--float64`` evaluate CG's Hessian products in single / double precision
-(default: the solver's ``"auto"``, single for k >= 1000) and
+(default: the solver's ``"auto"``, single for k >= 256) and
 ``--no-precondition`` runs the paper's plain CG (see :func:`ffu_cvx.smii.solve_smii`).
 ``--draws N`` solves each cell N times, draw ``j`` with every target multiplied by
 ``1 + j DRAW_STEP`` (a few units in the last place): from d = 2,048 on, rounding of that size
@@ -98,7 +98,7 @@ def main(argv=None):
     p.add_argument("--max-time", type=float, default=600.0, help="per-solve time cap in seconds")
     precision = p.add_mutually_exclusive_group()
     precision.add_argument("--float32", action="store_const", const=True, dest="float32", default="auto",
-                           help="single-precision Hessian products inside CG (default: auto, k >= 1000)")
+                           help="single-precision Hessian products inside CG (default: auto, k >= 256)")
     precision.add_argument("--float64", action="store_const", const=False, dest="float32",
                            help="double-precision Hessian products inside CG")
     p.add_argument("--no-precondition", action="store_true", help="the paper's plain CG")

@@ -722,7 +722,7 @@ def test_renormalise_is_normalise_without_a_factorisation():
 
 def test_float32_auto_is_single_precision_from_k_1000_only():
     from ffu_cvx.smii.options import FLOAT32_MIN_K, gd_options, smii_options
-    assert FLOAT32_MIN_K == 1000
+    assert FLOAT32_MIN_K == 256
     assert smii_options().float32 == "auto"
     assert smii_options().resolved(FLOAT32_MIN_K).float32 is True
     assert smii_options().resolved(FLOAT32_MIN_K - 1).float32 is False

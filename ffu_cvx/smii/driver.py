@@ -532,7 +532,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     float32 : bool or "auto", default "auto"
         Evaluate the Hessian products inside CG in single precision (about twice as fast
         at large ``k``); gradients, line search and certificate stay in float64. "auto"
-        does so when ``k >= FLOAT32_MIN_K`` (1000; measured in
+        does so when ``k >= FLOAT32_MIN_K`` (256; measured in
         :mod:`ffu_cvx.smii.options`).
     verbose : bool, default False
         Print an iteration log (:mod:`ffu_cvx.smii.log`).

@@ -63,17 +63,6 @@ __all__ = ["objective", "hessp"]
 #: Soft-max weights below this fraction of the largest are dropped from the Hessian and
 #: gradient products: their contribution is below double-precision rounding.
 PRUNE = 1e-17
-#: The float32 Hessian product (:meth:`Whitened._hvp_rotated32`) also drops the soft-max
-#: columns and rows whose weight is below this fraction of the largest (the gradient, ``M``
-#: and the Lyapunov part keep every one above ``PRUNE``): a CG direction's operator, not
-#: the gradient's. On random ranges d = 1024 (tol 1e-3, one BLAS thread) 959-1,778 of
-#: the 2,048 rows stayed at t = 30, a step took 4.5% less and the Newton steps of seeds 0 / 1 / 2
-#: and prefix were 28 / 34 / 34 and 20 against 28 / 35 / 39 and 20 (at d = 2048, seed 0,
-#: one run each on two threads: 4.82 against 4.76 s a step, no gain seen). At 1e-9 they were
-#: 28 / 42 / 42 (SM-II's step count on random ranges is chaotic in such changes), at
-#: 1e-5 35 / 35 / 30, and at 1e-3 seed 0 took 208 steps: the many slack rows of weight
-#: around 1e-4 carry real curvature.
-HVP_PRUNE = 1e-7
 #: The preconditioner's rank-two centring correction is shrunk so that at most this
 #: fraction of its Woodbury denominator is used (keeps the preconditioner positive definite).
 WOODBURY_SHRINK = 0.9
@@ -253,13 +242,12 @@ class Whitened:
         self.cg_single = self.float32 and self.grad.shape[0] >= CG_SINGLE_MIN_K
         self.cg_grad = bk.single(self.grad) if self.cg_single else self.grad
         if self.float32 and self.Q is not None:
-            # One float32 array for both soft maxes (see _hvp_rotated32) over the columns
-            # and rows of weight above HVP_PRUNE, nothing else kept.
-            Yh, wh = _active(bk, Ya, self.wa, axis=1, prune=HVP_PRUNE)
-            Vh, uh = _active(bk, Va, self.ua, axis=0, prune=HVP_PRUNE)
-            ch = self.ca if Vh is Va else _active(bk, self.ca, self.ua, axis=0, prune=HVP_PRUNE)[0]
-            self.W = bk.rotated_single(self.Q, Yh, Vh)
-            self.weights = tuple(bk.single(x) for x in (wh, uh, ch))
+            # One float32 array for both soft maxes (see _hvp_rotated32), nothing else kept.
+            # Every weight above PRUNE stays in it: dropping those below 1e-7 of the largest
+            # saved 4.5% of a step on random ranges d = 1,024 but took a 4-ary tree d = 1,024
+            # from 107 to 329 Newton steps (README "Every weight in the float32 product").
+            self.W = bk.rotated_single(self.Q, Ya, Va)
+            self.weights = tuple(bk.single(x) for x in (self.wa, self.ua, self.ca))
             self.lamsum = bk.single(self.lam[:, None] + self.lam[None, :])
         else:
             arrays = (Ya, self.wa, Va, self.ua, self.ca)
@@ -370,11 +358,11 @@ class Whitened:
         return X if self.cg_single else self.bk.double(X)
 
 
-def _active(bk, X, weights, axis: int, prune: float = PRUNE):
+def _active(bk, X, weights, axis: int):
     """``(X', weights')``: the columns (``axis=1``) or rows of ``X`` whose soft-max weight is
-    above ``prune`` times the largest, and their weights (``X`` itself when all are)."""
+    above ``PRUNE`` times the largest, and their weights (``X`` itself when all are)."""
     xp = bk.xp
-    keep = weights > prune * xp.max(weights)
+    keep = weights > PRUNE * xp.max(weights)
     if bool(xp.all(keep)):
         return X, weights
     idx = xp.nonzero(keep)[0]  # take: a boolean column mask took 13 ms at 2048 x 2048, take 1 ms

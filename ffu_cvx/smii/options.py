@@ -23,16 +23,14 @@ __all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "Options", "smii_options", "gd
 #: eigendecomposition per Newton step costs more than it saves).
 PRECONDITION_MIN_K = 96
 #: ``float32="auto"`` evaluates CG's Hessian products in single precision for bases of at
-#: least this size. Measured at d = 1,024 (tol 1e-3, 2 BLAS threads): prefix (k = 1024)
-#: and random ranges seeds 0, 1, 2 (k = 1005-1011) took the same or fewer Newton steps
-#: and Hessian products, certified the same tol, and ran 1.4-1.7x faster; below, the
-#: products are a smaller share of a step and the default keeps float64's iterates.
-#: The float32 step solver since fuses the products (:meth:`ffu_cvx.smii.model.Whitened.hvp`):
-#: at d = 1024 (tol 1e-3, one BLAS thread, CPU time, against the previous float32
-#: path) prefix took 24.2 s against 27.4 s (21 Newton steps both), random ranges seeds
-#: 0, 1, 2 33.4, 41.0 and 35.6 s against 41.6, 49.3 and 58.9 s (28, 36, 31 steps against
-#: 28, 35, 41); the threshold was not re-measured.
-FLOAT32_MIN_K = 1000
+#: least this size. First set at 1000 (d = 1,024, tol 1e-3: prefix and random ranges took
+#: the same or fewer Newton steps and ran 1.4-1.7x faster). Re-measured at stop 30, once
+#: the float32 product kept every weight the float64 one keeps (README "Every weight in the
+#: float32 product"; ``bench_workloads``' problems, tol 1e-4, one BLAS thread, the two
+#: precisions side by side): at d = 256 prefix, targets over decades, random ranges and
+#: 4-ary trees (13 cells) took 636 -> 672 Newton steps and 84.3 -> 61.1 s; at d = 512
+#: STEPS512. Below 256 the products are a smaller share of a step.
+FLOAT32_MIN_K = 256
 #: ``maxcg_cap=None``: CG may take up to this many iterations a Newton step (plain CG by
 #: doubling its budget, preconditioned CG while a product pays, see
 #: :func:`ffu_cvx.smii.newton.extension_pays`). Preconditioned CG used to stop at
