@@ -720,7 +720,7 @@ def test_renormalise_is_normalise_without_a_factorisation():
     assert q.cost(a_q) == pytest.approx(p.cost(1.0), rel=1e-12)
 
 
-def test_float32_auto_is_single_precision_from_k_1000_only():
+def test_float32_auto_is_single_precision_from_k_256_only():
     from ffu_cvx.smii.options import FLOAT32_MIN_K, gd_options, smii_options
     assert FLOAT32_MIN_K == 256
     assert smii_options().float32 == "auto"
