@@ -29,7 +29,8 @@ PRECONDITION_MIN_K = 96
 #: float32 product"; ``bench_workloads``' problems, tol 1e-4, one BLAS thread, the two
 #: precisions side by side): at d = 256 prefix, targets over decades, random ranges and
 #: 4-ary trees (13 cells) took 636 -> 672 Newton steps and 84.3 -> 61.1 s, at d = 512
-#: 808 -> 766 steps and 364.8 -> 179.3 s. Smaller bases were not measured.
+#: 808 -> 766 steps and 364.8 -> 179.3 s; at d = 128 only 610 -> 651 steps and 11.6 -> 10.5 s,
+#: so below 256 the iterates stay float64's.
 FLOAT32_MIN_K = 256
 #: ``maxcg_cap=None``: CG may take up to this many iterations a Newton step (plain CG by
 #: doubling its budget, preconditioned CG while a product pays, see
