@@ -169,3 +169,43 @@ def test_gram_bound_skips_the_longer_factors_qr_and_stays_within_its_slack(monke
     got = certificate.lower_bound(problem, lam, mu, slack=slack)
     assert (problem.m, problem.k) not in qrs
     assert exact * (1 - 2 * slack) <= got <= exact
+
+
+@pytest.mark.parametrize("d, seed", [(24, 4), (32, 1)])
+def test_dual_ascent_climbs_where_the_multipliers_span_decades(d, seed):
+    # Targets log-uniform over 1..1000: the optimal multipliers span over 30 decades (some
+    # are 0), so P and Q of multipliers near them are numerically singular. The ascent's
+    # step comes from the singular vectors of diag(sqrt mu) W diag(sqrt lam), which needs
+    # no inverse; the Cholesky form it replaced stopped after its first step (9.6e-3 and
+    # 5.5e-3 below the optimum here, against 1.7e-4 and 1.5e-4).
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(d, targets="decades", seed=seed))
+    ref = solve_sdp(problem)
+    rng = np.random.default_rng(0)
+    lam = ref.lam * np.exp(0.3 * rng.standard_normal(problem.d))
+    mu = ref.mu * np.exp(0.3 * rng.standard_normal(problem.m))
+    start = certificate.certify(problem, ref.sigma, lam, mu, iters=0).lower_bound
+    climbed = certificate.certify(problem, ref.sigma, lam, mu, iters=10)
+    assert start < climbed.lower_bound <= ref.privacy_cost * (1 + 1e-9)
+    assert climbed.lower_bound >= ref.privacy_cost * (1 - 1e-3)
+    assert climbed.lower_bound == pytest.approx(certificate.lower_bound(problem, climbed.lam, climbed.mu), rel=1e-12)
+
+
+def test_smii_bound_keeper_recertifies_after_a_run_of_skips(monkeypatch):
+    # A certificate that did not raise the bound, far from tol, used to stop every later
+    # dual ascent: on a 4-ary tree (d = 48, seed 8) the bound stayed at its second value
+    # while SM-II's alpha reached the optimum (gap 2.6e-3 at t_max). Skips now come at
+    # most CERTIFY_MAX_SKIPS in a row.
+    from ffu_cvx.smii import bounds, model
+
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(8))
+    point = model.evaluate(problem.B, problem.L, problem.c, np.eye(problem.k), 30.0, 30.0)
+    keeper = bounds.BoundKeeper(problem, tol=1e-4)
+    keeper.certify(point, 1.0, problem.c)
+    keeper.certify(point, 1.0, problem.c)  # the same point: the bound does not rise
+    assert keeper.gain == 0.0 and keeper.gap(point.cost(1.0)) > bounds.CERTIFY_SKIP * keeper.tol
+    calls = []
+    certify = certificate.certify
+    monkeypatch.setattr(certificate, "certify", lambda *a, **kw: calls.append(1) or certify(*a, **kw))
+    for _ in range(2 * (bounds.CERTIFY_MAX_SKIPS + 1)):
+        keeper.certify(point, 1.0, problem.c, force=False)
+    assert len(calls) == 2

@@ -68,3 +68,16 @@ def test_benchmark_cell_reports_a_certified_row():
     row = bench_workloads.run_cell("tree", 16, 0, tol=1e-4, max_time=60.0)
     assert row["status"] == OPTIMAL and row["gap"] <= 1e-4 and row["m"] == 21 and row["polish"] in ("polished", "stopped")
     assert row["nit"] > 0 and row["n_hvp"] >= row["nit"] and row["restarts"] >= 0
+
+
+# Cells that ended uncertified before stop 31 (tol 1e-4, refine off): targets over decades
+# with plain CG (t_max or maxiter: alpha stuck 1.4e-4 above the SDP's at t = 1e9, CG at its
+# cap every step) and a tree whose bound was never recomputed (smii.bounds.CERTIFY_MAX_SKIPS).
+STUCK = [("prefix-decades", 64, 0), ("prefix-decades", 96, 5), ("prefix-decades", 96, 10), ("tree", 48, 8)]
+
+
+@pytest.mark.parametrize("workload, d, seed", STUCK, ids=[f"{w}-{d}-{s}" for w, d, s in STUCK])
+def test_cells_that_used_to_end_uncertified_now_certify(workload, d, seed):
+    sol = ffu.solve(bench_workloads.build(workload, d, seed), method="smii", tol=1e-4, refine=False)
+    assert sol.status == OPTIMAL and 0 <= sol.gap <= 1e-4
+    assert sol.nit < 200  # were 135, 2,000, 2,000 and 58 (the last at t_max)

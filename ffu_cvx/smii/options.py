@@ -19,9 +19,17 @@ from .polish import REFINE_AUTO_MAX_K, REFINE_BUDGET
 
 __all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "Options", "smii_options", "gd_options"]
 
-#: ``precondition="auto"`` preconditions CG for bases larger than this (below, the
-#: eigendecomposition per Newton step costs more than it saves).
-PRECONDITION_MIN_K = 96
+#: ``precondition="auto"`` preconditions CG for bases larger than this. It was 96 (set on
+#: prefix and random ranges, where the eigendecomposition per Newton step about paid for
+#: itself) until a sweep of ``bench_workloads``' six small classes (prefix-decades, random
+#: ranges, 4-ary trees, dense-ca, Gaussian, mixed; d = 32, 48, 64, 96, seeds 0-11, tol
+#: 1e-4, one BLAS thread): plain CG took 42,902 Newton steps and 1.6 million Hessian
+#: products, and 17 of the 288 runs ended uncertified (targets over decades at d = 48-96:
+#: t_max or maxiter, alpha stuck above the optimum at t = 1e9 with CG at its 40-product
+#: cap), against 10,361 steps, 50,351 products, 4x less time and none uncertified
+#: preconditioned. At d = 8-24 it also took fewer steps (6,782 against 7,427 over the same
+#: classes) and 5x fewer products; at d = 4 the two are even.
+PRECONDITION_MIN_K = 4
 #: ``float32="auto"`` evaluates CG's Hessian products in single precision for bases of at
 #: least this size. First set at 1000 (d = 1,024, tol 1e-3: prefix and random ranges took
 #: the same or fewer Newton steps and ran 1.4-1.7x faster). Re-measured at stop 30, once
