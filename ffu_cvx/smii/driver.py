@@ -528,7 +528,8 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         Run CG in the eigenbasis of the profile term's ``M`` with a diagonal-plus-rank-two
         approximate inverse of the Hessian (:meth:`ffu_cvx.smii.model.Whitened.preconditioner`); False
         gives the paper's plain CG; "auto" preconditions when ``k > PRECONDITION_MIN_K`` (4:
-        plain CG left targets over decades uncertified at d = 48-96, see there).
+        plain CG left targets over decades uncertified at d = 48-96, see there), except on
+        the paper's schedule (``t_shift=None``), where plain CG certifies more workloads.
     float32 : bool or "auto", default "auto"
         Evaluate the Hessian products inside CG in single precision (about twice as fast
         at large ``k``); gradients, line search and certificate stay in float64. "auto"

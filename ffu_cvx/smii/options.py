@@ -28,7 +28,10 @@ __all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "Options", "smii_options", "gd
 #: t_max or maxiter, alpha stuck above the optimum at t = 1e9 with CG at its 40-product
 #: cap), against 10,361 steps, 50,351 products, 4x less time and none uncertified
 #: preconditioned. At d = 8-24 it also took fewer steps (6,782 against 7,427 over the same
-#: classes) and 5x fewer products; at d = 4 the two are even.
+#: classes) and 5x fewer products; at d = 4 the two are even. On the paper's schedule
+#: (``t_shift=None``: t grows to ~1e4-1e9) "auto" keeps plain CG: preconditioned, prefix
+#: d = 32, 64, 128, 256 and a 4-ary tree d = 64 ended at t_max 1.0e-4 to 1.3e-3 above tol,
+#: where plain CG certified them at t = 3.6e4-6.4e4.
 PRECONDITION_MIN_K = 4
 #: ``float32="auto"`` evaluates CG's Hessian products in single precision for bases of at
 #: least this size. First set at 1000 (d = 1,024, tol 1e-3: prefix and random ranges took
@@ -108,7 +111,9 @@ class Options:
 
     def resolved(self, k: int) -> "Options":
         """These options with ``precondition``, ``float32``, ``maxcg_cap`` and ``refine`` made concrete for a basis of size ``k``."""
-        precondition = k > PRECONDITION_MIN_K if self.precondition == "auto" else self.precondition
+        precondition = self.precondition
+        if precondition == "auto":
+            precondition = k > PRECONDITION_MIN_K and math.isfinite(self.t_shift)
         float32 = k >= FLOAT32_MIN_K if self.float32 == "auto" else self.float32
         maxcg_cap = MAXCG_CAP if self.maxcg_cap is None else self.maxcg_cap
         refine = k <= REFINE_AUTO_MAX_K if self.refine == "auto" else self.refine
