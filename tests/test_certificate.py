@@ -171,15 +171,15 @@ def test_gram_bound_skips_the_longer_factors_qr_and_stays_within_its_slack(monke
     assert exact * (1 - 2 * slack) <= got <= exact
 
 
-@pytest.mark.parametrize("d, seed", [(24, 4), (32, 1)])
+@pytest.mark.parametrize("d, seed", [(16, 4), (20, 1)])
 def test_dual_ascent_climbs_where_the_multipliers_span_decades(d, seed):
     # Targets log-uniform over 1..1000: the optimal multipliers span over 30 decades (some
     # are 0), so P and Q of multipliers near them are numerically singular. The ascent's
     # step comes from the singular vectors of diag(sqrt mu) W diag(sqrt lam), which needs
-    # no inverse; the Cholesky form it replaced stopped after its first step (9.6e-3 and
-    # 5.5e-3 below the optimum here, against 1.7e-4 and 1.5e-4).
+    # no inverse; the Cholesky form it replaced stopped within a step or two (3.0e-3 and
+    # 3.9e-3 below the optimum here after ten steps, against 2.8e-4 and 2.2e-4).
     problem = ffu.FitnessProblem.from_workload(workloads.prefix(d, targets="decades", seed=seed))
-    ref = solve_sdp(problem)
+    ref = solve_sdp(problem, refine=False)
     rng = np.random.default_rng(0)
     lam = ref.lam * np.exp(0.3 * rng.standard_normal(problem.d))
     mu = ref.mu * np.exp(0.3 * rng.standard_normal(problem.m))
