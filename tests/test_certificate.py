@@ -96,6 +96,8 @@ def test_multipliers_are_validated(ranges):
         certificate.lower_bound(ranges, np.full(ranges.d, np.nan), np.ones(ranges.m))
     with pytest.raises(ValueError, match="iters"):
         certificate.certify(ranges, np.eye(ranges.k), iters=-1)
+    with pytest.raises(ValueError, match="stall"):
+        certificate.certify(ranges, np.eye(ranges.k), stall=float("nan"))
 
 
 def test_dual_sigma_at_optimal_multipliers_is_the_optimum():
