@@ -238,7 +238,7 @@ def certify(
     iters: int | None = None,
     profile: np.ndarray | None = None,
     variances: np.ndarray | None = None,
-    stall: float = 1e-10,
+    stall: float = 0.0,
 ) -> Certificate:
     """Certify ``sigma`` (k, k): a lower bound on alpha* and the relative gap of ``sigma``.
 
@@ -251,8 +251,9 @@ def certify(
     soft-max weights) or else the uniform ones, and soft indicators of the nearly tight
     columns and queries of ``sigma``. The best is improved by ``iters`` dual-ascent
     steps (default by size: 60 up to k = 64, 20 up to 256, 2 beyond), stopping early
-    once the gap is below 1e-12 or a step raises the bound by less than ``stall``
-    (relative); finally the small weights of the
+    once the gap is below 1e-12, the bound stalls (a step gains less than 1e-10,
+    relative) or a step gains less than ``stall`` times the gap still open (``alpha * r``
+    less the bound; 0: never); finally the small weights of the
     best and the last multipliers are dropped (at 1e-3 and 1e-6 of the largest) and the
     bound re-evaluated. The reported bound is always evaluated by :func:`lower_bound`'s
     singular-value formula.
@@ -297,7 +298,7 @@ def certify(
         F, lam_n, mu_n = step
         if F * F > max(best[0], ascent[0]):
             ascent = (F * F, lam_k, mu_k)
-        if it >= 2 and F * F <= prev * (1 + stall):
+        if it >= 2 and (F * F <= prev * (1 + 1e-10) or F * F - prev <= stall * (alpha_norm - F * F)):
             break
         prev = F * F
         lam_k, mu_k = lam_n, mu_n

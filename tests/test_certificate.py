@@ -97,7 +97,7 @@ def test_multipliers_are_validated(ranges):
     with pytest.raises(ValueError, match="iters"):
         certificate.certify(ranges, np.eye(ranges.k), iters=-1)
     with pytest.raises(ValueError, match="stall"):
-        certificate.certify(ranges, np.eye(ranges.k), stall=float("nan"))
+        certificate.certify(ranges, np.eye(ranges.k), stall=-1.0)
 
 
 def test_dual_sigma_at_optimal_multipliers_is_the_optimum():

@@ -39,11 +39,11 @@ CERTIFY_MAX_SKIPS = 3
 #: about 4 s each time at k = 1011 and raised the bound by at most 1e-5 (relative).
 CHEAP_CERTIFY_K = 256
 #: Up to ``CHEAP_CERTIFY_K`` the certificate's dual ascent stops once a step raises the
-#: bound by less than this fraction of the gap it is to close (relative; the gap against the
-#: best bound so far, clipped to [tol, 1]). Its steps are an SVD each (16 ms at k = 256);
-#: run to their budget they took SM-II on prefix-decades d = 256 (seed 0, tol 1e-4) from
-#: 2.7 to 4.2 s with the same Newton steps (76 steps in 8 certificates), while near the end
-#: the first few close the small gaps (prefix-decades d = 48 seed 4: 8.3e-5 -> 1.9e-6 below
+#: bound by less than this fraction of the gap still open between the iterate's cost and
+#: the bound (``certify(stall=...)``). Its steps are an SVD each (16 ms at k = 256); run to
+#: their budget they took SM-II on prefix-decades d = 256 (seed 0, tol 1e-4) from 2.7 to
+#: 4.2 s with the same Newton steps (76 steps in 8 certificates), while near the optimum the
+#: first few close the small gaps (prefix-decades d = 48 seed 4: 8.3e-5 -> 1.9e-6 below
 #: the optimum in ten steps).
 ASCENT_STALL = 0.01
 #: That bound may fall short of the exact one by up to this fraction of ``tol`` (relative),
@@ -97,10 +97,8 @@ class BoundKeeper:
             lb = certificate.lower_bound(problem, p.w, mu_w, slack=0.5 * CERTIFY_SLACK * self.tol)
             return lb, p.w, mu_w
         s = p.ratio(kappa)
-        gap = p.cost(kappa) / self.value - 1.0 if self.value > 0 else 1.0
-        stall = ASCENT_STALL * min(max(gap, self.tol), 1.0)
         cert = certificate.certify(problem, p.sigma / s, lam=p.w, mu=mu_w, profile=p.g * s,
-                                   variances=p.h * c_int / s, stall=stall)
+                                   variances=p.h * c_int / s, stall=ASCENT_STALL)
         return cert.lower_bound, cert.lam, cert.mu
 
     def certify(self, p: Point, kappa: float, c_int, force: bool = True) -> float:
