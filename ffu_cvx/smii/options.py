@@ -23,11 +23,11 @@ __all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "Options", "smii_options", "gd
 #: prefix and random ranges, where the eigendecomposition per Newton step about paid for
 #: itself) until a sweep of ``bench_workloads``' six small classes (prefix-decades, random
 #: ranges, 4-ary trees, dense-ca, Gaussian, mixed; d = 32, 48, 64, 96, seeds 0-11, tol
-#: 1e-4, one BLAS thread): plain CG took 42,902 Newton steps and 1.6 million Hessian
-#: products, and 17 of the 288 runs ended uncertified (targets over decades at d = 48-96:
-#: t_max or maxiter, alpha stuck above the optimum at t = 1e9 with CG at its 40-product
-#: cap), against 10,361 steps, 50,351 products, 4x less time and none uncertified
-#: preconditioned. At d = 8-24 it also took fewer steps (6,782 against 7,427 over the same
+#: 1e-4, refine off, one BLAS thread; README "Every small cell certified"): with stop 31's
+#: certificate but plain CG, 35,256 Newton steps, 1.3 million Hessian products and 8 of
+#: the 288 runs uncertified (targets over decades at d = 64 and 96: t_max or maxiter, alpha
+#: stuck above the optimum at t = 1e9 with CG at its 40-product cap); preconditioned,
+#: 10,370 steps, 50,459 products and none uncertified. At d = 8-24 it also took fewer steps (6,782 against 7,427 over the same
 #: classes) and 5x fewer products; at d = 4 the two are even. On the paper's schedule
 #: (``t_shift=None``: t grows to ~1e4-1e9) "auto" keeps plain CG: preconditioned, prefix
 #: d = 32, 64, 128, 256 and a 4-ary tree d = 64 ended at t_max 1.0e-4 to 1.3e-3 above tol,
