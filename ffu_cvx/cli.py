@@ -43,7 +43,6 @@ import argparse
 import ctypes
 import signal
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -52,7 +51,7 @@ import numpy as np
 
 from .clifiles import InputError, check_output, read_histogram, read_json
 from .cliplot import plot_result
-from .files import Terminated, atomic_write_bytes, raise_terminated
+from .files import Terminated, atomic_write_bytes, raise_if_signalled, signals_unwind
 from .mechanism import GaussianMechanism, problem2
 from .memory import dense_bytes, human_bytes
 from .problem import FitnessProblem
@@ -404,7 +403,9 @@ def forget_unhandled_interrupt() -> None:
 def _run_command(args) -> int:
     run = _Run(args.quiet)
     try:
-        return args.func(args, run)
+        code = args.func(args, run)
+        raise_if_signalled()  # a signal whose exception a library swallowed still stops the command
+        return code
     except KeyboardInterrupt:
         forget_unhandled_interrupt()
         print(_interrupted("interrupted (Ctrl-C)", run), file=sys.stderr)
@@ -432,22 +433,18 @@ def _run_command(args) -> int:
 def main(argv=None) -> int:
     """Run ``ffu-cvx`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
 
-    SIGTERM is turned into :class:`ffu_cvx.files.Terminated` for the command's duration
-    (in the main thread), so that it unwinds like Ctrl-C: one line, status 143, no
-    temporary file, an existing output untouched.
+    For the command's duration (in the main thread) SIGTERM is turned into
+    :class:`ffu_cvx.files.Terminated`, so that it unwinds like Ctrl-C: one line, status 143,
+    no temporary file, an existing output untouched; and both signals are remembered, so
+    that one whose exception a library swallowed still stops the command before it writes.
     """
     parser = _parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse has printed its usage message
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
-    if threading.current_thread() is not threading.main_thread():
+    with signals_unwind():
         return _run_command(args)
-    previous = signal.signal(signal.SIGTERM, raise_terminated)
-    try:
-        return _run_command(args)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

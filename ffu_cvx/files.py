@@ -8,9 +8,16 @@ none behind: ``KeyboardInterrupt`` (SIGINT) and SIGTERM both remove the temporar
 SIGTERM's default action kills the process without running any clean-up, so while a
 write is in progress (and only then) SIGTERM is turned into :class:`Terminated`, an
 exception that unwinds like ``SystemExit`` with status 143; the previous handler is put
-back afterwards. A program that handles SIGTERM itself (the command line does, with
-:func:`raise_terminated`) keeps its handler; so does a write outside the main thread,
+back afterwards. A program that handles SIGTERM itself (the command line does, through
+:func:`signals_unwind`) keeps its handler; so does a write outside the main thread,
 where Python cannot install handlers.
+
+A library can swallow the exception a signal raised: CVXPY logs any failure to import a
+solver and goes on, and a Ctrl-C during its import of HiGHS's extension becomes such a
+failure (``ImportError('initialization failed')``), so the solve then finished and wrote
+its output (3 of 80 Ctrl-Cs in the SDP signal test). Inside :func:`signals_unwind` every
+signal is remembered, and a write raises the exception again before it begins and
+before its rename.
 """
 
 from __future__ import annotations
@@ -22,7 +29,11 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["Terminated", "raise_terminated", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["Terminated", "signals_unwind", "raise_if_signalled",
+           "atomic_write_bytes", "atomic_write_text"]
+
+#: Signals received inside :func:`signals_unwind` (emptied when it is entered and left).
+_RECEIVED: list[int] = []
 
 
 class Terminated(SystemExit):
@@ -32,9 +43,41 @@ class Terminated(SystemExit):
         super().__init__(128 + signal.SIGTERM)
 
 
-def raise_terminated(signum, frame):
+def _raise_terminated(signum, frame):
     """A SIGTERM handler raising :class:`Terminated`."""
     raise Terminated()
+
+
+def _remember_and_raise(signum, frame):
+    """The handler :func:`signals_unwind` installs: remember ``signum``, then raise its exception."""
+    _RECEIVED.append(signum)
+    raise_if_signalled()
+
+
+def raise_if_signalled() -> None:
+    """Raise ``KeyboardInterrupt`` (SIGINT) or :class:`Terminated` (SIGTERM) if either was
+    received inside :func:`signals_unwind`, even if the exception it raised then was swallowed."""
+    if signal.SIGTERM in _RECEIVED:
+        raise Terminated()
+    if _RECEIVED:
+        raise KeyboardInterrupt
+
+
+@contextmanager
+def signals_unwind():
+    """For the block's duration (main thread only), SIGINT raises ``KeyboardInterrupt`` and
+    SIGTERM :class:`Terminated`, and both are remembered for :func:`raise_if_signalled`."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _remember_and_raise) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _RECEIVED.clear()
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _RECEIVED.clear()
 
 
 @contextmanager
@@ -44,7 +87,7 @@ def _sigterm_unwinds():
             signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield
         return
-    signal.signal(signal.SIGTERM, raise_terminated)
+    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
     finally:
@@ -62,6 +105,7 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
     with _sigterm_unwinds():
         tmp = None
         try:
+            raise_if_signalled()
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             umask = os.umask(0)
             os.umask(umask)
@@ -70,6 +114,7 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
+            raise_if_signalled()
             os.replace(tmp, path)
         except BaseException:
             try:

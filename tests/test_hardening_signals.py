@@ -117,3 +117,35 @@ def test_sigterm_handler_is_restored_after_a_write(tmp_path):
     files.atomic_write_text(tmp_path / "a.txt", "hi")
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert (tmp_path / "a.txt").read_text() == "hi"
+
+
+@pytest.mark.parametrize("sig, code, line", [
+    (signal.SIGINT, 130, "ffu-cvx: interrupted (Ctrl-C); no output written"),
+    (signal.SIGTERM, 143, "ffu-cvx: terminated (SIGTERM); no output written")], ids=["sigint", "sigterm"])
+def test_a_signal_whose_exception_a_library_swallowed_still_stops_the_command(tmp_path, monkeypatch, capsys,
+                                                                                sig, code, line):
+    # CVXPY logs a failed import of a solver and goes on; a Ctrl-C during its import of HiGHS
+    # became such a failure, and the solve then wrote its output.
+    import cvxpy
+
+    from ffu_cvx import cli
+
+    real = cvxpy.Problem.get_problem_data
+
+    def swallowing(self, *args, **kwargs):
+        try:
+            signal.raise_signal(sig)
+        except BaseException:
+            pass
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(cvxpy.Problem, "get_problem_data", swallowing)
+    (tmp_path / "s.json").write_text(json.dumps({"workload": "prefix", "params": {"d": 6}}))
+    out = tmp_path / "r.json"
+    out.write_text("previous result\n")
+    assert cli.main(["solve", str(tmp_path / "s.json"), "--method", "sdp", "--out", str(out)]) == code
+    assert capsys.readouterr().err.strip().splitlines()[-1] == line
+    assert out.read_text() == "previous result\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "s.json"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
