@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ffu_cvx import batch, jsonio
-from ffu_cvx.files import atomic_write_bytes
+from ffu_cvx.files import atomic_write_bytes, signals_unwind
 from ffu_cvx.version import __version__
 
 from . import paths
@@ -527,9 +527,15 @@ def run_grid(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], args
 
 
 def cli(main: Callable[[], Any]) -> None:
-    """Run ``main()`` as a command: Ctrl-C anywhere ends it with one line and status 130."""
+    """Run ``main()`` as a command: Ctrl-C anywhere ends it with one line and status 130.
+
+    A Ctrl-C whose exception a library swallowed (CVXPY's import of a solver) is raised again
+    at the next write, at the latest the next finished cell's cache entry; SIGTERM unwinds
+    the same way with status 143 (:func:`ffu_cvx.files.signals_unwind`).
+    """
     try:
-        main()
+        with signals_unwind():
+            main()
     except KeyboardInterrupt:
         print("interrupted; the finished cells are cached, so the same command resumes", file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None

@@ -148,6 +148,25 @@ def test_interrupt_in_process_keeps_cells_and_writes_nothing(out, capsys):
         runner.Cache(paths.cache_dir("stop")).path(1, k).name for k in KEYS[:2])
 
 
+def test_a_ctrl_c_a_library_swallowed_stops_the_run_at_the_next_write(out, capsys):
+    def cell(i):
+        if i == 2:  # as CVXPY does with a Ctrl-C during its import of a solver
+            try:
+                signal.raise_signal(signal.SIGINT)
+            except KeyboardInterrupt:
+                pass
+        return {"v": i}
+
+    args = runner.parser("t").parse_args([])
+    with pytest.raises(SystemExit) as stop:
+        runner.cli(lambda: runner.run_grid("lost", [runner.Cell(k) for k in KEYS], cell, args, version=1,
+                                           table=runner.Table("t", ("i", "v"))))
+    assert stop.value.code == 130
+    assert "lost: interrupted; 2 finished cell(s) kept" in capsys.readouterr().err.splitlines()[-1]
+    assert not (out / "results" / "lost.json").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def _subprocess_env(out, **extra):
     env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **extra)
     env[paths.ENV] = str(out)
