@@ -66,18 +66,25 @@ def raise_if_signalled() -> None:
 @contextmanager
 def signals_unwind():
     """For the block's duration (main thread only), SIGINT raises ``KeyboardInterrupt`` and
-    SIGTERM :class:`Terminated`, and both are remembered for :func:`raise_if_signalled`."""
+    SIGTERM :class:`Terminated`, and both are remembered for :func:`raise_if_signalled`.
+
+    The outermost block forgets them when it is entered and left; a nested one keeps them,
+    so that a signal an inner block saw still stops the outer one.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    outermost = signal.getsignal(signal.SIGINT) is not _remember_and_raise
     previous = {sig: signal.signal(sig, _remember_and_raise) for sig in (signal.SIGINT, signal.SIGTERM)}
-    _RECEIVED.clear()
+    if outermost:
+        _RECEIVED.clear()
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        _RECEIVED.clear()
+        if outermost:
+            _RECEIVED.clear()
 
 
 @contextmanager

@@ -149,3 +149,19 @@ def test_a_signal_whose_exception_a_library_swallowed_still_stops_the_command(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "s.json"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_signal_seen_in_a_nested_block_still_stops_the_outer_one():
+    from ffu_cvx import files
+
+    with files.signals_unwind():
+        with files.signals_unwind():
+            try:
+                signal.raise_signal(signal.SIGINT)
+            except KeyboardInterrupt:
+                pass  # swallowed, as a library might
+        assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        with pytest.raises(KeyboardInterrupt):
+            files.raise_if_signalled()
+    files.raise_if_signalled()  # the outermost block forgot it
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
