@@ -7,9 +7,12 @@ The Dask tests skip where distributed is not installed.
 
 import importlib
 import json
+import os
 import pickle
 import re
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -236,3 +239,29 @@ def test_a_task_error_on_the_default_dask_client_is_not_taken_for_a_missing_clus
     with Client(cluster):
         with pytest.raises(ValueError, match="must be a FitnessProblem"):
             ffu.solve_many(["not a problem"], method="smii", backend="dask", raise_errors=True)
+
+
+LEAK = """
+from ffu_cvx import batch
+assert [f.result for f in batch.completed(dict, [{"x": 1}, {"x": 2}], n_jobs=2)] in ([{"x": 1}, {"x": 2}], [{"x": 2}, {"x": 1}])
+from joblib.externals.loky.backend import resource_tracker
+resource_tracker.register("/ffu-cvx-test-leak", "semlock")  # as a worker stopped by Ctrl-C leaves one
+"""
+
+
+def test_loky_resource_tracker_warnings_stay_off_the_callers_stderr(tmp_path):
+    # The tracker shares our stderr and warned (four lines) about what a stopped batch left behind.
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env.pop("PYTHONWARNINGS", None)
+    proc = subprocess.run([sys.executable, "-c", LEAK], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "resource_tracker" not in proc.stderr
+
+
+def test_the_tracker_filter_leaves_the_callers_environment_as_it_was(monkeypatch):
+    monkeypatch.setenv("PYTHONWARNINGS", "default")
+    assert [f.result for f in batch.completed(dict, [{"x": 1}], n_jobs=2)] == [{"x": 1}]
+    assert os.environ["PYTHONWARNINGS"] == "default"
+    monkeypatch.delenv("PYTHONWARNINGS")
+    list(batch.completed(dict, [{"x": 1}], n_jobs=2))
+    assert "PYTHONWARNINGS" not in os.environ
