@@ -263,9 +263,9 @@ def refine_smii(problem: FitnessProblem, sigma: np.ndarray, *, slack: float = SL
             if err.status != MAX_ITER:
                 raise
             spent = n_hvp + err.info["n_hvp"]
-            raise SolverError(f"the polish's budget of {max_hvp:.0f} Hessian products was spent ({spent}) after "
-                              f"{len(levels)} levels", status=MAX_ITER, nit=n_newton + (err.nit or 0),
-                              n_hvp=spent) from None
+            done = f"{len(levels)} level{'' if len(levels) == 1 else 's'}"
+            raise SolverError(f"the polish's budget of {max_hvp:.0f} Hessian products was spent ({spent}) after {done}",
+                              status=MAX_ITER, nit=n_newton + (err.nit or 0), n_hvp=spent) from None
         n_newton, n_hvp = n_newton + nn, n_hvp + nh
         if not np.all(np.isfinite(p.lam)):
             raise SolverError(f"refinement level {len(levels) + 1}: non-finite barrier multipliers; "
@@ -320,7 +320,9 @@ def polish(problem: FitnessProblem, sigma: np.ndarray, lower_bound: float, tol: 
     else:
         info["refine_failed"] = failed
         # stacklevel: polish <- Run.finish <- Run.run <- solve_smii <- its caller
-        warnings.warn(f"SM-II refinement: {failed}; returning the unrefined optimum", RuntimeWarning, stacklevel=5)
+        warnings.warn(f"SM-II refinement: {failed}; returning the unrefined optimum (certified, every target met; "
+                      "method='sdp' refines exactly, one SDP per level; refine=False skips the polish)",
+                      RuntimeWarning, stacklevel=5)
     log.note(f"refinement: {len(levels)} levels, {n_newton} Newton steps, {n_hvp} Hessian products, "
              f"{info['refine_time']:.2f} s" + (f"; {info['refine_failed']}" if "refine_failed" in info else ""))
     return sigma, info, n_hvp
