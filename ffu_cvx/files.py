@@ -32,7 +32,7 @@ from pathlib import Path
 __all__ = ["Terminated", "signals_unwind", "raise_if_signalled",
            "atomic_write_bytes", "atomic_write_text"]
 
-#: Signals received inside :func:`signals_unwind` (emptied when it is entered and left).
+#: Signals received inside :func:`signals_unwind` (emptied when the outermost block is entered and left).
 _RECEIVED: list[int] = []
 
 
