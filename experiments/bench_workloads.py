@@ -18,7 +18,8 @@ Each class against its easy twin, so that a slow class shows as a ratio:
 
 One row per workload, size and seed (prefix has no seed): wall time, Newton steps,
 Hessian products, alpha, the certified gap, the restarts of the multiplier phase and
-the polish (``-``, ``polished`` or ``stopped``). Default SM-II options (the ≺R polish runs
+the polish (``-``, ``polished`` or ``stopped``) with its seconds (part of the wall
+time; ``n_hvp`` counts its products too). Default SM-II options (the ≺R polish runs
 for ``k <= 32``). Cells are cached under ``results/cache/bench_workloads`` (timings
 included: ``--force`` or ``--no-cache`` re-measures). Run it as
 ``OPENBLAS_NUM_THREADS=1 python -m experiments.bench_workloads`` on a shared machine.
@@ -37,8 +38,8 @@ from ffu_cvx import workloads
 from . import runner
 
 NAME = "bench_workloads"
-#: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
-CELL_VERSION = 1
+#: The cells' version (``version`` of :func:`experiments.runner.run_grid`; 2: the polish's seconds added).
+CELL_VERSION = 2
 WORKLOADS = ("prefix", "prefix-decades", "ranges", "tree", "dense-ca", "gaussian", "mixed")
 #: The workloads without a seed (one row per size).
 SEEDLESS = ("prefix",)
@@ -48,7 +49,7 @@ BRANCHING = 4
 MIXED_DECADES = 1.0
 
 COLUMNS = ("workload", "d", "seed", "m", "k", "time_s", "nit", "n_hvp", "alpha", "gap", "restarts", "polish",
-           "status")
+           "polish_s", "status")
 
 
 def dense_ca(d: int, seed: int) -> ffu.FitnessProblem:
@@ -94,7 +95,7 @@ def run_cell(workload: str, d: int, seed: int, tol: float, max_time: float) -> d
     polish = "-" if "refine_levels" not in sol.info else ("stopped" if failed else "polished")
     return {"m": problem.m, "k": problem.k, "time_s": wall, "nit": sol.nit, "n_hvp": sol.n_hvp,
             "alpha": sol.privacy_cost, "gap": sol.gap, "restarts": sol.info["restarts"], "polish": polish,
-            "status": sol.status}
+            "polish_s": sol.info.get("refine_time"), "status": sol.status}
 
 
 def main(argv=None):

@@ -68,6 +68,8 @@ def test_benchmark_cell_reports_a_certified_row():
     row = bench_workloads.run_cell("tree", 16, 0, tol=1e-4, max_time=60.0)
     assert row["status"] == OPTIMAL and row["gap"] <= 1e-4 and row["m"] == 21 and row["polish"] in ("polished", "stopped")
     assert row["nit"] > 0 and row["n_hvp"] >= row["nit"] and row["restarts"] >= 0
+    assert 0 < row["polish_s"] < row["time_s"]
+    assert bench_workloads.run_cell("tree", 64, 0, tol=1e-4, max_time=60.0)["polish_s"] is None  # k > 32: none
 
 
 # Cells that ended uncertified before stop 31 (tol 1e-4, refine off): targets over decades
