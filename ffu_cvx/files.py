@@ -33,7 +33,7 @@ __all__ = ["Terminated", "signals_unwind", "raise_if_signalled",
            "atomic_write_bytes", "atomic_write_text"]
 
 #: Signals received inside :func:`signals_unwind` (emptied when the outermost block is entered and left).
-_RECEIVED: list[int] = []
+_RECEIVED: set[int] = set()
 
 
 class Terminated(SystemExit):
@@ -50,7 +50,7 @@ def _raise_terminated(signum, frame):
 
 def _remember_and_raise(signum, frame):
     """The handler :func:`signals_unwind` installs: remember ``signum``, then raise its exception."""
-    _RECEIVED.append(signum)
+    _RECEIVED.add(signum)
     raise_if_signalled()
 
 
