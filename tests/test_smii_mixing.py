@@ -5,7 +5,8 @@ import pytest
 
 import ffu_cvx as ffu
 from ffu_cvx import privacy, workloads
-from ffu_cvx.smii import driver, mixing, model, options
+from ffu_cvx.smii import driver, mixing, model, newton, options
+from ffu_cvx.status import OPTIMAL
 
 
 def _ranges(d=24, seed=0):
@@ -125,6 +126,21 @@ def test_an_end_is_mixed_with_the_least_cost_iterate_too():
     assert run.best is None and len(run.ends) == 0
     mixed_gap = run.mix_end(a, run.bounds.gap(a.cost(run.kappa)))
     assert mixed_gap <= tol < run.bounds.gap(alpha_b) and run.mixed == pytest.approx(0.5, abs=0.05)
+
+
+def test_an_accepted_step_that_mixes_to_tol_ends_the_run():
+    # Not only sub-problem ends: every accepted iterate near tol is mixed (and not kept
+    # among the ends), and a mix that certifies ends the run at that step.
+    problem, tol = _ranges(), 1e-3
+    run, _, a, b = _around_optimum(problem, tol, seed=0)
+    gap_a, gap_b = (run.bounds.gap(q.cost(run.kappa)) for q in (a, b))
+    assert min(gap_a, gap_b) > tol
+    run.best, run.p = driver.Best(gap_b, b, run.kappa), b
+    run._accept(0.5, a, newton.Step(None, -1.0, None, 3), threshold=1e-9)  # not a full step: no SETTLE end
+    assert run.status == OPTIMAL and run.mixed == pytest.approx(0.5, abs=0.05)
+    assert run.best.gap <= tol and len(run.ends) == 0
+    sol = run._finish()
+    assert sol.status == OPTIMAL and sol.gap <= tol and sol.info["mix"] == run.mixed
 
 
 def test_a_mix_that_does_not_certify_changes_nothing():

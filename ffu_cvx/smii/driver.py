@@ -38,13 +38,15 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   whose gap is more than ``REGRESS`` times the best one sends the solver back to the
   iterate of least cost accepted at any Newton step (often inside a sub-problem, not at its
   end: at large ``t`` the cost swings while ``F`` barely moves) with a sharper ``t``.
-- Mixed ends (:mod:`~ffu_cvx.smii.mixing`): a sub-problem's end that does not certify
-  ``tol`` is mixed with the best end, the least-cost iterate of any step and the last
-  ``MIX_ENDS`` ends (once it, the best end or that iterate is within ``MIX_WITHIN`` times
-  ``tol``); when the mix
-  ``theta S + (1 - theta) S'`` of least cost bound certifies ``tol``, its exact cost is
-  recomputed and, if it still does, the run stops with the mix. The trajectory is never
-  changed, so this only ever ends a run earlier.
+- Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): a sub-problem's end, and every accepted
+  iterate inside a sub-problem, that does not certify ``tol`` is mixed with the best end,
+  the least-cost iterate of any step and the last ``MIX_ENDS`` ends (once it, the best
+  end or that iterate is within ``MIX_WITHIN`` times ``tol``; only ends join the kept
+  ones); when the mix ``theta S + (1 - theta) S'`` of least cost bound certifies
+  ``tol``, its exact cost is recomputed and, if it still does, the run stops with the
+  mix. The trajectory is never changed, so this only ever ends a run earlier. Mixing
+  every step as well (``bench_workloads`` d = 256 and 512, tol 1e-4, 26 cells): 1,544 →
+  1,495 Newton steps, no cell more; targets over decades d = 512 seed 1 107 → 80.
 """
 
 from __future__ import annotations
@@ -298,6 +300,11 @@ class Run:
         best_gap = math.inf if self.best is None else self.best.gap
         self.settled = self.bounds.certifies(alpha) or settles(step, decrease, self.settle * threshold, gap, best_gap)
         self._report(alpha, step, d.n_cg)
+        if not self.settled and self.status is None and self._near(self.bounds.gap(alpha)):
+            # Inside a sub-problem too (the cost swings from step to step): mixed, not kept.
+            mixed = self.mix_end(q, self.bounds.gap(alpha), keep=False)
+            if mixed <= self.opts.tol:
+                self.status, self.message = OPTIMAL, f"certified relative gap {mixed:.2e} <= tol = {self.opts.tol:g}"
 
     def _report(self, alpha: float, step: float, n_cg: int) -> None:
         """History, log row and callback for the iterate just accepted."""
@@ -323,9 +330,7 @@ class Run:
         gap = self.bounds.certify(p, self.kappa, self.c_int, force=False)
         self.log.note(f"sub-problem t1 = {self.t1:.3g} done: alpha = {p.cost(self.kappa):.8g}, "
                       f"lower bound = {self.bounds.value:.8g}, gap = {gap:.2e}")
-        near = min(gap, math.inf if self.best is None else self.best.gap,
-                   math.inf if self.lowest is None else self.bounds.gap(self.lowest.alpha)) <= MIX_WITHIN * opts.tol
-        if gap > opts.tol and near:
+        if gap > opts.tol and self._near(gap):
             gap = self.mix_end(p, gap)
         if self.best is None or gap < self.best.gap:
             self.best = Best(gap, p, self.kappa)
@@ -337,17 +342,24 @@ class Run:
         else:
             self._next_t(gap)
 
-    def mix_end(self, p: Point, gap: float) -> float:
-        """The gap after mixing this end ``p`` with the best end so far, the least-cost
-        iterate (:class:`Lowest`) and the kept ends (:mod:`~ffu_cvx.smii.mixing`): a mix
-        whose exact cost certifies ``tol`` becomes the best iterate (the caller then stops);
-        ``p`` joins the kept ends."""
+    def _near(self, gap: float) -> bool:
+        """Whether mixing is worth trying: ``gap``, the best end's or the least-cost iterate's
+        is within ``MIX_WITHIN`` times ``tol`` (NaN before the first certificate: no)."""
+        low = math.inf if self.lowest is None else self.bounds.gap(self.lowest.alpha)
+        return min(gap, math.inf if self.best is None else self.best.gap, low) <= MIX_WITHIN * self.opts.tol
+
+    def mix_end(self, p: Point, gap: float, keep: bool = True) -> float:
+        """The gap after mixing the iterate ``p`` (gap ``gap``) with the best end so far, the
+        least-cost iterate (:class:`Lowest`) and the kept ends (:mod:`~ffu_cvx.smii.mixing`):
+        a mix whose exact cost certifies ``tol`` becomes the best iterate (the caller then
+        stops); with ``keep`` ``p`` joins the kept ends."""
         kappa = self.kappa
         this = end_of(p, kappa, self.bk.to_numpy)
         extra = () if self.best is None else (end_of(self.best.point, self.best.kappa, self.bk.to_numpy),)
         extra += () if self.lowest is None else (self.lowest.end,)
         found = self.ends.best_mix(this[2], this[3], extra=extra)
-        self.ends.push(*this)
+        if keep:
+            self.ends.push(*this)
         if found is None or not self.bounds.certifies(found[0]):
             return gap
         _, theta, sigma2, scale2 = found
@@ -357,7 +369,7 @@ class Run:
         if not mixed_gap <= self.opts.tol:
             return gap
         self.best, self.mixed = Best(mixed_gap, q, kappa), theta
-        self.log.note(f"mix of this end (weight {theta:.3f}) and an earlier one: alpha = {q.cost(kappa):.8g}, "
+        self.log.note(f"mix of this iterate (weight {theta:.3f}) and an earlier one: alpha = {q.cost(kappa):.8g}, "
                       f"gap = {mixed_gap:.2e}")
         return mixed_gap
 
