@@ -38,15 +38,12 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   whose gap is more than ``REGRESS`` times the best one sends the solver back to the
   iterate of least cost accepted at any Newton step (often inside a sub-problem, not at its
   end: at large ``t`` the cost swings while ``F`` barely moves) with a sharper ``t``.
-- Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): a sub-problem's end, and every accepted
-  iterate inside a sub-problem, that does not certify ``tol`` is mixed with the best end,
-  the least-cost iterate of any step and the last ``MIX_ENDS`` ends (once it, the best
-  end or that iterate is within ``MIX_WITHIN`` times ``tol``; only ends join the kept
-  ones); when the mix ``theta S + (1 - theta) S'`` of least cost bound certifies
-  ``tol``, its exact cost is recomputed and, if it still does, the run stops with the
-  mix. The trajectory is never changed, so this only ever ends a run earlier. Mixing
-  every step as well (``bench_workloads`` d = 256 and 512, tol 1e-4, 26 cells): 1,544 →
-  1,495 Newton steps, no cell more; targets over decades d = 512 seed 1 107 → 80.
+- Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): an iterate (a sub-problem's end or any
+  accepted step) that does not certify ``tol`` is mixed with the best end, the least-cost
+  iterate and the last ``MIX_ENDS`` ends (once one of them is within ``MIX_WITHIN`` tol);
+  when the mix ``theta S + (1 - theta) S'`` of least cost bound certifies ``tol`` and its
+  exact cost still does, the run stops with it. The trajectory is never changed, so this
+  only ever ends a run earlier (README "Mixing every step").
 """
 
 from __future__ import annotations
@@ -92,12 +89,11 @@ SETTLE = 100.0
 #: astray: the multipliers of slack constraints decay geometrically, the soft max at
 #: moderate ``t`` stops seeing them, and the iterate can drift where ``F`` is flat while
 #: the cost rises (random ranges d = 1024, seed 1: gap 8e-3 to 0.7 in three steps).
-#: The solver then goes back to the best iterate, sharpens ``t`` by ``SHIFT_GROW`` and
-#: no longer ends sub-problems by ``SETTLE`` (both are needed: README "How much of a cell
-#: is the machine"). The best iterate is the one of least cost accepted at any Newton step
-#: (:class:`Lowest`) where it is cheaper than the best sub-problem end: at t >= 270 the cost
-#: of the iterates inside a sub-problem swings by 0.5% while ``F`` moves by 1e-6 (README
-#: "Restarts from the cheapest iterate").
+#: The solver then goes back to the best iterate, sharpens ``t`` by ``SHIFT_GROW`` and no longer
+#: ends sub-problems by ``SETTLE`` (both are needed: README "How much of a cell is the machine").
+#: The best iterate is the cheapest accepted at any step (:class:`Lowest`) where it beats the best
+#: end: at t >= 270 the cost swings by 0.5% while ``F`` moves by 1e-6 (README "Restarts from the
+#: cheapest iterate").
 REGRESS = 3.0
 #: A shifted sub-problem does not end by ``SETTLE`` after its first step when that step's
 #: iterate has a gap over this multiple of the best gap so far: after a multiplier update
@@ -107,17 +103,13 @@ REGRESS = 3.0
 #: tol 1e-4, d = 512, without -> with the guard 462 -> 441: README "Fewer restarts of the
 #: multiplier phase").
 DRIFT = 3.0
-#: Sub-problem ends kept to be mixed with later ones (:mod:`~ffu_cvx.smii.mixing`), besides the
-#: best iterate, within ``MIX_BYTES`` of covariances (at k = 4,096 two ends, 268 MB). Newton
-#: steps without -> with the stop on a certified mix, one BLAS thread (README "Stopping on a
-#: mix"): ``bench_smii --sizes 1024 --draws 3`` (tol 1e-3) 370 -> 359, no cell more;
-#: ``bench_workloads --sizes 512`` (tol 1e-4) 472 -> 439.
+#: Sub-problem ends kept to be mixed with later iterates (:mod:`~ffu_cvx.smii.mixing`), besides
+#: the best one, within ``MIX_BYTES`` of covariances (at k = 4,096 two ends, 268 MB; README
+#: "Stopping on a mix": ``bench_workloads --sizes 512`` (tol 1e-4) 472 -> 439 Newton steps).
 MIX_ENDS = 3
 MIX_BYTES = 2 ** 28
-#: Ends are mixed only once this end's or the best gap is within this multiple of ``tol``
-#: (every certifying mix seen had one within 1.5): mixing every end (then by a scipy scalar
-#: search per pair) took SM-II on prefix d = 2 from 0.03 to 0.06 s, enough to fail Table 3's
-#: timing test; the nested grids take 0.27 ms a pair at d = 8.
+#: Iterates are mixed only once theirs, the best or the least-cost gap is within this multiple
+#: of ``tol`` (every certifying mix seen had one within 1.5; a pair's grids take 0.27 ms at d = 8).
 MIX_WITHIN = 10.0
 #: From this basis size the next sub-problem starts from the point rescaled
 #: (:func:`~ffu_cvx.smii.model.renormalise`: the factor and profile scaled, the variances
@@ -343,8 +335,7 @@ class Run:
             self._next_t(gap)
 
     def _near(self, gap: float) -> bool:
-        """Whether mixing is worth trying: ``gap``, the best end's or the least-cost iterate's
-        is within ``MIX_WITHIN`` times ``tol`` (NaN before the first certificate: no)."""
+        """Whether ``gap``, the best end's or the least-cost iterate's is within ``MIX_WITHIN`` tol."""
         low = math.inf if self.lowest is None else self.bounds.gap(self.lowest.alpha)
         return min(gap, math.inf if self.best is None else self.best.gap, low) <= MIX_WITHIN * self.opts.tol
 
@@ -567,8 +558,8 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         divided by ``c``), ``nit``, ``n_hvp``, ``time``, ``history``; ``info`` holds
         ``n_cg``, the final ``t1`` and ``t2``, ``restarts`` (returns to the best
         iterate after a shifted sub-problem went astray), ``mix`` (``None``, or the weight
-        ``theta`` of the last sub-problem's end when ``sigma`` is its convex combination
-        with an earlier one, :mod:`ffu_cvx.smii.mixing`) and, when refined,
+        ``theta`` of the last iterate when ``sigma`` is its convex combination with an
+        earlier one, :mod:`ffu_cvx.smii.mixing`) and, when refined,
         ``refine_levels`` (list of ``{"value", "columns"}``, decreasing),
         ``refine_newton``, ``refine_time`` and, if the polish was rejected,
         ``refine_failed``.
