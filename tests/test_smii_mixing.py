@@ -106,9 +106,9 @@ def test_the_driver_stops_on_a_mix_of_two_ends_that_certifies():
     assert run.bounds.gap(star.cost(run.kappa)) <= tol
     gaps = [run.bounds.gap(q.cost(run.kappa)) for q in (a, b)]
     assert min(gaps) > 3 * tol
-    assert run.mix_end(b, gaps[1]) == gaps[1] and run.mixed is None  # nothing to mix with yet
+    assert run.mix_iterate(b, gaps[1]) == gaps[1] and run.mixed is None  # nothing to mix with yet
     run.best = driver.Best(gaps[1], b, run.kappa)
-    mixed_gap = run.mix_end(a, gaps[0])
+    mixed_gap = run.mix_iterate(a, gaps[0])
     assert mixed_gap <= tol and run.mixed == pytest.approx(0.5, abs=0.05)
     assert run.best.gap == mixed_gap
     sol = ffu.Solution.from_sigma(problem, run.best.point.sigma, method="smii", lower_bound=run.bounds.value)
@@ -124,7 +124,7 @@ def test_an_end_is_mixed_with_the_least_cost_iterate_too():
     run.lowest = driver.Lowest(alpha_b, 1, mixing.end_of(b, run.kappa, run.bk.to_numpy), run.c_int, b.t1, b.t2, None,
                                None)
     assert run.best is None and len(run.ends) == 0
-    mixed_gap = run.mix_end(a, run.bounds.gap(a.cost(run.kappa)))
+    mixed_gap = run.mix_iterate(a, run.bounds.gap(a.cost(run.kappa)))
     assert mixed_gap <= tol < run.bounds.gap(alpha_b) and run.mixed == pytest.approx(0.5, abs=0.05)
 
 
@@ -152,7 +152,7 @@ def test_a_mix_that_does_not_certify_changes_nothing():
     run.bounds.certify(p, run.kappa, run.c_int)
     gap_q = run.bounds.gap(q.cost(run.kappa))
     run.best = driver.Best(run.bounds.gap(p.cost(run.kappa)), p, run.kappa)
-    assert run.mix_end(q, gap_q) == gap_q
+    assert run.mix_iterate(q, gap_q) == gap_q
     assert run.mixed is None and run.best.point is p and len(run.ends) == 1
 
 

@@ -294,7 +294,7 @@ class Run:
         self._report(alpha, step, d.n_cg)
         if not self.settled and self.status is None and self._near(self.bounds.gap(alpha)):
             # Inside a sub-problem too (the cost swings from step to step): mixed, not kept.
-            mixed = self.mix_end(q, self.bounds.gap(alpha), keep=False)
+            mixed = self.mix_iterate(q, self.bounds.gap(alpha), keep=False)
             if mixed <= self.opts.tol:
                 self.status, self.message = OPTIMAL, f"certified relative gap {mixed:.2e} <= tol = {self.opts.tol:g}"
 
@@ -323,7 +323,7 @@ class Run:
         self.log.note(f"sub-problem t1 = {self.t1:.3g} done: alpha = {p.cost(self.kappa):.8g}, "
                       f"lower bound = {self.bounds.value:.8g}, gap = {gap:.2e}")
         if gap > opts.tol and self._near(gap):
-            gap = self.mix_end(p, gap)
+            gap = self.mix_iterate(p, gap)
         if self.best is None or gap < self.best.gap:
             self.best = Best(gap, p, self.kappa)
         if gap <= opts.tol:
@@ -339,7 +339,7 @@ class Run:
         low = math.inf if self.lowest is None else self.bounds.gap(self.lowest.alpha)
         return min(gap, math.inf if self.best is None else self.best.gap, low) <= MIX_WITHIN * self.opts.tol
 
-    def mix_end(self, p: Point, gap: float, keep: bool = True) -> float:
+    def mix_iterate(self, p: Point, gap: float, keep: bool = True) -> float:
         """The gap after mixing the iterate ``p`` (gap ``gap``) with the best end so far, the
         least-cost iterate (:class:`Lowest`) and the kept ends (:mod:`~ffu_cvx.smii.mixing`):
         a mix whose exact cost certifies ``tol`` becomes the best iterate (the caller then
