@@ -292,9 +292,9 @@ class Run:
         best_gap = math.inf if self.best is None else self.best.gap
         self.settled = self.bounds.certifies(alpha) or settles(step, decrease, self.settle * threshold, gap, best_gap)
         self._report(alpha, step, d.n_cg)
-        if not self.settled and self.status is None and self._near(self.bounds.gap(alpha)):
-            # Inside a sub-problem too (the cost swings from step to step): mixed, not kept.
-            mixed = self.mix_iterate(q, self.bounds.gap(alpha), keep=False)
+        now = self.bounds.gap(alpha)  # mixed inside a sub-problem too (the cost swings), not kept:
+        if not self.settled and self.status is None and self._near(now):
+            mixed = self.mix_iterate(q, now, keep=False)
             if mixed <= self.opts.tol:
                 self.status, self.message = OPTIMAL, f"certified relative gap {mixed:.2e} <= tol = {self.opts.tol:g}"
 
