@@ -752,3 +752,22 @@ def test_damped_shift_is_capped_per_update_and_floored():
         expect = -min(k * multipliers.SHIFT_CAP, multipliers.SHIFT_FLOOR)
         np.testing.assert_allclose(s[2:] - s.max(), expect, rtol=1e-12)
     assert np.all(s - s.max() >= -multipliers.SHIFT_FLOOR - 1e-12)
+
+
+def test_damped_shift_raises_small_multipliers_faster():
+    # Entries 2 and 3 sit above the soft max's level (log w > shift) and rise; 0 and 1 fall.
+    t = 30.0
+    x = np.array([0.0, 0.1, 0.25, 0.3])
+    shift = np.array([0.0, -0.5, -2.0, -9.0])
+    y = t * x + shift
+    step = y - np.log(np.sum(np.exp(y))) - shift
+    assert np.all(step[:2] < 0) and np.all(step[2:] > 0)
+    factor = np.minimum(np.exp(-multipliers.RISE_RATE * shift), multipliers.RISE_MAX)
+    assert 1.0 < factor[2] < multipliers.RISE_MAX == factor[3]
+    new = shift + multipliers.SHIFT_DAMP * step * np.where(step > 0, factor, 1.0)
+    want = np.maximum(np.maximum(new - new.max(), shift - multipliers.SHIFT_CAP), -multipliers.SHIFT_FLOOR)
+    moved = multipliers.damped_shift(x, t, shift)
+    np.testing.assert_allclose(moved - moved.max(), want, rtol=0, atol=1e-12)
+    # Without the faster rise the smallest would stay more than 5 below the largest.
+    plain = shift + multipliers.SHIFT_DAMP * step
+    assert (plain - plain.max())[3] < -5.0 < (moved - moved.max())[3]

@@ -506,11 +506,11 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         Sharpness at which ``t1`` stops growing by default (None or inf: never, the
         paper's schedule). From there on each sub-problem's soft maxes are weighted by
         the previous one's, ``smax = (1/t) log sum_i lam_i exp(t x_i)``, with ``log lam``
-        moved 0.7 of the way to the log of the last weights but falling by at most 2 per
+        moved 0.7 of the way to the log of the last weights (a rise up to 4 times
+        further, the more the further below the largest) but falling by at most 2 per
         update and to at most 11 below the largest (a damped exponential method of
-        multipliers): its fixed points are
-        Problem 3's KKT points at any ``t``, so the soft-max bias no longer needs
-        ``t ~ log(d) / tol``. ``t1, t2`` grow again (by at
+        multipliers): its fixed points are Problem 3's KKT points at any ``t``, so the
+        soft-max bias no longer needs ``t ~ log(d) / tol``. ``t1, t2`` grow again (by at
         most 3) only when two shifted sub-problems in a row do not improve on the best
         certified gap, or one takes no step. Shifted sub-problems end at a hundredth of
         the Newton-decrement threshold below.
