@@ -7,7 +7,8 @@
 Prefix and random ranges (random targets, seed 0) at d = 256, 512 and 1024 (``--quick``:
 d = 64), solved by SM-II on every array backend usable here (``--backends`` picks some;
 see :mod:`ffu_cvx.smii.backend`): wall time, its ratio to numpy's (``speedup`` > 1 is
-faster than numpy), Newton steps, Hessian products, the normalised cost ``alpha``, its
+faster than numpy; blank where ``--backends`` leaves numpy out, as at sizes where only an
+accelerator is worth timing), Newton steps, Hessian products, the normalised cost ``alpha``, its
 relative difference from numpy's and the certified gap. Each cell first solves a d = 32
 problem on its backend, untimed, so library start-up and CUDA initialisation are not
 counted. torch runs on ``--torch-threads`` CPU threads (default 1, to match
@@ -97,7 +98,8 @@ def main(argv=None):
     p.add_argument("--float32", action="store_true", help="single-precision Hessian products inside CG")
     args = p.parse_args(argv)
     sizes = args.sizes or ([64] if args.quick else [256, 512, 1024])
-    backends = ["numpy"] + [b for b in args.backends if b != "numpy"]  # numpy first: the reference
+    # numpy first: the reference of `speedup` and `alpha_vs_numpy` (left blank where it is not asked for).
+    backends = sorted(dict.fromkeys(args.backends), key=lambda b: b != "numpy")
     cells = [runner.Cell({"workload": w, "d": d, "backend": b, "tol": args.tol, "max_time": args.max_time,
                           "torch_threads": args.torch_threads, "float32": args.float32},
                          row={"workload": w, "d": d, "backend": b}, label=f"{w}, d = {d}, {b}")

@@ -138,7 +138,9 @@ def test_identical_iterates_on_a_stable_trajectory(other, workload):
         # t grows with the certified gap, a difference of nearly equal numbers: its relative
         # rounding is the iterates' divided by the gap (1e-4 here).
         assert (a["n_cg"], a["step"]) == (b["n_cg"], b["step"]) and _close(a["t1"], b["t1"], 1e-6)
-        assert _close(a["objective"], b["objective"]) and _close(a["alpha"], b["alpha"])
+        # alpha, a largest ratio through the factor of the point, carries ten times the
+        # objective's rounding: 6.0e-10 against 6.2e-11 on prefix(32) (torch 2.13 CPU, numpy 2.4).
+        assert _close(a["objective"], b["objective"]) and _close(a["alpha"], b["alpha"], 1e-9)
     assert _close(got.sigma, want.sigma) and _close(got.lam, want.lam) and _close(got.mu, want.mu)
     assert _close(got.lower_bound, want.lower_bound)
 
@@ -202,3 +204,17 @@ def test_bench_backends_quick_compares_every_usable_backend_with_numpy():
     for r in rows:
         assert r["d"] == 64 and r["status"] == OPTIMAL and r["gap"] <= 1e-3 and r["time_s"] > 0
         assert abs(r["alpha_vs_numpy"]) <= 1e-3 and r["speedup"] == by["numpy"]["time_s"] / r["time_s"]
+
+
+def test_bench_backends_without_numpy_leaves_the_ratios_blank():
+    from experiments import bench_backends
+
+    (row,) = bench_backends.main(["--quick", "--no-cache", "--quiet", "--workloads", "prefix", "--backends", "numpy",
+                                  "--sizes", "32"])
+    assert row["backend"] == "numpy" and row["speedup"] == 1.0
+    other = [b for b in backend.available() if b not in ("torch", "numpy")]
+    if not other:
+        pytest.skip("no array backend beside numpy installed")
+    (row,) = bench_backends.main(["--quick", "--no-cache", "--quiet", "--workloads", "prefix", "--backends", other[0],
+                                  "--sizes", "32"])
+    assert row["backend"] == other[0] and "speedup" not in row and row["status"] == OPTIMAL

@@ -150,6 +150,18 @@ class Backend:
         """The Frobenius inner product ``<X, Y>``."""
         return float(np.vdot(X, Y))
 
+    def maximum(self, x, y):
+        """The elementwise larger of ``x`` (an array) and ``y`` (an array or a Python float)."""
+        return np.maximum(x, y)
+
+    def minimum(self, x, y):
+        """The elementwise smaller of ``x`` (an array) and ``y`` (an array or a Python float)."""
+        return np.minimum(x, y)
+
+    def arange(self, n: int, like):
+        """``0, 1, ..., n - 1`` as an integer array on ``like``'s device."""
+        return np.arange(n)
+
     def single(self, x):
         return x.astype(np.float32, copy=False)
 
@@ -324,6 +336,20 @@ class ArrayAPIBackend(Backend):
 
     def eigh(self, M):
         return tuple(self.xp.linalg.eigh(M))
+
+    def maximum(self, x, y):
+        return self.xp.maximum(x, self._like(x, y))
+
+    def minimum(self, x, y):
+        return self.xp.minimum(x, self._like(x, y))
+
+    def arange(self, n: int, like):
+        return self.xp.arange(n, device=like.device)
+
+    def _like(self, x, y):
+        """``y`` as an array of ``x``'s dtype and device (array-api-compat's torch ``maximum``
+        takes no Python scalar)."""
+        return self.xp.full_like(x, y) if isinstance(y, (int, float)) else y
 
     def single(self, x):
         return self.xp.astype(x, self.xp.float32, copy=False)

@@ -228,7 +228,7 @@ class Whitened:
             if not self.float32:  # the float32 path turns Y inside W (bk.rotated_single)
                 Ya = self.Q.T @ Ya
             self.M = bk.diag(lam)
-            self.lam = xp.maximum(lam, 0.0)
+            self.lam = bk.maximum(lam, 0.0)
             self.RQ = bk.triangular_times(p.R, self.Q) if self.float32 else p.R @ self.Q
         else:
             self.M = (Ya * self.wa) @ Ya.T
@@ -280,12 +280,12 @@ class Whitened:
         xp = bk.xp
         K = self._soft_max_diagonal()
         diag = lam[:, None] + lam[None, :] + 2.0 * K
-        i = xp.arange(diag.shape[0])
+        i = bk.arange(diag.shape[0], diag)
         diag[i, i] -= K[i, i]
         del K
         # float32: the preconditioner's arrays in single precision too (half the memory).
         cast = bk.single if self.float32 else (lambda x: x)
-        dinv = cast(1.0 / xp.maximum(diag, 1e-12 * float(xp.max(diag))))
+        dinv = cast(1.0 / bk.maximum(diag, 1e-12 * float(xp.max(diag))))
         del diag
         U = (self.M, self.grad + self.M)
         DU = tuple(cast(X) * dinv for X in U)

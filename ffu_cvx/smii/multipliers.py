@@ -69,7 +69,8 @@ def damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
     where ``log w > shift``); ``shift = None`` counts as uniform.
     Relative to the largest, no entry falls by more than ``SHIFT_CAP`` in one update, nor
     ever below ``-SHIFT_FLOOR``."""
-    xp = of(x).xp
+    bk = of(x)
+    xp = bk.xp
     y, _ = logits(x, t, shift)
     logw = y - math.log(float(xp.sum(xp.exp(y))))
     if shift is None:
@@ -77,7 +78,7 @@ def damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
     else:
         before = shift - xp.max(shift)
         step = logw - shift
-        rise = xp.minimum(xp.exp(-RISE_RATE * before), RISE_MAX)
+        rise = bk.minimum(xp.exp(-RISE_RATE * before), RISE_MAX)
         new = shift + SHIFT_DAMP * xp.where(step > 0, step * rise, step)
     top = float(xp.max(new))
-    return top + xp.maximum(xp.maximum(new - top, before - SHIFT_CAP), -SHIFT_FLOOR)
+    return top + bk.maximum(bk.maximum(new - top, before - SHIFT_CAP), -SHIFT_FLOOR)
