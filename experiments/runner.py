@@ -452,7 +452,9 @@ def _compute(todo: Sequence[tuple[Grid, int]], args: argparse.Namespace, name: s
             grid.cache.put(grid.version, cell.key, value, seconds=done.seconds)
             kept += 1
             if not args.quiet:
-                print(line + f"{done.seconds:.1f} s ({time.perf_counter() - t0:.1f} s elapsed)",
+                # A solver cell's status in the line too: a run killed before its table still tells.
+                status = f", {value['status']}" if isinstance(value, dict) and "status" in value else ""
+                print(line + f"{done.seconds:.1f} s{status} ({time.perf_counter() - t0:.1f} s elapsed)",
                       file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         where = (f"{kept} finished cell(s) kept in {paths.shown(folder)}; run the same command to resume"

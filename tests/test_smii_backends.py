@@ -138,9 +138,10 @@ def test_identical_iterates_on_a_stable_trajectory(other, workload):
         # t grows with the certified gap, a difference of nearly equal numbers: its relative
         # rounding is the iterates' divided by the gap (1e-4 here).
         assert (a["n_cg"], a["step"]) == (b["n_cg"], b["step"]) and _close(a["t1"], b["t1"], 1e-6)
-        # alpha, a largest ratio through the factor of the point, carries ten times the
-        # objective's rounding: 6.0e-10 against 6.2e-11 on prefix(32) (torch 2.13 CPU, numpy 2.4).
-        assert _close(a["objective"], b["objective"]) and _close(a["alpha"], b["alpha"], 1e-9)
+        # alpha, a largest ratio through the factor of the point, carries 10-25 times the
+        # objective's rounding on prefix(32): 6.0e-10 against 6.2e-11 (torch 2.13 CPU, numpy 2.4),
+        # 1.1e-9 against 4.5e-11 (torch 2.11 CPU, numpy 2.5, on the GPU machine).
+        assert _close(a["objective"], b["objective"]) and _close(a["alpha"], b["alpha"], 1e-8)
     assert _close(got.sigma, want.sigma) and _close(got.lam, want.lam) and _close(got.mu, want.mu)
     assert _close(got.lower_bound, want.lower_bound)
 
