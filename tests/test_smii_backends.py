@@ -7,6 +7,9 @@ d = 32) the whole run is compared iterate by iterate. On random ranges d = 64 th
 trajectory itself is chaotic (a relative change of 1e-15 in the numpy start alone
 grows to 1e-4 by the tenth Newton step), so there each step is compared from the same
 iterate: one Newton step of each backend from every iterate of the numpy run.
+
+On one H200 (torch 2.11.0+cu130, CuPy 14.2.0, array-api-compat 1.15.0; README "GPU: one
+H200") every ``torch:cuda`` and ``cupy`` test here passed.
 """
 
 import numpy as np
