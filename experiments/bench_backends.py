@@ -42,6 +42,10 @@ SEED = 0
 WARMUP_D = 32
 WORKLOADS = {"prefix": workloads.prefix,
              "ranges": lambda d: workloads.random_ranges(d, targets="random", seed=SEED)}
+#: Exceptions that become a cell's error row instead of ending the run: a failed solve, and an
+#: accelerator's out-of-memory or driver error (torch raises RuntimeError subclasses, CuPy
+#: MemoryError ones), so that one size too large for the card keeps the other cells' table.
+CELL_ERRORS = (ffu.SolverError, MemoryError, RuntimeError)
 COLUMNS = ("workload", "d", "backend", "device", "time_s", "speedup", "nit", "n_hvp", "alpha", "alpha_vs_numpy",
            "gap", "status")
 
@@ -112,7 +116,7 @@ def main(argv=None):
     table = runner.Table("SM-II on array backends", COLUMNS, floatfmt=".5g",
                          footer="; wall-clock on this machine, shared with other jobs")
     return runner.run_grid(NAME, cells, run_cell, args, version=CELL_VERSION, table=table, combine=against_numpy,
-                           errors=(ffu.SolverError,),
+                           errors=CELL_ERRORS,
                            meta={"tol": args.tol, "max_time": args.max_time, "blas_threads": threads,
                                  "torch_threads": args.torch_threads, "float32": args.float32})
 

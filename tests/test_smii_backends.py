@@ -210,6 +210,24 @@ def test_bench_backends_quick_compares_every_usable_backend_with_numpy():
         assert abs(r["alpha_vs_numpy"]) <= 1e-3 and r["speedup"] == by["numpy"]["time_s"] / r["time_s"]
 
 
+def test_bench_backends_reports_an_out_of_memory_cell_and_keeps_the_others(monkeypatch):
+    from experiments import bench_backends
+
+    solve = ffu.solve
+
+    def short_of_memory(problem, **options):
+        if problem.k > 40 and options.get("tol") is not None:  # the timed d = 64 solves, not the warm-up
+            raise MemoryError("Out of memory allocating 33,554,432 bytes")
+        return solve(problem, **options)
+
+    monkeypatch.setattr(bench_backends.ffu, "solve", short_of_memory)
+    rows = bench_backends.main(["--quick", "--no-cache", "--quiet", "--workloads", "prefix", "--backends", "numpy",
+                                "--sizes", "64", "32"])
+    by = {r["d"]: r for r in rows}
+    assert by[64]["error"] == "MemoryError: Out of memory allocating 33,554,432 bytes"
+    assert by[32]["status"] == OPTIMAL and by[32]["speedup"] == 1.0  # the cell after the failed one
+
+
 def test_bench_backends_without_numpy_leaves_the_ratios_blank():
     from experiments import bench_backends
 
