@@ -13,7 +13,9 @@ itself (so the default path calls exactly the numpy and scipy functions it alway
 did), elsewhere the array-API namespace of array-api-compat. What the array API
 leaves out, each :class:`Backend` adds: ``cholesky`` (``None`` when the matrix is not
 positive definite), a lower ``solve_triangular`` (optionally transposed), ``eigh``,
-``einsum``, ``diag``, ``queries`` (how ``L`` is held: numpy keeps a sparse ``L`` as
+``einsum``, ``diag``, ``maximum`` / ``minimum`` (with a Python float, which
+array-api-compat 1.15's torch ``maximum`` refuses), ``arange`` (on an array's device),
+``queries`` (how ``L`` is held: numpy keeps a sparse ``L`` as
 CSR and a triangular one as :class:`TriangularQueries`), ``variances``
 (``diag(L S L^T)``), ``inner``, the float32 /
 float64 casts and the products of the float32 step solver: ``gram`` (``A diag(w) A^T``
