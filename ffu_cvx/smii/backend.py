@@ -349,9 +349,9 @@ class ArrayAPIBackend(Backend):
         return self.xp.arange(n, device=like.device)
 
     def _like(self, x, y):
-        """``y`` as an array of ``x``'s dtype and device (array-api-compat's torch ``maximum``
-        takes no Python scalar)."""
-        return self.xp.full_like(x, y) if isinstance(y, (int, float)) else y
+        """``y`` as a 0-d array of ``x``'s dtype and device, broadcast by the caller (array-api-compat's
+        torch ``maximum`` takes no Python scalar)."""
+        return self.xp.asarray(y, dtype=x.dtype, device=x.device) if isinstance(y, (int, float)) else y
 
     def single(self, x):
         return self.xp.astype(x, self.xp.float32, copy=False)
