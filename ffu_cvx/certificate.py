@@ -64,33 +64,90 @@ def _check_multipliers(problem: FitnessProblem, lam, mu) -> tuple[np.ndarray, np
     return lam / lam.sum(), mu / float(mu @ problem.c)
 
 
-def _weighted_factors(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray):
+def _weighted_factors(B, L, lam: np.ndarray, mu: np.ndarray):
     """``(s, t, G, H)``: the supports ``s`` of ``lam`` and ``t`` of ``mu``, ``G = B_s diag(sqrt(lam_s))``
     (k, |s|) and ``H = L_t^T diag(sqrt(mu_t))`` (k, |t|), so that ``P = G G^T``, ``Q = H H^T``."""
     sl, sm = np.flatnonzero(lam > 0), np.flatnonzero(mu > 0)
-    return sl, sm, problem.B[:, sl] * np.sqrt(lam[sl]), problem.L[sm].T * np.sqrt(mu[sm])
+    return sl, sm, B[:, sl] * np.sqrt(lam[sl]), L[sm].T * np.sqrt(mu[sm])
 
 
-def _fidelity(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack: float = 0.0) -> float:
+class HostAlgebra:
+    """Where :func:`lower_bound` and :func:`dual_sigma` do their dense algebra: ``B`` (k, d)
+    and ``L`` (m, k) held there, and the kernels they call on them.
+
+    This class: numpy and scipy in float64 on the host, the default. SM-II's accelerator
+    backends pass an object with the same attributes whose arrays and kernels live on
+    their device (:class:`ffu_cvx.smii.backend.Placed`): multipliers go in and bounds come
+    out as host numbers either way, and ``eigvalsh`` / ``svdvals`` return host arrays.
+    """
+
+    def __init__(self, B=None, L=None):
+        self.B, self.L = B, L
+
+    @staticmethod
+    def asarray(x):
+        return np.asarray(x, dtype=float)
+
+    def factors(self, lam: np.ndarray, mu: np.ndarray):
+        """``(G, H)`` of :func:`_weighted_factors` for host multipliers."""
+        return _weighted_factors(self.B, self.L, lam, mu)[2:]
+
+    @staticmethod
+    def qr_r(A):
+        """The triangular factor of ``A`` (a, b), a >= b."""
+        return linalg.qr(A, mode="r", check_finite=False)[0]
+
+    @staticmethod
+    def cholesky_upper(A):
+        """The upper Cholesky factor of ``A``, or None when it is not positive definite."""
+        try:
+            return linalg.cholesky(A, lower=False, check_finite=False)
+        except linalg.LinAlgError:
+            return None
+
+    @staticmethod
+    def eigh(M):
+        return linalg.eigh(M, check_finite=False, driver="evd")
+
+    @staticmethod
+    def eigvalsh(A) -> np.ndarray:
+        return linalg.eigvalsh(A, check_finite=False, driver="evd")
+
+    @staticmethod
+    def svdvals(X) -> np.ndarray:
+        return linalg.svdvals(X, check_finite=False)
+
+    @staticmethod
+    def inner(X, Y) -> float:
+        return float(np.vdot(X, Y))
+
+
+def _on(problem: FitnessProblem, on):
+    """``on``, or the problem's own arrays on the host."""
+    return HostAlgebra(problem.B, problem.L) if on is None else on
+
+
+def _fidelity(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack: float = 0.0, on=None) -> float:
     """``F(P, Q)`` for ``lam`` (d,), ``mu`` (m,) >= 0: the nuclear norm of ``H^T G``
-    (:func:`nuclear_norm`, at most ``slack`` (relative) below it; factors of :func:`_weighted_factors`).
+    (:func:`nuclear_norm`, at most ``slack`` (relative) below it; factors of :func:`_weighted_factors`,
+    computed where ``on`` says, :class:`HostAlgebra`).
 
     A thin QR of whichever factor is longer than k reduces it to k columns, so the
     singular values come from a matrix of order at most k. With a ``slack`` only the
     shorter factor is reduced, and only when longer than ``REDUCE_RATIO k``: the Gram
     matrix's order is then at most that, and one product replaces the longer factor's QR.
     """
-    sl, sm, G, H = _weighted_factors(problem, lam, mu)
+    on = _on(problem, on)
+    G, H = on.factors(lam, mu)
     k = problem.k
     # The length from which a factor is reduced, per factor: (G, H).
     if slack > 0:
         short = k * REDUCE_RATIO
-        limits = (short, math.inf) if len(sl) <= len(sm) else (math.inf, short)
+        limits = (short, math.inf) if G.shape[1] <= H.shape[1] else (math.inf, short)
     else:
         limits = (k, k)
-    Gt, Ht = (linalg.qr(F.T, mode="r", check_finite=False)[0][:k] if F.shape[1] > limit else F.T
-              for F, limit in zip((G, H), limits))
-    return nuclear_norm(Ht @ Gt.T, slack)
+    Gt, Ht = (on.qr_r(F.T)[:k] if F.shape[1] > limit else F.T for F, limit in zip((G, H), limits))
+    return nuclear_norm(Ht @ Gt.T, slack, on)
 
 
 #: With a slack, :func:`_fidelity` reduces the shorter factor by a QR only from this
@@ -105,7 +162,7 @@ REDUCE_RATIO = 1.25
 GRAM_MIN_ORDER = 1000
 
 
-def nuclear_norm(X: np.ndarray, slack: float = 0.0) -> float:
+def nuclear_norm(X: np.ndarray, slack: float = 0.0, on=HostAlgebra) -> float:
     """A lower bound on the sum of the singular values of ``X`` (a, b), never above it by rounding.
 
     ``slack = 0`` (or order below ``GRAM_MIN_ORDER``): the sum of ``svdvals``, which keeps
@@ -118,21 +175,21 @@ def nuclear_norm(X: np.ndarray, slack: float = 0.0) -> float:
     upper estimate ``sum sqrt(l_i + delta)``, else the ``svdvals`` sum is. At order 2048
     (two BLAS threads) the Gram route took 0.52 s against 1.75 s for ``svdvals``; on SM-II's
     certificates of prefix and random ranges d = 1024 the margin's width (twice the most it
-    can lose) was 2.5e-7 to 6.5e-6 of the bound.
+    can lose) was 2.5e-7 to 6.5e-6 of the bound. ``on``: where ``X`` lives (:class:`HostAlgebra`).
     """
     n, r = min(X.shape), max(X.shape)
     if slack > 0 and n >= GRAM_MIN_ORDER:
         gram = X.T @ X if X.shape[0] >= X.shape[1] else X @ X.T
-        ev = linalg.eigvalsh(gram, check_finite=False, driver="evd")
+        ev = on.eigvalsh(gram)
         u = np.finfo(float).eps / 2
-        delta = 2.0 * u * (r * float(np.vdot(X, X)) + 10.0 * n * max(float(ev[-1]), 0.0))
+        delta = 2.0 * u * (r * on.inner(X, X) + 10.0 * n * max(float(ev[-1]), 0.0))
         low = float(np.sum(np.sqrt(np.maximum(ev - delta, 0.0))))
         if float(np.sum(np.sqrt(np.maximum(ev + delta, 0.0)))) - low <= slack * low:
             return low
-    return float(np.sum(linalg.svdvals(X, check_finite=False)))
+    return float(np.sum(on.svdvals(X)))
 
 
-def lower_bound(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack: float = 0.0) -> float:
+def lower_bound(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack: float = 0.0, on=None) -> float:
     """Dual lower bound on Problem 1's optimal alpha for multipliers ``lam`` (d,), ``mu`` (m,).
 
     ``lam`` is normalised to the simplex; ``mu`` must be >= 0 and not all zero (its
@@ -140,22 +197,23 @@ def lower_bound(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack:
     singular values of a matrix of order at most k. ``slack > 0`` allows a bound up to
     about twice that (relative) below the exact one, from a Gram matrix's eigenvalues
     where that is rigorous and close enough (:func:`nuclear_norm`: three times faster at
-    order 2048); it is still a valid bound.
+    order 2048); it is still a valid bound. ``on``: where the algebra runs (:class:`HostAlgebra`,
+    the default; SM-II's accelerator backends pass their device's).
     """
     lam, mu = _check_multipliers(problem, lam, mu)
-    return _fidelity(problem, lam, mu, slack) ** 2
+    return _fidelity(problem, lam, mu, slack, on) ** 2
 
 
-def _pair_factors(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray):
+def _pair_factors(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, on=None):
     """``(R, w, V)`` with ``P = R^T R`` (upper Cholesky) and ``R Q R^T = V diag(w) V^T``,
-    or None when ``P`` or ``Q`` is numerically singular."""
-    B, L = problem.B, problem.L
-    try:
-        R = linalg.cholesky((B * lam) @ B.T, lower=False, check_finite=False)
-    except linalg.LinAlgError:
+    or None when ``P`` or ``Q`` is numerically singular (computed where ``on`` says)."""
+    on = _on(problem, on)
+    B, L = on.B, on.L
+    R = on.cholesky_upper((B * on.asarray(lam)) @ B.T)
+    if R is None:
         return None
-    w, V = linalg.eigh(R @ ((L.T * mu) @ L) @ R.T, check_finite=False, driver="evd")
-    if not w[0] > 1e-13 * w[-1]:
+    w, V = on.eigh(R @ ((L.T * on.asarray(mu)) @ L) @ R.T)
+    if not float(w[0]) > 1e-13 * float(w[-1]):
         return None
     return R, w, V
 
@@ -179,7 +237,7 @@ def _ascent_step(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray):
     decades kept its start's bound, 8.3e-5 below the optimum, where ten of these steps reach
     1.9e-6). The longer factors are first reduced by thin QRs (``G^T = Q_g R_g``).
     """
-    sl, sm, G, H = _weighted_factors(problem, lam, mu)
+    sl, sm, G, H = _weighted_factors(problem.B, problem.L, lam, mu)
     Qg, Rg = _thin(G.T)
     Qh, Rh = _thin(H.T)
     U, S, Vt = linalg.svd(Rh @ Rg.T, full_matrices=False, check_finite=False)
@@ -194,19 +252,20 @@ def _ascent_step(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray):
     return F, lam_new, mu_new
 
 
-def dual_sigma(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray) -> np.ndarray | None:
+def dual_sigma(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, on=None) -> np.ndarray | None:
     """The ``Sigma`` (k, k) with ``Sigma Q Sigma = P`` that attains ``F(P, Q)`` for ``lam`` (d,), ``mu`` (m,).
 
     With ``P = R^T R`` and ``R Q R^T = V diag(w) V^T``: ``Sigma = R^T V diag(w^{-1/2}) V^T R``.
     It is the optimal covariance when ``(lam, mu)`` are optimal multipliers; ``None``
-    when ``P`` or ``Q`` is numerically singular.
+    when ``P`` or ``Q`` is numerically singular. ``on``: where it is computed and returned
+    (:class:`HostAlgebra`, the default).
     """
-    factors = _pair_factors(problem, *_check_multipliers(problem, lam, mu))
+    factors = _pair_factors(problem, *_check_multipliers(problem, lam, mu), on)
     if factors is None:
         return None
     R, w, V = factors
     RV = R.T @ V
-    sigma = (RV / np.sqrt(w)) @ RV.T
+    sigma = (RV / w ** 0.5) @ RV.T
     return 0.5 * (sigma + sigma.T)
 
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import workloads
-from ffu_cvx.smii import backend, multipliers
+from ffu_cvx import certificate, workloads
+from ffu_cvx.smii import backend, bounds, multipliers
 from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, normalise, unwhiten_dual, variance_ratios, whiten
 from ffu_cvx.smii.newton import line_search, smii_direction
 from ffu_cvx.smii.options import Options
@@ -117,6 +117,33 @@ def test_kernels_match_numpy(other):
         assert _close(got_x, want_x)
     assert _close(multipliers.damped_shift(up(want.g), 3.0, up(s1)), multipliers.damped_shift(want.g, 3.0, s1))
     assert _close(multipliers.damped_shift(up(want.g), 3.0), multipliers.damped_shift(want.g, 3.0))
+
+
+@pytest.mark.parametrize("slack", [0.0, 1e-5])
+def test_start_and_cheap_bound_run_on_the_backend(other, monkeypatch, slack):
+    problem = _ranges64()  # m = 128 > 1.25 k: the queries' factor is reduced by a QR
+    B, L = other.asarray(problem.B), other.asarray(problem.L)
+    assert _close(initial_sigma(problem, None, B, L), initial_sigma(problem, None))
+    Q = np.random.default_rng(5).standard_normal((2 * problem.k, problem.k))
+    assert _close(initial_sigma(problem, Q, B, L), initial_sigma(problem, Q))
+    on = backend.Placed(other, B, L)
+    rng = np.random.default_rng(6)
+    lam, mu = rng.random(problem.d), rng.random(problem.m)
+    assert _close(certificate.dual_sigma(problem, lam, mu, on=on), certificate.dual_sigma(problem, lam, mu))
+    lam[::3], mu[::5] = 0.0, 0.0  # weights of zero leave their columns and queries out
+    monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 1)  # the Gram route at this size
+    got = certificate.lower_bound(problem, lam, mu, slack, on=on)
+    assert isinstance(got, float) and _close(got, certificate.lower_bound(problem, lam, mu, slack), 1e-12)
+
+
+def test_a_run_certifying_on_the_backend_matches_numpy(other, monkeypatch):
+    monkeypatch.setattr(bounds, "CHEAP_CERTIFY_K", 16)  # the device's bound at k = 32
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(32))
+    want = ffu.solve(problem, method="smii", refine=False)
+    got = ffu.solve(problem, method="smii", refine=False, array_backend=other.name)
+    assert (got.nit, got.n_hvp, got.status) == (want.nit, want.n_hvp, want.status)
+    assert isinstance(got.lam, np.ndarray) and _close(got.lower_bound, want.lower_bound)
+    assert _close(got.lam, want.lam) and _close(got.mu, want.mu)
 
 
 def test_cholesky_reports_an_indefinite_matrix(other):

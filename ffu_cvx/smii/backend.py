@@ -12,7 +12,7 @@ are written once against an array namespace ``xp`` and take it from their arrays
 itself (so the default path calls exactly the numpy and scipy functions it always
 did), elsewhere the array-API namespace of array-api-compat. What the array API
 leaves out, each :class:`Backend` adds: ``cholesky`` (``None`` when the matrix is not
-positive definite), a lower ``solve_triangular`` (optionally transposed), ``eigh``,
+positive definite), ``spd_inverse``, a lower ``solve_triangular`` (optionally transposed), ``eigh``,
 ``einsum``, ``diag``, ``maximum`` / ``minimum`` (with a Python float, which
 array-api-compat 1.15's torch ``maximum`` refuses), ``arange`` (on an array's device),
 ``queries`` (how ``L`` is held: numpy keeps a sparse ``L`` as
@@ -29,8 +29,10 @@ numpy-style boolean column masks, which torch and CuPy support.
 
 :func:`select` turns the option ``array_backend`` into a backend: ``"numpy"``,
 ``"torch"`` (CUDA when available, else the CPU), ``"torch:cpu"``, ``"torch:cuda"`` or
-``"cupy"``, all in float64. The start, the certificate and the polish stay on numpy in
-float64: the driver moves arrays back with :meth:`Backend.to_numpy`.
+``"cupy"``, all in float64. The start and the cheap certificate run on the backend too
+(:class:`Placed` gives :mod:`ffu_cvx.certificate` the arrays and kernels there); the dual
+ascent, the polish and the Solution stay on numpy in float64: the driver moves arrays back
+with :meth:`Backend.to_numpy`.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from scipy.linalg import blas, lapack
 from .. import openblas, privacy
 from ..basis import is_identity
 
-__all__ = ["BACKENDS", "Backend", "TriangularQueries", "NUMPY", "available", "of", "select"]
+__all__ = ["BACKENDS", "Backend", "Placed", "TriangularQueries", "NUMPY", "available", "of", "select"]
 
 #: The values of the option ``array_backend``.
 BACKENDS = ("numpy", "torch", "torch:cpu", "torch:cuda", "cupy")
@@ -147,6 +149,11 @@ class Backend:
     def eigh(self, M):
         """``(eigenvalues ascending, eigenvectors)`` of the symmetric ``M``."""
         return linalg.eigh(M, check_finite=False, driver="evd")
+
+    def spd_inverse(self, A):
+        """``A^{-1}`` for a symmetric positive definite ``A``, or ``None`` when it is not."""
+        C = self.cholesky(A)
+        return None if C is None else linalg.cho_solve((C, True), np.eye(len(A)), check_finite=False)
 
     def inner(self, X, Y) -> float:
         """The Frobenius inner product ``<X, Y>``."""
@@ -339,6 +346,13 @@ class ArrayAPIBackend(Backend):
     def eigh(self, M):
         return tuple(self.xp.linalg.eigh(M))
 
+    def spd_inverse(self, A):
+        C = self.cholesky(A)
+        if C is None:
+            return None
+        inverse = self.solve_triangular(C, self.xp.eye(A.shape[0], dtype=A.dtype, device=A.device))
+        return inverse.T @ inverse
+
     def maximum(self, x, y):
         return self.xp.maximum(x, self._like(x, y))
 
@@ -377,6 +391,44 @@ class ArrayAPIBackend(Backend):
     def finite_factor(self, R):
         xp = self.xp
         return R if bool(xp.all(xp.isfinite(xp.linalg.diagonal(R)))) else None
+
+
+class Placed:
+    """``B`` (k, d) and ``L`` (m, k) on the backend ``bk``, with the kernels that
+    :func:`ffu_cvx.certificate.lower_bound` and :func:`~ffu_cvx.certificate.dual_sigma` call
+    (:class:`ffu_cvx.certificate.HostAlgebra`'s attributes), so that an accelerator backend
+    certifies and starts on its device: host multipliers in, host numbers out (k eigen- or
+    singular values, never a (k, k) array)."""
+
+    def __init__(self, bk: Backend, B, L):
+        self.bk, self.B, self.L = bk, B, L
+        self.asarray, self.eigh, self.inner = bk.asarray, bk.eigh, bk.inner
+
+    def factors(self, lam: np.ndarray, mu: np.ndarray):
+        """``(G, H)``: the columns of ``B`` and rows of ``L`` of positive weight, scaled by its square root."""
+        return _scaled_support(self.bk, self.B, lam, 1), _scaled_support(self.bk, self.L, mu, 0).T
+
+    def qr_r(self, A):
+        return self.bk.xp.linalg.qr(A)[1]
+
+    def cholesky_upper(self, A):
+        R = self.bk.cholesky(A)
+        return None if R is None else R.T
+
+    def eigvalsh(self, A) -> np.ndarray:
+        return self.bk.to_numpy(self.bk.xp.linalg.eigvalsh(A))
+
+    def svdvals(self, X) -> np.ndarray:
+        return self.bk.to_numpy(self.bk.xp.linalg.svdvals(X))
+
+
+def _scaled_support(bk: Backend, A, weights: np.ndarray, axis: int):
+    """The slices of ``A`` along ``axis`` whose host ``weights`` are positive, times their square roots."""
+    keep = np.flatnonzero(weights > 0)
+    root = bk.asarray(np.sqrt(weights[keep]))
+    if len(keep) < len(weights):
+        A = bk.xp.take(A, bk.xp.asarray(keep, device=A.device), axis=axis)
+    return A * root if axis == 1 else A * root[:, None]
 
 
 class TorchBackend(ArrayAPIBackend):

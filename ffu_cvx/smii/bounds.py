@@ -1,8 +1,9 @@
 """SM-II's certificate bookkeeping: the best certified lower bound of a run and when to refresh it.
 
 Solver layer (SM-II): imports ``certificate``, :mod:`ffu_cvx.smii.backend` and
-:mod:`ffu_cvx.smii.model` only. Certificates are numpy float64 whatever the array
-backend: :meth:`BoundKeeper.certify` moves the point to the host first.
+:mod:`ffu_cvx.smii.model` only. Certificates are float64 and their multipliers and bounds
+numpy whatever the array backend: the cheap bound's algebra runs on the backend's device
+(``on``), the dual ascent on the host.
 
 Stopping is certified: at the end of a sub-problem :func:`ffu_cvx.certificate.certify`
 starts from ``(w, u / c)`` (for ``k > CHEAP_CERTIFY_K`` the bound of ``(w, u / c)``
@@ -62,11 +63,12 @@ class BoundKeeper:
 
     ``value`` (0 before the first certificate), ``lam`` (d,), ``mu`` (m,); ``gain`` is
     the relative rise of the bound at the last certificate and ``skips`` the
-    certificates skipped since the last dual ascent.
+    certificates skipped since the last dual ascent. ``on``: the problem's arrays on an
+    accelerator backend (:class:`~ffu_cvx.smii.backend.Placed`), None on numpy.
     """
 
-    def __init__(self, problem: FitnessProblem, tol: float):
-        self.problem, self.tol = problem, tol
+    def __init__(self, problem: FitnessProblem, tol: float, on=None):
+        self.problem, self.tol, self.on = problem, tol, on
         self.value, self.lam, self.mu = 0.0, None, None
         self.gain, self.skips = math.inf, 0
 
@@ -89,13 +91,15 @@ class BoundKeeper:
         return gap <= self.tol or (self.skips < CERTIFY_MAX_SKIPS and (far or self.gain < CERTIFY_STALL * self.tol))
 
     def _bound(self, p: Point, kappa: float, c_int):
-        """``(lower bound, lam, mu)`` certified at ``p`` (internal targets ``c_int``)."""
-        problem = self.problem
-        mu_w = p.u / problem.c  # the soft-max weights as multipliers (mu_w . c = 1)
+        """``(lower bound, lam, mu)`` certified at ``p`` (internal targets ``c_int``; both on any backend)."""
+        problem, bk = self.problem, of(p.w)
+        w = bk.to_numpy(p.w)
+        mu_w = bk.to_numpy(p.u) / problem.c  # the soft-max weights as multipliers (mu_w . c = 1)
         if problem.k > CHEAP_CERTIFY_K:
             # The bound is F^2: F's relative slack counts twice.
-            lb = certificate.lower_bound(problem, p.w, mu_w, slack=0.5 * CERTIFY_SLACK * self.tol)
-            return lb, p.w, mu_w
+            lb = certificate.lower_bound(problem, w, mu_w, slack=0.5 * CERTIFY_SLACK * self.tol, on=self.on)
+            return lb, w, mu_w
+        p, c_int = p.to_numpy(), bk.to_numpy(c_int)
         s = p.ratio(kappa)
         cert = certificate.certify(problem, p.sigma / s, lam=p.w, mu=mu_w, profile=p.g * s,
                                    variances=p.h * c_int / s, stall=ASCENT_STALL)
@@ -105,7 +109,9 @@ class BoundKeeper:
         """Certify ``p`` and return its gap against the best bound (inf while no bound is positive).
 
         With ``force=False`` the dual ascent is skipped when :meth:`_skip` says so. ``p``
-        and ``c_int`` may live on any array backend: the certificate is computed on numpy.
+        and ``c_int`` may live on any array backend: the cheap bound (``k > CHEAP_CERTIFY_K``)
+        is computed there when the keeper was given that backend's arrays (``on``, a
+        :class:`~ffu_cvx.smii.backend.Placed`), the dual ascent on numpy.
         """
         if not force and self.value > 0:
             gap = p.cost(kappa) / self.value - 1.0
@@ -113,7 +119,7 @@ class BoundKeeper:
                 self.skips += 1
                 return gap
         self.skips = 0
-        lb, lam, mu = self._bound(p.to_numpy(), kappa, of(c_int).to_numpy(c_int))
+        lb, lam, mu = self._bound(p, kappa, c_int)
         if lb > self.value:
             self.gain = lb / self.value - 1.0 if self.value > 0 else math.inf
             self.value, self.lam, self.mu = lb, lam, mu

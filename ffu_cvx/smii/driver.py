@@ -58,7 +58,7 @@ from ..problem import FitnessProblem
 from ..result import Solution
 from ..status import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
 from ..version import __version__
-from .backend import NUMPY, select
+from .backend import NUMPY, Placed, select
 from .bounds import BoundKeeper
 from .log import IterationLog
 from .mixing import EndPool, end_of, mix
@@ -200,15 +200,14 @@ class Run:
         self.log = IterationLog(opts.verbose, f"{method.title} (ffu-cvx {__version__})", problem,
                                 dict(t1=opts.t1, t2=opts.t2, mu=opts.mu, maxcg=opts.maxcg, tol2=opts.tol2,
                                      nttol=opts.nttol, tol=opts.tol))
-        # The iterate and the data on the array backend (the start is computed on numpy).
+        # The iterate and the data on the array backend, where the start is computed too.
         self.bk = bk = select(opts.array_backend)
         self.B, self.L = bk.asarray(problem.B), bk.queries(problem.L)
-        start = initial_sigma(problem, Q, L=self.L if bk is NUMPY else None)
-        sigma, self.c_int, self.kappa = normalise(bk.asarray(start), self.B, self.L,
-                                                  bk.asarray(problem.c))
+        start = initial_sigma(problem, Q, self.B, problem.L if bk is NUMPY else self.L, self.L)
+        sigma, self.c_int, self.kappa = normalise(start, self.B, self.L, bk.asarray(problem.c))
         self.t1, self.t2 = opts.t1, opts.t2
         self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2)
-        self.bounds = BoundKeeper(problem, opts.tol)
+        self.bounds = BoundKeeper(problem, opts.tol, on=None if bk is NUMPY else Placed(bk, self.B, self.L))
         self.best: Best | None = None
         self.lowest: Lowest | None = None
         self.nit = self.n_hvp = self.n_cg = self.restarts = 0
@@ -544,8 +543,9 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         Where the dense kernels run (:mod:`ffu_cvx.smii.backend`): ``"numpy"`` (the
         default and tested path), ``"torch"`` (CUDA when available, else the CPU),
         ``"torch:cpu"``, ``"torch:cuda"`` or ``"cupy"``, all in float64; these need the
-        optional extra ``ffu-cvx[gpu]`` (array-api-compat) and torch or CuPy. The start,
-        the certificate, the polish and the returned Solution stay numpy float64. The
+        optional extra ``ffu-cvx[gpu]`` (array-api-compat) and torch or CuPy. The start and
+        the cheap certificate (``k > 256``) run there too; the dual ascent of smaller
+        certificates, the polish and the returned Solution are numpy float64. The
         iterates match numpy's to rounding step by step; over a whole run they agree to
         about 1e-10 where SM-II's trajectory is stable, and to the certified tolerance
         where it is not (rounding can change later Newton steps).

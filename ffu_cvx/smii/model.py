@@ -39,8 +39,8 @@ Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``certificate
   against 512 and 13426 for ``I``).
 - Array backends: the point, the whitened operator and :func:`normalise` take their
   array namespace and linear algebra from their arrays (:func:`ffu_cvx.smii.backend.of`),
-  so they run unchanged on torch or CuPy arrays; the start (:func:`initial_sigma`),
-  ``objective`` and ``hessp`` are numpy.
+  so they run unchanged on torch or CuPy arrays, and so does the start (:func:`initial_sigma`,
+  on the backend of the ``B`` it is given); ``objective`` and ``hessp`` are numpy.
 - :func:`normalise`: every sub-problem starts from the normalised problem (``Sigma``
   and the targets rescaled so that ``max g = max h = 1``), so ``t`` has the same meaning
   on every workload.
@@ -51,12 +51,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import linalg
 
 from .. import certificate
 from ..problem import FitnessProblem
 from ..status import SolverError
-from .backend import NUMPY, of
+from .backend import NUMPY, Placed, of
 
 __all__ = ["objective", "hessp"]
 
@@ -369,17 +368,17 @@ def _active(bk, X, weights, axis: int):
     return xp.take(X, idx, axis=axis), xp.take(weights, idx, axis=0)
 
 
-def _start_candidates(problem: FitnessProblem) -> list[np.ndarray]:
+def _start_candidates(problem: FitnessProblem, B, L) -> list:
     """``I``, ``B B^T``, ``(L^T diag(1/c) L)^{-1}`` (when positive definite) and the
-    ``Sigma`` of uniform dual multipliers (when it exists)."""
-    B, L, c = problem.B, problem.L, problem.c
-    candidates = [np.eye(problem.k), symmetrise(B @ B.T)]
-    try:
-        C = linalg.cholesky((L.T / c) @ L, lower=True, check_finite=False)
-        candidates.append(symmetrise(linalg.cho_solve((C, True), np.eye(problem.k), check_finite=False)))
-    except linalg.LinAlgError:
-        pass
-    uniform = certificate.dual_sigma(problem, np.ones(problem.d), 1.0 / c)
+    ``Sigma`` of uniform dual multipliers (when it exists), on the backend of ``B`` (k, d)
+    and the dense ``L`` (m, k)."""
+    bk = of(B)
+    candidates = [bk.asarray(np.eye(problem.k)), symmetrise(B @ B.T)]
+    inverse = bk.spd_inverse((L.T / bk.asarray(problem.c)) @ L)
+    if inverse is not None:
+        candidates.append(symmetrise(inverse))
+    uniform = certificate.dual_sigma(problem, np.ones(problem.d), 1.0 / problem.c,
+                                     on=None if bk is NUMPY else Placed(bk, B, L))
     if uniform is not None:
         candidates.append(uniform)
     return candidates
@@ -392,19 +391,20 @@ def _user_start(Q, k: int) -> np.ndarray:
         raise ValueError(f"`Q` must be a (q, {k}) matrix acting on the basis coordinates B x, got shape {Q.shape}")
     if not np.all(np.isfinite(Q)):
         raise ValueError("`Q` contains NaN or inf")
-    try:
-        C = linalg.cholesky(Q.T @ Q, lower=True, check_finite=False)
-    except linalg.LinAlgError:
+    inverse = NUMPY.spd_inverse(Q.T @ Q)
+    if inverse is None:
         raise ValueError(f"`Q` must have full column rank {k} so that Q^+ Q^+T is positive definite; "
-                         "add rows (for example the identity) to Q") from None
-    return symmetrise(linalg.cho_solve((C, True), np.eye(k), check_finite=False))
+                         "add rows (for example the identity) to Q")
+    return symmetrise(inverse)
 
 
-def initial_sigma(problem: FitnessProblem, Q, L=None) -> np.ndarray:
+def initial_sigma(problem: FitnessProblem, Q, B=None, L=None, queries=None):
     """§6.3: ``Sigma_0 = s^2 Q^+ Q^{+T}`` with ``s^2 = 0.99 min_j c_j / (L Q^+ Q^{+T} L^T)_jj``.
 
-    ``L``: ``problem.L`` as the solver holds it on numpy (dense or CSR,
-    :meth:`ffu_cvx.smii.backend.Backend.queries`) for the candidates' variances; default ``problem.L``.
+    ``B`` (k, d) and ``L`` (m, k): the problem's, dense, on the array backend where the start
+    is computed and returned (default ``problem.B``, ``problem.L``: numpy); ``queries``:
+    ``L`` as the solver holds it there for the variances (numpy: dense or CSR,
+    :meth:`ffu_cvx.smii.backend.Backend.queries`; default ``L``).
 
     ``Q = None``: of ``I`` (the paper's default), ``B B^T`` (the profile is then the
     leverage scores), ``(L^T diag(1/c) L)^{-1}`` (the Gaussian mechanism on
@@ -412,18 +412,22 @@ def initial_sigma(problem: FitnessProblem, Q, L=None) -> np.ndarray:
     (:func:`ffu_cvx.certificate.dual_sigma`), the one of least privacy cost once scaled
     to meet every target.
     """
+    B = problem.B if B is None else B
     L = problem.L if L is None else L
+    queries = L if queries is None else queries
+    bk = of(B)
+    xp, c = bk.xp, bk.asarray(problem.c)
     if Q is None:
-        B, c = problem.B, problem.c
-        candidates = _start_candidates(problem)
+        candidates = _start_candidates(problem, B, L)
         costs = []
         for S in candidates:
             fac = factor(S, B)
-            costs.append(math.inf if fac is None else float(fac[2].max() * variance_ratios(L, S, c).max()))
+            costs.append(math.inf if fac is None else float(xp.max(fac[2])) *
+                         float(xp.max(variance_ratios(queries, S, c))))
         S0 = candidates[int(np.argmin(costs))]
     else:
-        S0 = _user_start(Q, problem.k)
-    s2 = START_MARGIN * float(np.min(problem.c / NUMPY.variances(L, S0)))
+        S0 = bk.asarray(_user_start(Q, problem.k))
+    s2 = START_MARGIN * float(xp.min(c / bk.variances(queries, S0)))
     return s2 * S0
 
 
