@@ -9,7 +9,9 @@ grows to 1e-4 by the tenth Newton step), so there each step is compared from the
 iterate: one Newton step of each backend from every iterate of the numpy run.
 
 On one H200 (torch 2.11.0+cu130, CuPy 14.2.0, array-api-compat 1.15.0; README "GPU: one
-H200") every ``torch:cuda`` and ``cupy`` test here passed.
+H200") every ``torch:cuda`` and ``cupy`` test here passed in stop 37; in stop 38 a whole run
+of prefix(32) on CUDA ended 1.1e-10 from numpy's objective, so whole runs on CUDA are held
+to 1e-9 (torch's CPU backend, the one CI can test, to 1e-10).
 """
 
 import numpy as np
@@ -17,7 +19,7 @@ import pytest
 
 import ffu_cvx as ffu
 from ffu_cvx import certificate, workloads
-from ffu_cvx.smii import backend, bounds, multipliers
+from ffu_cvx.smii import backend, bounds, model, multipliers
 from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, normalise, unwhiten_dual, variance_ratios, whiten
 from ffu_cvx.smii.newton import line_search, smii_direction
 from ffu_cvx.smii.options import Options
@@ -123,6 +125,7 @@ def test_kernels_match_numpy(other):
 def test_start_and_cheap_bound_run_on_the_backend(other, monkeypatch, slack):
     problem = _ranges64()  # m = 128 > 1.25 k: the queries' factor is reduced by a QR
     B, L = other.asarray(problem.B), other.asarray(problem.L)
+    monkeypatch.setattr(model, "DEVICE_START_MIN_K", 1)  # the device's start at k = 63
     assert _close(initial_sigma(problem, None, B, L), initial_sigma(problem, None))
     Q = np.random.default_rng(5).standard_normal((2 * problem.k, problem.k))
     assert _close(initial_sigma(problem, Q, B, L), initial_sigma(problem, Q))
@@ -143,7 +146,10 @@ def test_a_run_certifying_on_the_backend_matches_numpy(other, monkeypatch):
     got = ffu.solve(problem, method="smii", refine=False, array_backend=other.name)
     assert (got.nit, got.n_hvp, got.status) == (want.nit, want.n_hvp, want.status)
     assert isinstance(got.lam, np.ndarray) and _close(got.lower_bound, want.lower_bound)
-    assert _close(got.lam, want.lam) and _close(got.mu, want.mu)
+    # These multipliers are the soft-max weights exp(t (g_i - max g)) at t = 90: the profile's
+    # rounding times t (on the H200 machine lam was 1.6e-10 from numpy's on torch:cuda,
+    # 2.8e-11 on torch 2.11 CPU, 4.3e-11 on CuPy; the bound 1.4e-15 to 1.9e-15).
+    assert _close(got.lam, want.lam, 1e-8) and _close(got.mu, want.mu, 1e-8)
 
 
 def test_cholesky_reports_an_indefinite_matrix(other):
@@ -162,6 +168,9 @@ def test_identical_iterates_on_a_stable_trajectory(other, workload):
     problem = ffu.FitnessProblem.from_workload(workload)
     want = ffu.solve(problem, method="smii", refine=False)
     got = ffu.solve(problem, method="smii", refine=False, array_backend=other.name)
+    # On CUDA the libraries' own rounding moved prefix(32)'s objective 1.1e-10 from numpy's in
+    # one run of the H200 (under 1e-10 in another): a whole run there is held to 1e-9.
+    rtol = RTOL if other.name == "torch:cpu" else 1e-9
     assert isinstance(got.sigma, np.ndarray) and got.sigma.dtype == np.float64
     assert (got.nit, got.n_hvp, got.status) == (want.nit, want.n_hvp, want.status)
     for a, b in zip(got.history, want.history):
@@ -171,9 +180,9 @@ def test_identical_iterates_on_a_stable_trajectory(other, workload):
         # alpha, a largest ratio through the factor of the point, carries 10-25 times the
         # objective's rounding on prefix(32): 6.0e-10 against 6.2e-11 (torch 2.13 CPU, numpy 2.4),
         # 1.1e-9 against 4.5e-11 (torch 2.11 CPU, numpy 2.5, on the GPU machine).
-        assert _close(a["objective"], b["objective"]) and _close(a["alpha"], b["alpha"], 1e-8)
-    assert _close(got.sigma, want.sigma) and _close(got.lam, want.lam) and _close(got.mu, want.mu)
-    assert _close(got.lower_bound, want.lower_bound)
+        assert _close(a["objective"], b["objective"], rtol) and _close(a["alpha"], b["alpha"], 1e-8)
+    assert _close(got.sigma, want.sigma, rtol) and _close(got.lam, want.lam, rtol) and _close(got.mu, want.mu, rtol)
+    assert _close(got.lower_bound, want.lower_bound, rtol)
 
 
 def _one_step(problem, sigma, t1, t2, bk, precondition):

@@ -29,7 +29,7 @@ numpy-style boolean column masks, which torch and CuPy support.
 
 :func:`select` turns the option ``array_backend`` into a backend: ``"numpy"``,
 ``"torch"`` (CUDA when available, else the CPU), ``"torch:cpu"``, ``"torch:cuda"`` or
-``"cupy"``, all in float64. The start and the cheap certificate run on the backend too
+``"cupy"``, all in float64. The start (from k = 1,000) and the cheap certificate run on the backend too
 (:class:`Placed` gives :mod:`ffu_cvx.certificate` the arrays and kernels there); the dual
 ascent, the polish and the Solution stay on numpy in float64: the driver moves arrays back
 with :meth:`Backend.to_numpy`.
