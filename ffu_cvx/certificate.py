@@ -33,7 +33,7 @@ from scipy import linalg
 from . import privacy
 from .problem import FitnessProblem
 
-__all__ = ["Certificate", "lower_bound", "certify", "dual_sigma", "nuclear_norm"]
+__all__ = ["Certificate", "HostAlgebra", "lower_bound", "certify", "dual_sigma", "nuclear_norm"]
 
 
 @dataclass(frozen=True)
