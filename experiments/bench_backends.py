@@ -15,9 +15,10 @@ counted. torch runs on ``--torch-threads`` CPU threads (default 1, to match
 ``OPENBLAS_NUM_THREADS=1`` for numpy on a shared machine). Cells are cached under
 ``results/cache/bench_backends`` (timings included: ``--force`` re-measures).
 
-On a GPU give ``--blas-threads N``: the start, the certificate and the polish run on numpy,
-and on one BLAS thread they took prefix d = 4,096 on an H200 from 32.1 s to 123.5 s of wall
-time (README "GPU: one H200").
+On a GPU give ``--blas-threads N``: the start and the certificate's bound run on the device
+(from k = 1,000 and past k = 256), but the Solution's checks and the polish stay on numpy:
+prefix d = 4,096 on an H200 took 8.29 s with 16 host threads and 11.5 s with one (README
+"GPU: one H200").
 
 torch and CuPy are optional (``pip install 'ffu-cvx[gpu]'`` for array-api-compat, then
 torch or CuPy); without them the table has numpy's rows only.

@@ -79,11 +79,12 @@ HVP_CHUNK = 1024
 CG_SINGLE_MIN_K = 2000
 #: The start is scaled to this fraction of the largest step that keeps every target (§6.3).
 START_MARGIN = 0.99
-#: From this basis size an accelerator backend computes the start on its device; below it
-#: on numpy (under a second here at k = 1,000) and moves it there. Computed on CUDA the
-#: start's rounding moved the objective of a whole run on prefix(32) by 2.3e-10 from numpy's.
-#: With the certificate's bound on the device as well, prefix d = 4,096 took 8.3 s against
-#: 26.0 s on torch:cuda (H200, 16 host threads; README "GPU: one H200").
+#: From this basis size an accelerator backend computes the start on its device; below it on
+#: numpy (0.97 s here at d = 1,024, prefix and random ranges, one BLAS thread) and moves it
+#: there. Computed on CUDA the start's rounding moved the objective of a whole run on
+#: prefix(32) by 2.3e-10 from numpy's. With the certificate's bound on the device as well,
+#: prefix d = 4,096 took 8.3 s against 26.0 s on torch:cuda (H200, 16 host threads; README
+#: "GPU: one H200").
 DEVICE_START_MIN_K = 1000
 
 
