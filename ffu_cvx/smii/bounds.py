@@ -105,6 +105,15 @@ class BoundKeeper:
                                    variances=p.h * c_int / s, stall=ASCENT_STALL)
         return cert.lower_bound, cert.lam, cert.mu
 
+    def offer(self, lam, mu) -> float:
+        """The best bound after offering multipliers ``lam`` (d,) and ``mu`` (m,; per variance
+        ratio ``var_j / c_j``) from outside the soft maxes (:mod:`ffu_cvx.smii.kkt`)."""
+        lb = certificate.lower_bound(self.problem, lam, mu / self.problem.c, slack=0.5 * CERTIFY_SLACK * self.tol,
+                                     on=self.on)
+        if lb > self.value:
+            self.value, self.lam, self.mu = lb, lam, mu / self.problem.c
+        return self.value
+
     def certify(self, p: Point, kappa: float, c_int, force: bool = True) -> float:
         """Certify ``p`` and return its gap against the best bound (inf while no bound is positive).
 

@@ -1,9 +1,10 @@
 """SM-II's driver: Algorithm 1 as a small state machine, and ``solve_smii`` / ``solve_gd``.
 
-Solver layer (SM-II), top of the package: imports ``problem``, ``result``,
-``status``, ``version`` and the submodules :mod:`~ffu_cvx.smii.backend`,
-:mod:`~ffu_cvx.smii.model`, :mod:`~ffu_cvx.smii.newton`, :mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`,
-:mod:`~ffu_cvx.smii.multipliers`, :mod:`~ffu_cvx.smii.mixing`, :mod:`~ffu_cvx.smii.polish` and :mod:`~ffu_cvx.smii.log`.
+Solver layer (SM-II), top of the package: imports ``problem``, ``result``, ``status``,
+``version`` and the submodules :mod:`~ffu_cvx.smii.backend`, :mod:`~ffu_cvx.smii.model`,
+:mod:`~ffu_cvx.smii.newton`, :mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`,
+:mod:`~ffu_cvx.smii.multipliers`, :mod:`~ffu_cvx.smii.mixing`, :mod:`~ffu_cvx.smii.kkt`,
+:mod:`~ffu_cvx.smii.polish` and :mod:`~ffu_cvx.smii.log`.
 
 A run (:class:`Run`) moves between four states: **step** (a direction from the step
 solver and a line search), **end of sub-problem** (the Newton decrement is below the
@@ -14,36 +15,25 @@ direction. The iterate, ``B``, ``L`` and the internal targets live on the array 
 of the option ``array_backend`` (numpy by default); the history, the callback's
 ``sigma``, the certificate and the Solution are numpy. Beyond the paper:
 
-- Preconditioned, CG takes the paper's MAXCG iterations and goes on (to ``maxcg_cap``)
-  while each further Hessian product pays for itself
-  (:func:`~ffu_cvx.smii.newton.extension_pays`); plain CG's budget starts at MAXCG and
-  doubles (to ``maxcg_cap``) while full Newton steps gain less and less. A sub-problem
-  also ends when the Newton decrement is below ``ntrel / t1`` (well under the soft
-  max's own error at that ``t1``), after a full step that gained less than ``SETTLE``
-  times that (the step is kept and no direction is spent confirming the end; not after
-  the first step of a shifted sub-problem to an iterate whose gap is over ``DRIFT``
-  times the best one, :func:`settles`), when progress stalls, or after ``SUB_MAXIT``
-  steps. The soft-max error, hence the gap, falls like ``1 / t``, so near the goal ``t``
-  grows by less than ``mu``.
-- Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` it stops growing and
-  each sub-problem weights its soft maxes by the previous one's weights,
-  ``smax = (1/t) log sum_i lam_i exp(t x_i)`` (``log lam`` moved part of the way to the
-  log of the last weights, :func:`~ffu_cvx.smii.multipliers.damped_shift`): a damped
-  exponential method of multipliers, whose fixed points are Problem 3's KKT points at any ``t``. The soft
-  max's bias of order ``log(d) / t`` is then removed by the multipliers instead of by
-  sharpening, and the sub-problems stay as well conditioned as at ``t_shift``: a few
-  truncated Newton steps each. ``t`` grows again (by at most ``SHIFT_GROW``) only when
-  ``SHIFT_PATIENCE`` shifted sub-problems in a row do not improve on the best gap (the
-  multiplier method's iterates need not improve it every time). A shifted sub-problem
-  whose gap is more than ``REGRESS`` times the best one sends the solver back to the
-  iterate of least cost accepted at any Newton step (often inside a sub-problem, not at its
-  end: at large ``t`` the cost swings while ``F`` barely moves) with a sharper ``t``.
-- Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): an iterate (a sub-problem's end or any
-  accepted step) that does not certify ``tol`` is mixed with the best end, the least-cost
-  iterate and the last ``MIX_ENDS`` ends (once one of them is within ``MIX_WITHIN`` tol);
-  when the mix ``theta S + (1 - theta) S'`` of least cost bound certifies ``tol`` and its
-  exact cost still does, the run stops with it. The trajectory is never changed, so this
-  only ever ends a run earlier (README "Mixing every step").
+- Preconditioned, CG goes past MAXCG (to ``maxcg_cap``) while each further Hessian product
+  pays for itself (:func:`~ffu_cvx.smii.newton.extension_pays`); plain CG's budget doubles
+  while full Newton steps gain less and less. A sub-problem also ends when the Newton
+  decrement is below ``ntrel / t1``, after a full step that gained less than ``SETTLE``
+  times that (:func:`settles`), when progress stalls, or after ``SUB_MAXIT`` steps; near
+  the goal ``t`` grows by less than ``mu`` (the soft-max error, hence the gap, falls like ``1 / t``).
+- Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` each sub-problem weights
+  its soft maxes by the previous one's weights (a damped exponential method of multipliers,
+  :func:`~ffu_cvx.smii.multipliers.damped_shift`, whose fixed points are Problem 3's KKT
+  points at any ``t``). ``t`` grows again (by at most ``SHIFT_GROW``) only after
+  ``SHIFT_PATIENCE`` shifted sub-problems in a row without a new best gap; one whose gap is
+  over ``REGRESS`` times the best sends the solver back to the cheapest iterate so far
+  with a sharper ``t``.
+- KKT steps (:mod:`~ffu_cvx.smii.kkt`): once a sub-problem's end certifies ``kkt.START``,
+  Newton steps on Problem 1's KKT system (a small QP each) take over from the multiplier
+  phase, whose rate is slow where the optimal multipliers spread over decades.
+- Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): an iterate that does not certify ``tol``
+  is mixed with the best end, the least-cost iterate and the last ``MIX_ENDS`` ends; a mix
+  whose exact cost certifies ``tol`` ends the run (README "Mixing every step").
 """
 
 from __future__ import annotations
@@ -59,6 +49,7 @@ from ..result import Solution
 from ..status import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
 from ..version import __version__
 from .backend import NUMPY, Placed, select
+from . import kkt
 from .bounds import BoundKeeper
 from .log import IterationLog
 from .mixing import EndPool, end_of, mix
@@ -80,28 +71,23 @@ SHIFT_NTREL = 0.01
 #: again (also after one that takes no step), by at most ``SHIFT_GROW``.
 SHIFT_PATIENCE = 2
 SHIFT_GROW = 3.0
-#: A sub-problem also ends after a full Newton step that decreased ``F`` by less than
-#: this multiple of the Newton-decrement threshold: the step is kept, and the direction
-#: that would only confirm the end (a frame and MAXCG products) is not computed. Random
-#: ranges d = 1024: 30 took 58 s, 100 52 s, 300 82 s (seed 0).
+#: A sub-problem also ends after a full Newton step that decreased ``F`` by less than this multiple
+#: of the Newton-decrement threshold: the step is kept, the direction that would only confirm the
+#: end is not computed. Random ranges d = 1024: 30 took 58 s, 100 52 s, 300 82 s (seed 0).
 SETTLE = 100.0
-#: A shifted sub-problem whose gap exceeds this multiple of the best gap so far has gone
-#: astray: the multipliers of slack constraints decay geometrically, the soft max at
-#: moderate ``t`` stops seeing them, and the iterate can drift where ``F`` is flat while
-#: the cost rises (random ranges d = 1024, seed 1: gap 8e-3 to 0.7 in three steps).
-#: The solver then goes back to the best iterate, sharpens ``t`` by ``SHIFT_GROW`` and no longer
-#: ends sub-problems by ``SETTLE`` (both are needed: README "How much of a cell is the machine").
-#: The best iterate is the cheapest accepted at any step (:class:`Lowest`) where it beats the best
-#: end: at t >= 270 the cost swings by 0.5% while ``F`` moves by 1e-6 (README "Restarts from the
-#: cheapest iterate").
+#: A shifted sub-problem whose gap exceeds this multiple of the best gap so far has gone astray
+#: (multipliers of slack constraints decay, the soft max stops seeing them and the iterate drifts
+#: where ``F`` is flat: random ranges d = 1024, seed 1, gap 8e-3 to 0.7 in three steps). The solver
+#: then goes back to the best iterate, sharpens ``t`` by ``SHIFT_GROW`` and no longer ends sub-problems
+#: by ``SETTLE`` (both needed: README "How much of a cell is the machine"); the best iterate is the
+#: cheapest accepted at any step (:class:`Lowest`) where it beats the best end (README "Restarts
+#: from the cheapest iterate").
 REGRESS = 3.0
 #: A shifted sub-problem does not end by ``SETTLE`` after its first step when that step's
-#: iterate has a gap over this multiple of the best gap so far: after a multiplier update
-#: one full Newton step can land far from the new sub-problem's minimiser while ``F``
-#: barely moves, and ending there hands the next update poor weights (often a ``REGRESS``
-#: restart at a sharper ``t``); the sub-problem takes more steps instead (Newton steps at
-#: tol 1e-4, d = 512, without -> with the guard 462 -> 441: README "Fewer restarts of the
-#: multiplier phase").
+#: iterate has a gap over this multiple of the best gap so far: after a multiplier update one
+#: full step can land far from the new minimiser while ``F`` barely moves, and ending there hands
+#: the next update poor weights; the sub-problem takes more steps instead (Newton steps at tol
+#: 1e-4, d = 512, 462 -> 441: README "Fewer restarts of the multiplier phase").
 DRIFT = 3.0
 #: Sub-problem ends kept to be mixed with later iterates (:mod:`~ffu_cvx.smii.mixing`), besides
 #: the best one, within ``MIX_BYTES`` of covariances (at k = 4,096 two ends, 268 MB; README
@@ -112,18 +98,16 @@ MIX_BYTES = 2 ** 28
 #: of ``tol`` (every certifying mix seen had one within 1.5; a pair's grids take 0.27 ms at d = 8).
 MIX_WITHIN = 10.0
 #: From this basis size the next sub-problem starts from the point rescaled
-#: (:func:`~ffu_cvx.smii.model.renormalise`: the factor and profile scaled, the variances
-#: recomputed) instead of factored afresh: 0.5 s a sub-problem at k = 2048, one BLAS
-#: thread. Below it the saving is milliseconds, and the fresh factorisation keeps numpy's
-#: and torch's runs within 1e-10 of each other (rescaled, random ranges d = 32 drifted 1.2e-10).
+#: (:func:`~ffu_cvx.smii.model.renormalise`) instead of factored afresh: 0.5 s a sub-problem at
+#: k = 2048, one BLAS thread. Below it the saving is milliseconds, and the fresh factorisation keeps
+#: numpy's and torch's runs within 1e-10 of each other (rescaled, random ranges d = 32 drifted 1.2e-10).
 RESCALE_MIN_K = 1000
 #: A sub-problem has stalled (it ends without another direction) when the last step
 #: decreased ``F`` by less than this fraction of the Newton-decrement threshold.
 STALL = 0.1
-#: A sub-problem ends after this many Newton steps (SM-II only). After a restart (``SETTLE``
-#: off) at t = 2,430 the mixed-scale workload d = 64 seed 1 (``bench_workloads``, tol 1e-4)
-#: took 1,084 steps, alpha alternating between two values, and ended at maxiter; capped at
-#: 50 it certified in 232 (README "At most 50 Newton steps a sub-problem").
+#: A sub-problem ends after this many Newton steps (SM-II only). After a restart at t = 2,430 the
+#: mixed-scale workload d = 64 seed 1 (``bench_workloads``, tol 1e-4) took 1,084 steps and ended at
+#: maxiter; capped at 50 it certified in 232 (README "At most 50 Newton steps a sub-problem").
 SUB_MAXIT = 50
 #: A failed line search along a direction whose derivative is below this fraction of
 #: ``|F|`` is rounding, not failure: the sub-problem ends.
@@ -217,6 +201,7 @@ class Run:
         self.cg_budget, self.last_decrease = opts.maxcg, math.inf
         self.sub_steps, self.settled, self.settle = 0, False, SETTLE
         self.shift_best, self.misses = math.inf, 0  # best gap of the shifted sub-problems, sub-problems since
+        self.n_kkt, self.kkt_below = 0, kkt.START if kkt.MIN_K <= problem.k <= kkt.MAX_K else 0.0
         self.ends, self.mixed = EndPool(min(MIX_ENDS, MIX_BYTES // (8 * problem.k ** 2))), None
 
     def run(self) -> Solution:
@@ -325,6 +310,8 @@ class Run:
             gap = self.mix_iterate(p, gap)
         if self.best is None or gap < self.best.gap:
             self.best = Best(gap, p, self.kappa)
+        if opts.tol < gap <= self.kkt_below:
+            gap = self._kkt(gap)
         if gap <= opts.tol:
             self.status, self.message = OPTIMAL, f"certified relative gap {gap:.2e} <= tol = {opts.tol:g}"
         elif self.t1 >= opts.t_max:
@@ -332,6 +319,23 @@ class Run:
                                                              f"{gap:.2e} > tol = {opts.tol:g}")
         else:
             self._next_t(gap)
+
+    def _kkt(self, gap: float) -> float:
+        """The gap after KKT steps (:func:`~ffu_cvx.smii.kkt.newton`) from this end, whose
+        best point becomes the best end when it beats it (see ``kkt.START``)."""
+        p, problem = self.p.to_numpy(), self.problem
+        found, n = kkt.newton(problem.B, problem.L, problem.c, p.sigma, p.w, self.bounds.offer, self.opts.tol)
+        self.n_kkt, self.kkt_below = self.n_kkt + n, kkt.RETRY * gap
+        q = None if found is None else evaluate(self.B, self.L, self.c_int, self.bk.asarray(found.sigma), p.t1,
+                                                p.t2, s1=self.p.s1, s2=self.p.s2)
+        new = math.inf if q is None else self.bounds.gap(q.cost(self.kappa))
+        self.log.note(f"{n} KKT steps: gap {new:.2e}")
+        if q is None or not new < self.best.gap:
+            return gap
+        self.best = Best(new, q, self.kappa)
+        self.p, self.nit = q, self.nit + 1  # the run goes on from there, and reports it as one iteration
+        self._report(q.cost(self.kappa), found.step, 0)
+        return new
 
     def _near(self, gap: float) -> bool:
         """Whether ``gap``, the best end's or the least-cost iterate's is within ``MIX_WITHIN`` tol."""
@@ -433,7 +437,8 @@ class Run:
         sol = Solution.from_sigma(problem, sigma, method=self.method.name, status=status, message=self.message,
                                   lam=self.bounds.lam, mu=self.bounds.mu, lower_bound=lb, nit=self.nit,
                                   n_hvp=self.n_hvp, time=elapsed, history=self.history, n_cg=self.n_cg,
-                                  t1=self.t1, t2=self.t2, restarts=self.restarts, mix=self.mixed, **extra)
+                                  t1=self.t1, t2=self.t2, restarts=self.restarts, mix=self.mixed,
+                                  kkt_steps=self.n_kkt, **extra)
         self.log.note(f"status {status}: {self.message}; alpha = {sol.privacy_cost:.10g}, lower bound = "
                       f"{sol.lower_bound:.10g}, gap = {sol.gap:.2e}, {self.nit} iterations, {self.n_hvp} Hessian "
                       f"products, {elapsed:.2f} s")
@@ -504,15 +509,11 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     t_shift : float or None, default 30.0
         Sharpness at which ``t1`` stops growing by default (None or inf: never, the
         paper's schedule). From there on each sub-problem's soft maxes are weighted by
-        the previous one's, ``smax = (1/t) log sum_i lam_i exp(t x_i)``, with ``log lam``
-        moved 0.7 of the way to the log of the last weights (a rise up to 4 times
-        further, the more the further below the largest) but falling by at most 2 per
-        update and to at most 11 below the largest (a damped exponential method of
-        multipliers): its fixed points are Problem 3's KKT points at any ``t``, so the
-        soft-max bias no longer needs ``t ~ log(d) / tol``. ``t1, t2`` grow again (by at
-        most 3) only when two shifted sub-problems in a row do not improve on the best
-        certified gap, or one takes no step. Shifted sub-problems end at a hundredth of
-        the Newton-decrement threshold below.
+        multipliers moved towards the previous one's weights (:mod:`ffu_cvx.smii.multipliers`),
+        so the soft-max bias no longer needs ``t ~ log(d) / tol``; ``t1, t2`` grow again (by
+        at most 3) only when two shifted sub-problems in a row do not improve on the best
+        certified gap. For ``k <= 1100``, once a sub-problem's end certifies a gap of
+        2e-2, Newton steps on the KKT system finish the run (:mod:`ffu_cvx.smii.kkt`).
     radius : float, default 1.0
         Truncated CG stops on the ball ``||E||_F <= radius sqrt(k)`` in whitened
         coordinates (a relative change of ``Sigma`` of about ``radius`` per direction).
@@ -557,7 +558,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         ``lower_bound``, ``gap``, ``lam`` (d,) and ``mu`` (m,) (soft-max weights, ``mu``
         divided by ``c``), ``nit``, ``n_hvp``, ``time``, ``history``; ``info`` holds
         ``n_cg``, the final ``t1`` and ``t2``, ``restarts`` (returns to the best
-        iterate after a shifted sub-problem went astray), ``mix`` (``None``, or the weight
+        iterate after a shifted sub-problem went astray), ``kkt_steps`` (:mod:`ffu_cvx.smii.kkt`), ``mix`` (``None``, or the weight
         ``theta`` of the last iterate when ``sigma`` is its convex combination with an
         earlier one, :mod:`ffu_cvx.smii.mixing`) and, when refined,
         ``refine_levels`` (list of ``{"value", "columns"}``, decreasing),

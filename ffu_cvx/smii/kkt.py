@@ -1,0 +1,289 @@
+"""SM-II's finishing step: Newton's method on Problem 1's KKT system, one small QP a step.
+
+Solver layer (SM-II): imports numpy, scipy and clarabel only (host float64, whatever the
+array backend of the run).
+
+Near the optimum the soft maxes' multiplier phase (:mod:`ffu_cvx.smii.multipliers`)
+converges slowly where the optimal multipliers spread over decades: a constraint whose
+multiplier is e^-7 of the largest barely moves ``Sigma``, so the exponential update of its
+log multiplier, ``t`` times its violation, takes many sub-problems to find it. The KKT step
+does not go through the soft maxes. At ``Sigma = R R^T`` (scaled so that the largest
+variance ratio is 1), with ``y_i`` the columns of ``Y = R^{-1} B`` (the profile
+``g_i = |y_i|^2``) and ``v_j`` the rows of ``L R / sqrt(c)`` (the ratios ``h_j = |v_j|^2``),
+a symmetric step ``E`` in whitened coordinates (``Sigma + R E R^T``) changes ``g_i`` by
+``-y_i^T E y_i + y_i^T E^2 y_i + ...`` and ``h_j`` by ``v_j^T E v_j`` exactly. The step solves
+the quadratic model of Problem 1 on the near-active columns ``A`` and constraints ``C``:
+
+    min_{E, tau}  tau + <E, E M + M E> / 2
+    s.t.  g_i - y_i^T E y_i <= tau  (i in A),   h_j + v_j^T E v_j <= 1  (j in C),
+
+``M = Y diag(lam) Y^T`` with the last step's multipliers ``lam``: ``E -> E M + M E`` is the
+exact Hessian of the Lagrangian (the ``h_j`` are linear), so this is Newton's method on the
+KKT system (sequential quadratic programming), quadratically convergent once the active
+sets are right. Its dual is a QP over the multipliers ``x = (lam_A, mu_C)``,
+
+    max  g_A^T lam_A + (h_C - 1)^T mu_C - x^T P x / 2,   lam_A >= 0, sum lam_A = 1, mu_C >= 0,
+
+``P_ab = s_a s_b (z_a o z_b)^T K (z_a o z_b)``, ``z`` the terms' vectors in the eigenbasis of
+``M`` (``M = Q diag(m) Q^T``), ``s = +1`` for columns and ``-1`` for constraints and
+``K_pq = 1 / (m_p + m_q + rho)`` (``rho`` a small proximal term that keeps the step finite where
+``M`` is singular). ``P`` is formed by an exponential sum ``1/x ~ sum_l w_l exp(-s_l x)``
+(:func:`expsum`; ``K`` is then a sum of rank-one terms and ``P = sum_l w_l e^(-s_l rho)
+(Z^T diag(exp(-s_l m)) Z)^2`` elementwise: about 50 ``syrk`` of order ``n``), the QP is solved
+by Clarabel, and the step is ``E = Q (K o (Z diag(s x) Z^T)) Q^T`` exactly. The QP's
+multipliers are a dual certificate's (:func:`ffu_cvx.certificate.lower_bound`).
+
+Safeguards, each added for a failure seen on 4-ary trees or targets over decades (d = 256):
+terms outside ``A`` and ``C`` that the step's linear model pushes past the level join them
+and the QP is solved again (an excluded constraint went to 5.2 times its target); a step
+with an eigenvalue of ``E`` beyond ``TRUST`` is solved again with a larger ``rho`` (with the
+multipliers on 65 of 256 columns, ``E`` had eigenvalues of -86 and 64); a full step that
+gains less than ``SOC_GAIN`` of the model's decrease is compared with its second-order
+correction (a column of multiplier 8e-8 rose by its curvature ``y^T E^2 y`` and the full step
+gained 3e-5 of a 5e-3 gap, where the corrected one closed it to 1e-6); a step that still does
+not lower the exact cost ``max g max h`` backtracks.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import clarabel
+import numpy as np
+import scipy.linalg as sla
+import scipy.linalg.blas as blas
+import scipy.sparse as sp
+
+__all__ = ["START", "MIN_K", "MAX_K", "RETRY", "KKTStep", "kkt_step", "newton", "expsum", "cost"]
+
+#: SM-II (:mod:`ffu_cvx.smii.driver`) follows a sub-problem end whose certified gap is at most
+#: ``START`` (and over ``tol``) by KKT steps, for bases of ``MIN_K`` to ``MAX_K``; when they stop short of
+#: ``tol``, again only once the gap is ``RETRY`` times lower.
+START = 2e-2
+MIN_K = 64
+MAX_K = 1100
+RETRY = 0.1
+#: Columns and constraints within this fraction of the largest profile value / of ratio 1
+#: enter the step's QP (the rest are linearised away: their multipliers are 0 there).
+ACTIVE = 0.3
+#: The proximal term ``rho`` of ``K``, relative to the largest eigenvalue of ``M``.
+RHO = 1e-8
+#: A step whose whitened ``E`` has an eigenvalue beyond ``TRUST`` in modulus is solved again with
+#: ``rho`` ``RHO_GROW`` times larger (up to ``RHO_MAX`` times the largest eigenvalue of ``M``):
+#: where ``M`` is singular (multipliers on few columns) the proximal term alone bounds the step.
+TRUST = 0.5
+RHO_GROW = 100.0
+RHO_MAX = 1.0
+#: Relative accuracy of the exponential sum for ``1/x`` on ``[2 min m + rho, 2 max m + rho]``.
+EXPSUM_ACCURACY = 1e-5
+#: The QP's active sets grow at most this many times by the terms its step's linear model pushes
+#: more than ``LEVEL_SLACK`` (relative) past the level (max profile / ratio 1).
+AUGMENT = 3
+LEVEL_SLACK = 1e-9
+#: KKT steps of one :func:`newton` call at most, and the least reduction of the certified gap
+#: a step must make for the next to be taken.
+MAXIT = 8
+PROGRESS = 0.8
+#: A full step that gains less than this fraction of the QP's predicted decrease is compared
+#: with its second-order correction.
+SOC_GAIN = 0.5
+#: Backtracking of the line search on the exact cost (halvings before the step is refused).
+BACKTRACKS = 12
+
+
+class KKTStep(NamedTuple):
+    """One KKT step: the new ``sigma`` (k, k), its cost ``alpha`` (the
+    normalised privacy cost ``max g max h``), the QP's multipliers ``lam`` (d,; on the
+    simplex) and ``mu`` (m,; per ratio ``h_j``, so ``mu / c`` weighs the variances), the
+    step length taken and the sizes of the active sets."""
+
+    sigma: np.ndarray
+    alpha: float
+    lam: np.ndarray
+    mu: np.ndarray
+    step: float
+    n_active: tuple
+
+
+def expsum(lo: float, hi: float, accuracy: float = EXPSUM_ACCURACY) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``s`` and weights ``w`` with ``sum_l w_l exp(-s_l x) ~ 1/x`` to relative ``accuracy``
+    for ``x`` in ``[lo, hi]`` (``0 < lo <= hi``): the trapezoid rule on
+    ``1/x = int exp(u - x e^u) du``, whose error falls like ``exp(-pi^2 / h)`` in the step ``h``."""
+    h = math.pi ** 2 / (math.log(1 / accuracy) + 3)
+    u_lo = math.log(accuracy / hi)  # the tail below: e^u x <= accuracy
+    u_hi = math.log((math.log(1 / accuracy) + 3) / lo)  # the tail above: exp(-x e^u) tiny
+    u = np.arange(u_lo, u_hi + h, h)
+    s = np.exp(u)
+    return s, h * s
+
+
+def cost(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray) -> float:
+    """The normalised privacy cost ``max_i b_i^T Sigma^-1 b_i * max_j (L Sigma L^T)_jj / c_j``;
+    inf where ``sigma`` is not positive definite."""
+    g, h = _terms(B, L, c, sigma)
+    return float(np.max(g) * np.max(h)) if g is not None else math.inf
+
+
+def _terms(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray):
+    """``(g, h)``: the profile (d,) and variance ratios (m,) of ``sigma``; ``(None, None)`` where
+    it is not positive definite."""
+    try:
+        R = sla.cholesky(sigma, lower=True)
+    except np.linalg.LinAlgError:
+        return None, None
+    Y = sla.solve_triangular(R, B, lower=True)
+    V = L @ R
+    return np.einsum("ij,ij->j", Y, Y), np.einsum("ij,ij->i", V, V) / c
+
+
+def _gram(Z: np.ndarray, m: np.ndarray, rho: float) -> np.ndarray:
+    """``(z_a o z_b)^T K (z_a o z_b)`` for all column pairs of ``Z`` (k, n), ``K_pq = 1 / (m_p + m_q + rho)``."""
+    nodes, weights = expsum(2 * max(m.min(), 0.0) + rho, 2 * m.max() + rho)
+    m = np.maximum(m, 0.0)
+    P = np.zeros((Z.shape[1], Z.shape[1]), order="F")
+    for s, w in zip(nodes, weights):
+        G = blas.dsyrk(1.0, (Z * np.exp(-0.5 * s * m)[:, None]).T)  # upper triangle of Z_s^T Z_s
+        P += w * math.exp(-s * rho) * G * G
+    return P + np.triu(P, 1).T
+
+
+def _qp(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | None:
+    """``argmax q^T x - x^T P x / 2`` over ``x >= 0`` with the first ``n_cols`` entries summing to 1
+    (Clarabel); None unless solved."""
+    n = len(q)
+    A = sp.vstack([sp.csc_matrix((np.ones(n_cols), (np.zeros(n_cols, int), np.arange(n_cols))), shape=(1, n)),
+                   -sp.identity(n, format="csc")]).tocsc()
+    b = np.zeros(n + 1)
+    b[0] = 1.0
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    solver = clarabel.DefaultSolver(sp.triu(P, format="csc"), -q, A, b,
+                                    [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(n)], settings)
+    sol = solver.solve()
+    if str(sol.status) not in ("Solved", "AlmostSolved"):
+        return None
+    return np.maximum(np.asarray(sol.x), 0.0)
+
+
+class _Model(NamedTuple):
+    """The quadratic model at one point: the point scaled to ratio 1 (``base``), its factor
+    ``R``, ``Y = R^{-1} B``, ``V = L R / sqrt(c)``, profile ``g`` and ratios ``h``, and the
+    frame ``Q`` of ``M`` with its eigenvalues ``m`` (clipped at 0) and proximal term ``rho``."""
+
+    base: np.ndarray
+    R: np.ndarray
+    Y: np.ndarray
+    V: np.ndarray
+    g: np.ndarray
+    h: np.ndarray
+    Q: np.ndarray
+    m: np.ndarray
+    rho: float
+
+    def direction(self, Z: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The whitened step ``E`` (k, k) for signed QP multipliers ``x`` of the terms ``Z`` (frame ``Q``)."""
+        K = 1.0 / (self.m[:, None] + self.m[None, :] + self.rho)
+        return self.Q @ (K * ((Z * x) @ Z.T)) @ self.Q.T
+
+    def linear(self, E: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The profile and ratios (d,), (m,) of the step ``E``'s first-order model."""
+        return self.g - np.einsum("ij,ij->j", self.Y, E @ self.Y), self.h + np.einsum("ij,ij->i", self.V @ E, self.V)
+
+
+def _model(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray) -> _Model:
+    R = sla.cholesky(sigma, lower=True)
+    V = np.asarray(L @ R) / np.sqrt(c)[:, None]
+    scale = float(np.max(np.einsum("ij,ij->i", V, V)))
+    R, V = R / math.sqrt(scale), V / math.sqrt(scale)
+    Y = sla.solve_triangular(R, B, lower=True)
+    m, Q = np.linalg.eigh((Y * (lam / lam.sum())) @ Y.T)
+    return _Model(sigma / scale, R, Y, V, np.einsum("ij,ij->j", Y, Y), np.einsum("ij,ij->i", V, V), Q,
+                  np.maximum(m, 0.0), RHO * float(m.max()))
+
+
+def _solve(md: _Model, cols: np.ndarray, rows: np.ndarray, bent: np.ndarray | None = None):
+    """The QP on the columns ``cols`` and constraints ``rows`` (``bent``: shifts of the
+    columns' constraints, the second-order correction): ``(x, E)`` or None."""
+    Z = md.Q.T @ np.concatenate([md.Y[:, cols], md.V[rows].T], axis=1)
+    signs = np.concatenate([np.ones(len(cols)), -np.ones(len(rows))])
+    q = np.concatenate([md.g[cols] if bent is None else md.g[cols] + bent, md.h[rows] - 1.0])
+    x = _qp(signs[:, None] * _gram(Z, md.m, md.rho) * signs[None, :], q, len(cols))
+    return None if x is None else (x, md.direction(Z, signs * x))
+
+
+def _active(md: _Model, lam: np.ndarray):
+    """``(cols, rows, x, E)``: the QP on the near-active terms (``ACTIVE``), enlarged by every
+    term its step's linear model pushes past the level (at most ``AUGMENT`` times); None if it fails."""
+    cols = np.flatnonzero(md.g >= (1 - ACTIVE) * md.g.max())
+    rows = np.flatnonzero(md.h >= 1 - ACTIVE)
+    for _ in range(AUGMENT + 1):
+        found = _solve(md, cols, rows)
+        while found is not None and np.abs(sla.eigvalsh(found[1])).max() > TRUST \
+                and md.rho < RHO_MAX * md.m.max():
+            md = md._replace(rho=md.rho * RHO_GROW)
+            found = _solve(md, cols, rows)
+        if found is None:
+            return None
+        x, E = found
+        g1, h1 = md.linear(E)
+        level = float(x[:len(cols)] @ g1[cols])
+        more_cols = np.setdiff1d(np.flatnonzero(g1 > level + LEVEL_SLACK * abs(level)), cols)
+        more_rows = np.setdiff1d(np.flatnonzero(h1 > 1 + LEVEL_SLACK), rows)
+        if not len(more_cols) and not len(more_rows):
+            break
+        cols, rows = np.union1d(cols, more_cols), np.union1d(rows, more_rows)
+    return md, cols, rows, x, E
+
+
+def kkt_step(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray) -> KKTStep | None:
+    """One KKT step from ``sigma`` (k, k) with multipliers ``lam`` (d,) for the Lagrangian's
+    Hessian (see the module docstring); ``B`` (k, d), ``L`` (m, k; dense or sparse), targets
+    ``c`` (m,). When the full step does not lower the cost, a second-order correction (the
+    QP again, each column's constraint shifted by the curvature the step met) is tried before
+    backtracking. None when the QP fails or no step length lowers the cost."""
+    md = _model(B, L, c, sigma, lam)
+    found = _active(md, lam)
+    if found is None:
+        return None
+    md, cols, rows, x, E = found
+    before = float(md.g.max())
+    g1, h1 = _terms(B, L, c, md.base + md.R @ E @ md.R.T)
+    full = math.inf if g1 is None else float(g1.max() * h1.max())
+    if before - full < SOC_GAIN * (before - float(x[:len(cols)] @ md.linear(E)[0][cols])):
+        # Second-order correction: the columns' curvature along E, which the QP's linear constraints miss.
+        bent = np.zeros(len(cols)) if g1 is None else g1[cols] - md.linear(E)[0][cols]
+        again = _solve(md, cols, rows, bent)
+        if again is not None and cost(B, L, c, md.base + md.R @ again[1] @ md.R.T) < full:
+            x, E = again
+    D, step = md.R @ E @ md.R.T, 1.0
+    for _ in range(BACKTRACKS):
+        trial = md.base + step * D
+        alpha = cost(B, L, c, trial)
+        if alpha < before:
+            lam_new, mu_new = np.zeros(B.shape[1]), np.zeros(len(c))
+            lam_new[cols], mu_new[rows] = x[:len(cols)], x[len(cols):]
+            return KKTStep(0.5 * (trial + trial.T), alpha, lam_new, mu_new, step, (len(cols), len(rows)))
+        step *= 0.5
+    return None
+
+
+def newton(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray, bound, tol: float,
+           maxit: int = MAXIT) -> tuple[KKTStep | None, int]:
+    """KKT steps from ``sigma`` with Hessian multipliers ``lam`` (d,) until the certified gap
+    ``alpha / bound(lam, mu) - 1`` is at most ``tol``, a step fails or falls short of
+    ``PROGRESS`` times the last gap, or after ``maxit`` steps. ``bound(lam, mu)`` offers a step's
+    multipliers (``mu`` per ratio) and returns the best lower bound so far.
+    Returns ``(the step of least cost or None, steps taken)``."""
+    best, last = None, math.inf
+    for n in range(1, maxit + 1):
+        found = kkt_step(B, L, c, sigma, lam)
+        if found is None:
+            return best, n
+        gap = found.alpha / bound(found.lam, found.mu) - 1.0
+        if best is None or found.alpha < best.alpha:
+            best = found
+        if gap <= tol or gap > PROGRESS * last:
+            return best, n
+        sigma, lam, last = found.sigma, found.lam, gap
+    return best, maxit

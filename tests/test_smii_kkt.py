@@ -1,0 +1,121 @@
+"""SM-II's KKT steps (ffu_cvx.smii.kkt): the exponential sum, the QP's matrix, the step, the driver's use."""
+
+import numpy as np
+import pytest
+
+import ffu_cvx as ffu
+from ffu_cvx import certificate, workloads
+from ffu_cvx.smii import driver, kkt
+from ffu_cvx.result import OPTIMAL
+
+
+def decades(d, seed=0):
+    return ffu.FitnessProblem.from_workload(workloads.prefix(d, targets="decades", seed=seed))
+
+
+def tree(d, seed=0):
+    return ffu.FitnessProblem.from_workload(workloads.tree(d, 4, targets="random", seed=seed))
+
+
+@pytest.mark.parametrize("lo, hi, accuracy", [(1e-8, 2.0, 1e-5), (1e-3, 5.0, 1e-5), (0.5, 0.5, 1e-8),
+                                              (1e-9, 1e3, 1e-9)])
+def test_expsum_approximates_the_reciprocal(lo, hi, accuracy):
+    nodes, weights = kkt.expsum(lo, hi, accuracy)
+    x = np.geomspace(lo, hi, 2000)
+    err = np.abs(np.exp(-np.outer(x, nodes)) @ weights * x - 1.0)
+    assert err.max() <= 3 * accuracy
+
+
+@pytest.mark.parametrize("singular", [False, True])
+def test_gram_matches_the_direct_sum(singular):
+    # P_ab = (z_a o z_b)^T K (z_a o z_b), K_pq = 1 / (m_p + m_q + rho), also where M is singular
+    # (m = 0 on part of the frame: there K is 1 / rho, which the exponential sum must carry).
+    rng = np.random.default_rng(3)
+    k, n = 12, 9
+    Z = rng.standard_normal((k, n))
+    m = rng.uniform(0.01, 2.0, k)
+    if singular:
+        m[:5] = 0.0
+    rho = 1e-6 * m.max()
+    K = 1.0 / (m[:, None] + m[None, :] + rho)
+    def pairs(f):
+        return np.array([[f(Z[:, a] * Z[:, b]) @ K @ f(Z[:, a] * Z[:, b]) for b in range(n)] for a in range(n)])
+
+    direct = pairs(lambda v: v)
+    P = kkt._gram(Z, m, rho)
+    # Each K_pq is within the sum's relative accuracy, so each entry within that of sum |.| K_pq.
+    assert (np.abs(P - direct) <= 3 * kkt.EXPSUM_ACCURACY * pairs(np.abs)).all()
+    np.testing.assert_array_equal(P, P.T)
+
+
+@pytest.mark.parametrize("build, d", [(decades, 96), (tree, 64)])
+def test_newton_converges_fast_and_certifies(build, d):
+    # From SM-II's iterate at a gap of about 1e-2, a few KKT steps reach 1e-7, and each step's
+    # multipliers are a dual certificate: alpha / bound - 1 is a certified gap.
+    problem = build(d)
+    start = ffu.solve(problem, method="smii", tol=1e-2, refine=False)
+    bounds = []
+
+    def bound(lam, mu):
+        bounds.append(certificate.lower_bound(problem, lam, mu / problem.c))
+        return max(bounds)
+
+    step, n = kkt.newton(problem.B, problem.L, problem.c, start.sigma, start.lam, bound, tol=1e-7)
+    assert step is not None and n <= 6
+    gap = step.alpha / max(bounds) - 1.0
+    assert 0 <= gap <= 1e-7
+    ref = ffu.solve(problem, method="smii", tol=1e-7, refine=False)
+    assert step.alpha == pytest.approx(ref.privacy_cost * ref.max_ratio, rel=2e-7)
+    assert kkt.cost(problem.B, problem.L, problem.c, step.sigma) == pytest.approx(step.alpha, rel=1e-12)
+    assert step.lam.sum() == pytest.approx(1.0) and (step.lam >= 0).all() and (step.mu >= 0).all()
+
+
+def test_kkt_step_never_raises_the_cost():
+    problem = decades(64, seed=2)
+    start = ffu.solve(problem, method="smii", tol=3e-2, refine=False)
+    sigma, lam = start.sigma, start.lam
+    alpha = kkt.cost(problem.B, problem.L, problem.c, sigma)
+    for _ in range(4):
+        step = kkt.kkt_step(problem.B, problem.L, problem.c, sigma, lam)
+        if step is None:
+            break
+        assert step.alpha < alpha
+        sigma, lam, alpha = step.sigma, step.lam, step.alpha
+
+
+def test_a_failed_qp_gives_no_step(monkeypatch):
+    problem = decades(64)
+    start = ffu.solve(problem, method="smii", tol=1e-2, refine=False)
+    monkeypatch.setattr(kkt, "_qp", lambda *args: None)
+    assert kkt.kkt_step(problem.B, problem.L, problem.c, start.sigma, start.lam) is None
+    # SM-II then goes on with its multiplier phase and still certifies.
+    sol = ffu.solve(problem, method="smii", refine=False)
+    assert sol.status == OPTIMAL and sol.gap <= 1e-4 and sol.info["kkt_steps"] >= 1
+
+
+def test_smii_finishes_by_kkt_steps_and_agrees_without_them(monkeypatch):
+    problem = decades(128, seed=1)
+    seen = []
+    with_kkt = ffu.solve(problem, method="smii", refine=False, callback=seen.append)
+    assert with_kkt.status == OPTIMAL and with_kkt.gap <= 1e-4 and with_kkt.info["kkt_steps"] >= 1
+    # The KKT iterate is reported as an iteration, so a callback sees the cost the run returns.
+    assert min(s.alpha for s in seen) == pytest.approx(with_kkt.privacy_cost * with_kkt.max_ratio, rel=1e-9)
+    assert len(seen) == with_kkt.nit
+    monkeypatch.setattr(kkt, "MAX_K", 0)
+    without = ffu.solve(problem, method="smii", refine=False)
+    assert without.info["kkt_steps"] == 0 and without.nit > with_kkt.nit
+    assert with_kkt.privacy_cost * with_kkt.max_ratio == pytest.approx(without.privacy_cost * without.max_ratio,
+                                                                       rel=2e-4)
+    assert max(with_kkt.max_ratio, without.max_ratio) <= 1 + 1e-9
+
+
+def test_small_bases_keep_the_multiplier_phase():
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(32, targets="decades", seed=0))
+    assert problem.k < kkt.MIN_K
+    assert ffu.solve(problem, method="smii", refine=False).info["kkt_steps"] == 0
+
+
+def test_driver_reports_kkt_steps_in_the_log(capsys):
+    ffu.solve(tree(64, seed=1), method="smii", refine=False, verbose=True)
+    assert "KKT steps" in capsys.readouterr().out
+    assert driver.Run  # the hook lives in the driver's sub-problem end
