@@ -88,6 +88,10 @@ PROGRESS = 0.8
 #: A full step that gains less than this fraction of the QP's predicted decrease is compared
 #: with its second-order correction.
 SOC_GAIN = 0.5
+#: The QP's interior-point method stops at relative residuals and complementarity below
+#: ``QP_TOL``, or gives up after ``QP_MAXIT`` iterations (Clarabel then solves the QP).
+QP_TOL = 1e-10
+QP_MAXIT = 60
 #: Backtracking of the line search on the exact cost (halvings before the step is refused).
 BACKTRACKS = 12
 
@@ -138,19 +142,70 @@ def _terms(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray):
 
 
 def _gram(Z: np.ndarray, m: np.ndarray, rho: float) -> np.ndarray:
-    """``(z_a o z_b)^T K (z_a o z_b)`` for all column pairs of ``Z`` (k, n), ``K_pq = 1 / (m_p + m_q + rho)``."""
+    """``(z_a o z_b)^T K (z_a o z_b)`` for all column pairs of ``Z`` (k, n), ``K_pq = 1 / (m_p + m_q + rho)``.
+    The products ``Z_s^T Z_s`` are float32 ``syrk`` (their rounding, 1e-7 of ``|z_a o z_b|^T K |z_a o z_b|``,
+    is far below the sum's ``EXPSUM_ACCURACY``), summed in float64."""
     nodes, weights = expsum(2 * max(m.min(), 0.0) + rho, 2 * m.max() + rho)
     m = np.maximum(m, 0.0)
     P = np.zeros((Z.shape[1], Z.shape[1]), order="F")
     for s, w in zip(nodes, weights):
-        G = blas.dsyrk(1.0, (Z * np.exp(-0.5 * s * m)[:, None]).T)  # upper triangle of Z_s^T Z_s
-        P += w * math.exp(-s * rho) * G * G
+        G = blas.ssyrk(1.0, (Z * np.exp(-0.5 * s * m)[:, None]).T.astype(np.float32))  # upper triangle
+        P += w * math.exp(-s * rho) * np.square(G, dtype=np.float64)
     return P + np.triu(P, 1).T
 
 
 def _qp(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | None:
-    """``argmax q^T x - x^T P x / 2`` over ``x >= 0`` with the first ``n_cols`` entries summing to 1
-    (Clarabel); None unless solved."""
+    """``argmax q^T x - x^T P x / 2`` over ``x >= 0`` with the first ``n_cols`` entries summing to 1:
+    :func:`_interior_point`, or Clarabel where that fails; None unless solved."""
+    x = _interior_point(P, q, n_cols)
+    return _clarabel(P, q, n_cols) if x is None else x
+
+
+def _interior_point(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | None:
+    """The QP of :func:`_qp` by Mehrotra's predictor-corrector method on its dense KKT system,
+    scaled to a unit diagonal (``P``'s diagonal spans 15 decades on the mixed-scale workload);
+    one Cholesky factorisation of ``P + diag(z / x)`` an iteration. None when it does not reach
+    ``QP_TOL`` in ``QP_MAXIT`` iterations or a factorisation fails."""
+    n = len(q)
+    diag = np.diag(P)
+    dscale = 1.0 / np.sqrt(np.maximum(diag, 1e-300 + 1e-30 * diag.max()))
+    P, q = P * dscale[:, None] * dscale[None, :], q * dscale
+    a = np.zeros(n)
+    a[:n_cols] = dscale[:n_cols]  # the simplex constraint a^T x = 1 in the scaled variables
+    size = max(float(np.abs(q).max()), 1.0)
+    x, z, nu = np.full(n, 1.0 / a.sum()), np.full(n, size), 0.0
+    for _ in range(QP_MAXIT):
+        rd, rp, mu = P @ x - q - a * nu - z, a @ x - 1.0, x @ z / n
+        if np.abs(rd).max() <= QP_TOL * size and abs(rp) <= QP_TOL and mu <= QP_TOL * size / n:
+            return x * dscale
+        try:
+            cf = sla.cho_factor(P + np.diag(z / x + 1e-14), lower=True, check_finite=False)
+        except np.linalg.LinAlgError:
+            return None
+        Ha = sla.cho_solve(cf, a, check_finite=False)
+
+        def newton(rc):
+            Hr = sla.cho_solve(cf, -rd - rc / x, check_finite=False)
+            dnu = (-rp - a @ Hr) / (a @ Ha)
+            dx = Hr + Ha * dnu
+            return dx, dnu, (-rc - z * dx) / x
+
+        dx, _, dz = newton(x * z)  # predictor: the affine direction
+        ap, ad = _to_boundary(x, dx), _to_boundary(z, dz)
+        sigma = ((x + ap * dx) @ (z + ad * dz) / n / mu) ** 3
+        dx, dnu, dz = newton(x * z + dx * dz - sigma * mu)  # corrector
+        ap, ad = 0.99 * _to_boundary(x, dx), 0.99 * _to_boundary(z, dz)
+        x, z, nu = x + ap * dx, z + ad * dz, nu + ad * dnu
+    return None
+
+
+def _to_boundary(v: np.ndarray, dv: np.ndarray) -> float:
+    """The largest step in [0, 1] that keeps ``v + step dv >= 0``."""
+    neg = dv < 0
+    return min(1.0, float(np.min(-v[neg] / dv[neg]))) if neg.any() else 1.0
+
+
+def _clarabel(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | None:
     n = len(q)
     A = sp.vstack([sp.csc_matrix((np.ones(n_cols), (np.zeros(n_cols, int), np.arange(n_cols))), shape=(1, n)),
                    -sp.identity(n, format="csc")]).tocsc()
@@ -202,27 +257,44 @@ def _model(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray) 
                   np.maximum(m, 0.0), RHO * float(m.max()))
 
 
-def _solve(md: _Model, cols: np.ndarray, rows: np.ndarray, bent: np.ndarray | None = None):
-    """The QP on the columns ``cols`` and constraints ``rows`` (``bent``: shifts of the
-    columns' constraints, the second-order correction): ``(x, E)`` or None."""
+class _QP(NamedTuple):
+    """The dual QP on the columns ``cols`` and constraints ``rows``: the terms' vectors ``Z``
+    (frame ``Q``), their ``signs`` and the matrix ``P``."""
+
+    cols: np.ndarray
+    rows: np.ndarray
+    Z: np.ndarray
+    signs: np.ndarray
+    P: np.ndarray
+
+
+def _dual(md: _Model, cols: np.ndarray, rows: np.ndarray) -> _QP:
     Z = md.Q.T @ np.concatenate([md.Y[:, cols], md.V[rows].T], axis=1)
     signs = np.concatenate([np.ones(len(cols)), -np.ones(len(rows))])
-    q = np.concatenate([md.g[cols] if bent is None else md.g[cols] + bent, md.h[rows] - 1.0])
-    x = _qp(signs[:, None] * _gram(Z, md.m, md.rho) * signs[None, :], q, len(cols))
-    return None if x is None else (x, md.direction(Z, signs * x))
+    return _QP(cols, rows, Z, signs, signs[:, None] * _gram(Z, md.m, md.rho) * signs[None, :])
 
 
-def _active(md: _Model, lam: np.ndarray):
-    """``(cols, rows, x, E)``: the QP on the near-active terms (``ACTIVE``), enlarged by every
-    term its step's linear model pushes past the level (at most ``AUGMENT`` times); None if it fails."""
+def _solve(md: _Model, qp: _QP, bent: np.ndarray | None = None):
+    """``(x, E)``: the QP's multipliers and step, or None (``bent``: shifts of the columns'
+    constraints, the second-order correction)."""
+    g = md.g[qp.cols]
+    x = _qp(qp.P, np.concatenate([g if bent is None else g + bent, md.h[qp.rows] - 1.0]), len(qp.cols))
+    return None if x is None else (x, md.direction(qp.Z, qp.signs * x))
+
+
+def _active(md: _Model):
+    """``(model, qp, x, E)``: the QP on the near-active terms (``ACTIVE``), enlarged by every
+    term its step's linear model pushes past the level (at most ``AUGMENT`` times), with ``rho``
+    grown while the step leaves the trust region; None if a QP fails."""
     cols = np.flatnonzero(md.g >= (1 - ACTIVE) * md.g.max())
     rows = np.flatnonzero(md.h >= 1 - ACTIVE)
     for _ in range(AUGMENT + 1):
-        found = _solve(md, cols, rows)
-        while found is not None and np.abs(sla.eigvalsh(found[1])).max() > TRUST \
-                and md.rho < RHO_MAX * md.m.max():
+        qp = _dual(md, cols, rows)
+        found = _solve(md, qp)
+        while found is not None and np.abs(sla.eigvalsh(found[1])).max() > TRUST and md.rho < RHO_MAX * md.m.max():
             md = md._replace(rho=md.rho * RHO_GROW)
-            found = _solve(md, cols, rows)
+            qp = _dual(md, cols, rows)
+            found = _solve(md, qp)
         if found is None:
             return None
         x, E = found
@@ -233,7 +305,7 @@ def _active(md: _Model, lam: np.ndarray):
         if not len(more_cols) and not len(more_rows):
             break
         cols, rows = np.union1d(cols, more_cols), np.union1d(rows, more_rows)
-    return md, cols, rows, x, E
+    return md, qp, x, E
 
 
 def kkt_step(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray) -> KKTStep | None:
@@ -243,17 +315,18 @@ def kkt_step(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray
     QP again, each column's constraint shifted by the curvature the step met) is tried before
     backtracking. None when the QP fails or no step length lowers the cost."""
     md = _model(B, L, c, sigma, lam)
-    found = _active(md, lam)
+    found = _active(md)
     if found is None:
         return None
-    md, cols, rows, x, E = found
+    md, qp, x, E = found
+    cols, rows = qp.cols, qp.rows
     before = float(md.g.max())
     g1, h1 = _terms(B, L, c, md.base + md.R @ E @ md.R.T)
     full = math.inf if g1 is None else float(g1.max() * h1.max())
     if before - full < SOC_GAIN * (before - float(x[:len(cols)] @ md.linear(E)[0][cols])):
         # Second-order correction: the columns' curvature along E, which the QP's linear constraints miss.
         bent = np.zeros(len(cols)) if g1 is None else g1[cols] - md.linear(E)[0][cols]
-        again = _solve(md, cols, rows, bent)
+        again = _solve(md, qp, bent)
         if again is not None and cost(B, L, c, md.base + md.R @ again[1] @ md.R.T) < full:
             x, E = again
     D, step = md.R @ E @ md.R.T, 1.0
