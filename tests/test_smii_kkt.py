@@ -1,5 +1,7 @@
 """SM-II's KKT steps (ffu_cvx.smii.kkt): the exponential sum, the QP's matrix, the step, the driver's use."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -107,6 +109,15 @@ def test_smii_finishes_by_kkt_steps_and_agrees_without_them(monkeypatch):
     assert with_kkt.privacy_cost * with_kkt.max_ratio == pytest.approx(without.privacy_cost * without.max_ratio,
                                                                        rel=2e-4)
     assert max(with_kkt.max_ratio, without.max_ratio) <= 1 + 1e-9
+
+
+def test_kkt_steps_start_where_the_multiplier_phase_would_cost_more():
+    # At this end's rate the multiplier phase needs log(gap / tol) / log(before / gap) more ends
+    # of `steps` Newton steps each; KKT steps are taken when that is over WORTH steps.
+    assert kkt.pays(1e-2, 2e-2, 1e-4, 5)  # 6.6 ends x 5 steps
+    assert not kkt.pays(1e-2, 1e-1, 1e-3, 5)  # one end
+    assert kkt.pays(1e-2, 1e-2, 1e-3, 1) and kkt.pays(5e-3, 4e-3, 1e-3, 1)  # no progress
+    assert not kkt.pays(1e-2, math.inf, 1e-4, 50)  # the first certificate: no rate yet
 
 
 def test_small_bases_keep_the_multiplier_phase():

@@ -308,9 +308,9 @@ class Run:
                       f"lower bound = {self.bounds.value:.8g}, gap = {gap:.2e}")
         if gap > opts.tol and self._near(gap):
             gap = self.mix_iterate(p, gap)
-        if self.best is None or gap < self.best.gap:
+        if gap < (before := math.inf if self.best is None else self.best.gap):
             self.best = Best(gap, p, self.kappa)
-        if opts.tol < gap <= self.kkt_below:
+        if opts.tol < gap <= self.kkt_below and kkt.pays(gap, before, opts.tol, self.sub_steps):
             gap = self._kkt(gap)
         if gap <= opts.tol:
             self.status, self.message = OPTIMAL, f"certified relative gap {gap:.2e} <= tol = {opts.tol:g}"
@@ -321,8 +321,7 @@ class Run:
             self._next_t(gap)
 
     def _kkt(self, gap: float) -> float:
-        """The gap after KKT steps (:func:`~ffu_cvx.smii.kkt.newton`) from this end, whose
-        best point becomes the best end when it beats it (see ``kkt.START``)."""
+        """The gap after KKT steps from this end (:func:`~ffu_cvx.smii.kkt.newton`); a better point is the new end."""
         p, problem = self.p.to_numpy(), self.problem
         found, n = kkt.newton(problem.B, problem.L, problem.c, p.sigma, p.w, self.bounds.offer, self.opts.tol)
         self.n_kkt, self.kkt_below = self.n_kkt + n, kkt.RETRY * gap
@@ -512,8 +511,8 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         multipliers moved towards the previous one's weights (:mod:`ffu_cvx.smii.multipliers`),
         so the soft-max bias no longer needs ``t ~ log(d) / tol``; ``t1, t2`` grow again (by
         at most 3) only when two shifted sub-problems in a row do not improve on the best
-        certified gap. For ``k <= 1100``, once a sub-problem's end certifies a gap of
-        2e-2, Newton steps on the KKT system finish the run (:mod:`ffu_cvx.smii.kkt`).
+        certified gap. For ``64 <= k <= 1100``, from a gap of 2e-2 where the multiplier phase would
+        likely need over 14 more Newton steps, Newton steps on the KKT system finish (:mod:`ffu_cvx.smii.kkt`).
     radius : float, default 1.0
         Truncated CG stops on the ball ``||E||_F <= radius sqrt(k)`` in whitened
         coordinates (a relative change of ``Sigma`` of about ``radius`` per direction).
@@ -557,10 +556,10 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         ``sigma`` (k, k) meeting every target (max ratio 1), ``privacy_cost``,
         ``lower_bound``, ``gap``, ``lam`` (d,) and ``mu`` (m,) (soft-max weights, ``mu``
         divided by ``c``), ``nit``, ``n_hvp``, ``time``, ``history``; ``info`` holds
-        ``n_cg``, the final ``t1`` and ``t2``, ``restarts`` (returns to the best
-        iterate after a shifted sub-problem went astray), ``kkt_steps`` (:mod:`ffu_cvx.smii.kkt`), ``mix`` (``None``, or the weight
-        ``theta`` of the last iterate when ``sigma`` is its convex combination with an
-        earlier one, :mod:`ffu_cvx.smii.mixing`) and, when refined,
+        ``n_cg``, the final ``t1`` and ``t2``, ``restarts`` (returns to the best iterate after
+        a shifted sub-problem went astray), ``kkt_steps`` (:mod:`ffu_cvx.smii.kkt`), ``mix``
+        (``None``, or the weight ``theta`` of the last iterate when ``sigma`` is its convex
+        combination with an earlier one, :mod:`ffu_cvx.smii.mixing`) and, when refined,
         ``refine_levels`` (list of ``{"value", "columns"}``, decreasing),
         ``refine_newton``, ``refine_time`` and, if the polish was rejected,
         ``refine_failed``.

@@ -55,7 +55,7 @@ import scipy.linalg as sla
 import scipy.linalg.blas as blas
 import scipy.sparse as sp
 
-__all__ = ["START", "MIN_K", "MAX_K", "RETRY", "KKTStep", "kkt_step", "newton", "expsum", "cost"]
+__all__ = ["START", "MIN_K", "MAX_K", "RETRY", "WORTH", "pays", "KKTStep", "kkt_step", "newton", "expsum", "cost"]
 
 #: SM-II (:mod:`ffu_cvx.smii.driver`) follows a sub-problem end whose certified gap is at most
 #: ``START`` (and over ``tol``) by KKT steps, for bases of ``MIN_K`` to ``MAX_K``; when they stop short of
@@ -64,6 +64,10 @@ START = 2e-2
 MIN_K = 64
 MAX_K = 1100
 RETRY = 0.1
+#: ... and only where they are likely to cost less than the multiplier phase would (:func:`pays`):
+#: a KKT finish costs about ``WORTH`` Newton steps (two KKT steps; one took 6-8 Newton steps'
+#: time at d = 256-1,024).
+WORTH = 14.0
 #: Columns and constraints within this fraction of the largest profile value / of ratio 1
 #: enter the step's QP (the rest are linearised away: their multipliers are 0 there).
 ACTIVE = 0.3
@@ -108,6 +112,16 @@ class KKTStep(NamedTuple):
     mu: np.ndarray
     step: float
     n_active: tuple
+
+
+def pays(gap: float, before: float, tol: float, steps: int) -> bool:
+    """Whether KKT steps likely cost less than SM-II's multiplier phase from a sub-problem end of
+    certified ``gap`` (``before``: the best gap before it, ``steps``: its Newton steps): the
+    multiplier phase, going on at this end's rate ``before / gap``, would take more than ``WORTH``
+    Newton steps to reach ``tol``."""
+    if not gap < before:
+        return True
+    return math.log(gap / tol) / math.log(before / gap) * max(steps, 1) > WORTH
 
 
 def expsum(lo: float, hi: float, accuracy: float = EXPSUM_ACCURACY) -> tuple[np.ndarray, np.ndarray]:
