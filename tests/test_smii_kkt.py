@@ -130,3 +130,15 @@ def test_driver_reports_kkt_steps_in_the_log(capsys):
     ffu.solve(tree(64, seed=1), method="smii", refine=False, verbose=True)
     assert "KKT steps" in capsys.readouterr().out
     assert driver.Run  # the hook lives in the driver's sub-problem end
+
+
+def test_kkt_steps_on_an_array_backend():
+    # The KKT steps run on the host from the backend's iterate; the point they return goes back.
+    pytest.importorskip("torch")
+    pytest.importorskip("array_api_compat")
+    problem = decades(96, seed=1)
+    host = ffu.solve(problem, method="smii", refine=False)
+    torch_run = ffu.solve(problem, method="smii", refine=False, array_backend="torch:cpu")
+    for sol in (host, torch_run):
+        assert sol.status == OPTIMAL and sol.gap <= 1e-4 and sol.info["kkt_steps"] >= 1
+    assert torch_run.privacy_cost * torch_run.max_ratio == pytest.approx(host.privacy_cost * host.max_ratio, rel=2e-4)
