@@ -142,3 +142,19 @@ def test_kkt_steps_on_an_array_backend():
     for sol in (host, torch_run):
         assert sol.status == OPTIMAL and sol.gap <= 1e-4 and sol.info["kkt_steps"] >= 1
     assert torch_run.privacy_cost * torch_run.max_ratio == pytest.approx(host.privacy_cost * host.max_ratio, rel=2e-4)
+
+
+def test_newton_stops_between_steps_once_expired():
+    problem = decades(64)
+    start = ffu.solve(problem, method="smii", tol=3e-2, refine=False)
+    calls = []
+
+    def bound(lam, mu):
+        return certificate.lower_bound(problem, lam, mu / problem.c)
+
+    def expired():
+        calls.append(1)
+        return True
+
+    step, n = kkt.newton(problem.B, problem.L, problem.c, start.sigma, start.lam, bound, tol=1e-12, expired=expired)
+    assert n == 1 and len(calls) == 1 and step is not None

@@ -76,12 +76,11 @@ SHIFT_GROW = 3.0
 #: end is not computed. Random ranges d = 1024: 30 took 58 s, 100 52 s, 300 82 s (seed 0).
 SETTLE = 100.0
 #: A shifted sub-problem whose gap exceeds this multiple of the best gap so far has gone astray
-#: (multipliers of slack constraints decay, the soft max stops seeing them and the iterate drifts
-#: where ``F`` is flat: random ranges d = 1024, seed 1, gap 8e-3 to 0.7 in three steps). The solver
-#: then goes back to the best iterate, sharpens ``t`` by ``SHIFT_GROW`` and no longer ends sub-problems
-#: by ``SETTLE`` (both needed: README "How much of a cell is the machine"); the best iterate is the
-#: cheapest accepted at any step (:class:`Lowest`) where it beats the best end (README "Restarts
-#: from the cheapest iterate").
+#: (slack constraints' multipliers decay, the soft max stops seeing them, the iterate drifts where
+#: ``F`` is flat: random ranges d = 1024, seed 1, gap 8e-3 to 0.7 in three steps). The solver goes
+#: back to the cheapest iterate (:class:`Lowest`, or the best end), sharpens ``t`` by ``SHIFT_GROW``
+#: and no longer ends sub-problems by ``SETTLE`` (README "How much of a cell is the machine",
+#: "Restarts from the cheapest iterate").
 REGRESS = 3.0
 #: A shifted sub-problem does not end by ``SETTLE`` after its first step when that step's
 #: iterate has a gap over this multiple of the best gap so far: after a multiplier update one
@@ -322,8 +321,9 @@ class Run:
 
     def _kkt(self, gap: float) -> float:
         """The gap after KKT steps from this end (:func:`~ffu_cvx.smii.kkt.newton`); a better point is the new end."""
-        p, problem = self.p.to_numpy(), self.problem
-        found, n = kkt.newton(problem.B, problem.L, problem.c, p.sigma, p.w, self.bounds.offer, self.opts.tol)
+        p, problem, cap = self.p.to_numpy(), self.problem, self.opts.max_time
+        found, n = kkt.newton(problem.B, problem.L, problem.c, p.sigma, p.w, self.bounds.offer, self.opts.tol,
+                              expired=None if cap is None else lambda: time.perf_counter() - self.start > cap)
         self.n_kkt, self.kkt_below = self.n_kkt + n, kkt.RETRY * gap
         q = None if found is None else evaluate(self.B, self.L, self.c_int, self.bk.asarray(found.sigma), p.t1,
                                                 p.t2, s1=self.p.s1, s2=self.p.s2)

@@ -356,14 +356,16 @@ def kkt_step(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray
 
 
 def newton(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray, bound, tol: float,
-           maxit: int = MAXIT) -> tuple[KKTStep | None, int]:
+           maxit: int = MAXIT, expired=None) -> tuple[KKTStep | None, int]:
     """KKT steps from ``sigma`` with Hessian multipliers ``lam`` (d,) until the certified gap
     ``alpha / bound(lam, mu) - 1`` is at most ``tol``, a step fails or falls short of
-    ``PROGRESS`` times the last gap, or after ``maxit`` steps. ``bound(lam, mu)`` offers a step's
-    multipliers (``mu`` per ratio) and returns the best lower bound so far.
-    Returns ``(the step of least cost or None, steps taken)``."""
+    ``PROGRESS`` times the last gap, after ``maxit`` steps, or (between steps) once ``expired()``
+    is true. ``bound(lam, mu)`` offers a step's multipliers (``mu`` per ratio) and returns the
+    best lower bound so far. Returns ``(the step of least cost or None, steps taken)``."""
     best, last = None, math.inf
     for n in range(1, maxit + 1):
+        if n > 1 and expired is not None and expired():
+            return best, n - 1
         found = kkt_step(B, L, c, sigma, lam)
         if found is None:
             return best, n
