@@ -81,6 +81,11 @@ RHO_GROW = 100.0
 RHO_MAX = 1.0
 #: Relative accuracy of the exponential sum for ``1/x`` on ``[2 min m + rho, 2 max m + rho]``.
 EXPSUM_ACCURACY = 1e-5
+#: A term ``exp(-s m_p)`` of the exponential sum below ``exp(-GRAM_CUT)`` is dropped from the QP's
+#: matrix (its row of ``Z`` skipped in that term's product): each ``K_pq`` moves by at most about
+#: ``GRAM_CUT e^-GRAM_CUT`` (2e-7) of itself, and the terms of large ``s`` need only the eigenvectors
+#: of small ``m``.
+GRAM_CUT = 18.0
 #: The QP's active sets grow at most this many times by the terms its step's linear model pushes
 #: more than ``LEVEL_SLACK`` (relative) past the level (max profile / ratio 1).
 AUGMENT = 3
@@ -163,7 +168,8 @@ def _gram(Z: np.ndarray, m: np.ndarray, rho: float) -> np.ndarray:
     m = np.maximum(m, 0.0)
     P = np.zeros((Z.shape[1], Z.shape[1]), order="F")
     for s, w in zip(nodes, weights):
-        G = blas.ssyrk(1.0, (Z * np.exp(-0.5 * s * m)[:, None]).T.astype(np.float32))  # upper triangle
+        r = int(np.searchsorted(m, GRAM_CUT / s, side="right"))  # m ascending: the rows that count
+        G = blas.ssyrk(1.0, (Z[:r] * np.exp(-0.5 * s * m[:r])[:, None]).T.astype(np.float32))  # upper triangle
         P += w * math.exp(-s * rho) * np.square(G, dtype=np.float64)
     return P + np.triu(P, 1).T
 
@@ -183,7 +189,8 @@ def _interior_point(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | N
     n = len(q)
     diag = np.diag(P)
     dscale = 1.0 / np.sqrt(np.maximum(diag, 1e-300 + 1e-30 * diag.max()))
-    P, q = P * dscale[:, None] * dscale[None, :], q * dscale
+    P, q = np.asfortranarray(P * dscale[:, None] * dscale[None, :]), q * dscale
+    H = np.empty_like(P, order="F")  # LAPACK's order: factorised in place, no copies
     a = np.zeros(n)
     a[:n_cols] = dscale[:n_cols]  # the simplex constraint a^T x = 1 in the scaled variables
     size = max(float(np.abs(q).max()), 1.0)
@@ -192,8 +199,10 @@ def _interior_point(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | N
         rd, rp, mu = P @ x - q - a * nu - z, a @ x - 1.0, x @ z / n
         if np.abs(rd).max() <= QP_TOL * size and abs(rp) <= QP_TOL and mu <= QP_TOL * size / n:
             return x * dscale
+        np.copyto(H, P)
+        H.flat[::n + 1] += z / x + 1e-14
         try:
-            cf = sla.cho_factor(P + np.diag(z / x + 1e-14), lower=True, check_finite=False)
+            cf = sla.cho_factor(H, lower=True, overwrite_a=True, check_finite=False)
         except np.linalg.LinAlgError:
             return None
         Ha = sla.cho_solve(cf, a, check_finite=False)
