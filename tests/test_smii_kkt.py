@@ -158,3 +158,22 @@ def test_newton_stops_between_steps_once_expired():
 
     step, n = kkt.newton(problem.B, problem.L, problem.c, start.sigma, start.lam, bound, tol=1e-12, expired=expired)
     assert n == 1 and len(calls) == 1 and step is not None
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_interior_point_agrees_with_clarabel(seed, monkeypatch):
+    # A QP of the step's form (P a Gram matrix of the K-product, badly scaled rows) solved both
+    # ways; and with the interior point failing, _qp falls back to Clarabel.
+    rng = np.random.default_rng(seed)
+    k, n, n_cols = 10, 14, 8
+    Z = rng.standard_normal((k, n)) * 10.0 ** rng.uniform(-2, 2, n)
+    m = rng.uniform(0.0, 1.0, k)
+    signs = np.where(np.arange(n) < n_cols, 1.0, -1.0)
+    P = signs[:, None] * kkt._gram(Z, m, 1e-6) * signs[None, :]
+    q = rng.uniform(0.5, 1.5, n)
+    x_ip, x_cl = kkt._interior_point(P, q, n_cols), kkt._clarabel(P, q, n_cols)
+    objective = [q @ x - 0.5 * x @ P @ x for x in (x_ip, x_cl)]
+    assert objective[0] == pytest.approx(objective[1], rel=1e-7, abs=1e-9)
+    assert x_ip[:n_cols].sum() == pytest.approx(1.0) and (x_ip >= 0).all()
+    monkeypatch.setattr(kkt, "_interior_point", lambda *args: None)
+    np.testing.assert_array_equal(kkt._qp(P, q, n_cols), x_cl)

@@ -65,7 +65,7 @@ MIN_K = 64
 MAX_K = 1100
 RETRY = 0.1
 #: ... and only where they are likely to cost less than the multiplier phase would (:func:`pays`):
-#: a KKT finish costs about ``WORTH`` Newton steps (two KKT steps; one took 6-8 Newton steps'
+#: a KKT finish costs about ``WORTH`` Newton steps (two KKT steps; one took 6-10 Newton steps'
 #: time at d = 256-1,024).
 WORTH = 14.0
 #: Columns and constraints within this fraction of the largest profile value / of ratio 1
@@ -83,7 +83,7 @@ RHO_MAX = 1.0
 EXPSUM_ACCURACY = 1e-5
 #: A term ``exp(-s m_p)`` of the exponential sum below ``exp(-GRAM_CUT)`` is dropped from the QP's
 #: matrix (its row of ``Z`` skipped in that term's product): each ``K_pq`` moves by at most about
-#: ``GRAM_CUT e^-GRAM_CUT`` (2e-7) of itself, and the terms of large ``s`` need only the eigenvectors
+#: ``GRAM_CUT e^-GRAM_CUT`` (3e-7) of itself, and the terms of large ``s`` need only the eigenvectors
 #: of small ``m``.
 GRAM_CUT = 18.0
 #: The QP's active sets grow at most this many times by the terms its step's linear model pushes
@@ -207,16 +207,16 @@ def _interior_point(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | N
             return None
         Ha = sla.cho_solve(cf, a, check_finite=False)
 
-        def newton(rc):
+        def newton_system(rc):
             Hr = sla.cho_solve(cf, -rd - rc / x, check_finite=False)
             dnu = (-rp - a @ Hr) / (a @ Ha)
             dx = Hr + Ha * dnu
             return dx, dnu, (-rc - z * dx) / x
 
-        dx, _, dz = newton(x * z)  # predictor: the affine direction
+        dx, _, dz = newton_system(x * z)  # predictor: the affine direction
         ap, ad = _to_boundary(x, dx), _to_boundary(z, dz)
         sigma = ((x + ap * dx) @ (z + ad * dz) / n / mu) ** 3
-        dx, dnu, dz = newton(x * z + dx * dz - sigma * mu)  # corrector
+        dx, dnu, dz = newton_system(x * z + dx * dz - sigma * mu)  # corrector
         ap, ad = 0.99 * _to_boundary(x, dx), 0.99 * _to_boundary(z, dz)
         x, z, nu = x + ap * dx, z + ad * dz, nu + ad * dnu
     return None
@@ -229,6 +229,7 @@ def _to_boundary(v: np.ndarray, dv: np.ndarray) -> float:
 
 
 def _clarabel(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | None:
+    """The QP of :func:`_qp` by Clarabel (its upper triangle of ``P`` as a sparse matrix)."""
     n = len(q)
     A = sp.vstack([sp.csc_matrix((np.ones(n_cols), (np.zeros(n_cols, int), np.arange(n_cols))), shape=(1, n)),
                    -sp.identity(n, format="csc")]).tocsc()
