@@ -28,9 +28,9 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   ``SHIFT_PATIENCE`` shifted sub-problems in a row without a new best gap; one whose gap is
   over ``REGRESS`` times the best sends the solver back to the cheapest iterate so far
   with a sharper ``t``.
-- KKT steps (:mod:`~ffu_cvx.smii.kkt`): once a sub-problem's end certifies ``kkt.START``,
-  Newton steps on Problem 1's KKT system (a small QP each) take over from the multiplier
-  phase, whose rate is slow where the optimal multipliers spread over decades.
+- KKT steps (:mod:`~ffu_cvx.smii.kkt`): from a sub-problem end that certifies ``kkt.START``, where the
+  multiplier phase (slow when the optimal multipliers spread over decades) would likely need over
+  ``kkt.WORTH`` more Newton steps, Newton steps on Problem 1's KKT system (a small QP each) finish.
 - Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): an iterate that does not certify ``tol``
   is mixed with the best end, the least-cost iterate and the last ``MIX_ENDS`` ends; a mix
   whose exact cost certifies ``tol`` ends the run (README "Mixing every step").
@@ -48,8 +48,8 @@ from ..problem import FitnessProblem
 from ..result import Solution
 from ..status import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
 from ..version import __version__
-from .backend import NUMPY, Placed, select
 from . import kkt
+from .backend import NUMPY, Placed, select
 from .bounds import BoundKeeper
 from .log import IterationLog
 from .mixing import EndPool, end_of, mix
@@ -554,7 +554,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     -------
     Solution
         ``sigma`` (k, k) meeting every target (max ratio 1), ``privacy_cost``,
-        ``lower_bound``, ``gap``, ``lam`` (d,) and ``mu`` (m,) (soft-max weights, ``mu``
+        ``lower_bound``, ``gap``, ``lam`` (d,) and ``mu`` (m,) (the bound's multipliers, ``mu``
         divided by ``c``), ``nit``, ``n_hvp``, ``time``, ``history``; ``info`` holds
         ``n_cg``, the final ``t1`` and ``t2``, ``restarts`` (returns to the best iterate after
         a shifted sub-problem went astray), ``kkt_steps`` (:mod:`ffu_cvx.smii.kkt`), ``mix``
