@@ -545,7 +545,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         ``"torch:cpu"``, ``"torch:cuda"`` or ``"cupy"``, all in float64; these need the
         optional extra ``ffu-cvx[gpu]`` (array-api-compat) and torch or CuPy. The start (``k >=
         1000``) and the cheap certificate (``k > 256``) run there too; the dual ascent of
-        smaller certificates, the polish and the returned Solution are numpy float64. The
+        smaller certificates, KKT steps, the polish and the returned Solution are numpy float64. The
         iterates match numpy's to rounding step by step; over a whole run they agree to
         about 1e-10 where SM-II's trajectory is stable, and to the certified tolerance
         where it is not (rounding can change later Newton steps).
