@@ -114,10 +114,11 @@ def test_smii_finishes_by_kkt_steps_and_agrees_without_them(monkeypatch):
 def test_kkt_steps_start_where_the_multiplier_phase_would_cost_more():
     # At this end's rate the multiplier phase needs log(gap / tol) / log(before / gap) more ends
     # of `steps` Newton steps each; KKT steps are taken when that is over WORTH steps.
-    assert kkt.pays(1e-2, 2e-2, 1e-4, 5)  # 6.6 ends x 5 steps
-    assert not kkt.pays(1e-2, 1e-1, 1e-3, 5)  # one end
-    assert kkt.pays(1e-2, 1e-2, 1e-3, 1) and kkt.pays(5e-3, 4e-3, 1e-3, 1)  # no progress
-    assert not kkt.pays(1e-2, math.inf, 1e-4, 50)  # the first certificate: no rate yet
+    assert kkt.pays(1e-2, 2e-2, 1e-4, 5, 512)  # 6.6 ends x 5 steps
+    assert not kkt.pays(1e-2, 2e-2, 1e-4, 5, 4 * kkt.WORTH_K)  # a KKT step costs more there
+    assert not kkt.pays(1e-2, 1e-1, 1e-3, 5, 512)  # one end
+    assert kkt.pays(1e-2, 1e-2, 1e-3, 1, 512) and kkt.pays(5e-3, 4e-3, 1e-3, 1, 512)  # no progress
+    assert not kkt.pays(1e-2, math.inf, 1e-4, 50, 512)  # the first certificate: no rate yet
 
 
 def test_small_bases_keep_the_multiplier_phase():

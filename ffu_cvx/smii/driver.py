@@ -309,7 +309,7 @@ class Run:
             gap = self.mix_iterate(p, gap)
         if gap < (before := math.inf if self.best is None else self.best.gap):
             self.best = Best(gap, p, self.kappa)
-        if opts.tol < gap <= self.kkt_below and kkt.pays(gap, before, opts.tol, self.sub_steps):
+        if opts.tol < gap <= self.kkt_below and kkt.pays(gap, before, opts.tol, self.sub_steps, self.problem.k):
             gap = self._kkt(gap)
         if gap <= opts.tol:
             self.status, self.message = OPTIMAL, f"certified relative gap {gap:.2e} <= tol = {opts.tol:g}"
@@ -511,8 +511,8 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         multipliers moved towards the previous one's weights (:mod:`ffu_cvx.smii.multipliers`),
         so the soft-max bias no longer needs ``t ~ log(d) / tol``; ``t1, t2`` grow again (by
         at most 3) only when two shifted sub-problems in a row do not improve on the best
-        certified gap. For ``64 <= k <= 1100``, from a gap of 2e-2 where the multiplier phase would
-        likely need over 14 more Newton steps, Newton steps on the KKT system finish (:mod:`ffu_cvx.smii.kkt`).
+        certified gap. For ``64 <= k <= 2100``, from a gap of 2e-2 where the multiplier phase would
+        likely need over 14 more Newton steps (more past k = 1024), KKT steps finish (:mod:`ffu_cvx.smii.kkt`).
     radius : float, default 1.0
         Truncated CG stops on the ball ``||E||_F <= radius sqrt(k)`` in whitened
         coordinates (a relative change of ``Sigma`` of about ``radius`` per direction).

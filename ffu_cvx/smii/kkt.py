@@ -57,19 +57,21 @@ import scipy.linalg as sla
 import scipy.linalg.blas as blas
 import scipy.sparse as sp
 
-__all__ = ["START", "MIN_K", "MAX_K", "RETRY", "WORTH", "pays", "KKTStep", "kkt_step", "newton", "expsum", "cost"]
+__all__ = ["START", "MIN_K", "MAX_K", "RETRY", "WORTH", "WORTH_K", "pays", "KKTStep", "kkt_step", "newton", "expsum",
+           "cost"]
 
 #: SM-II (:mod:`ffu_cvx.smii.driver`) follows a sub-problem end whose certified gap is at most
 #: ``START`` (and over ``tol``) by KKT steps, for bases of ``MIN_K`` to ``MAX_K``; when they stop short of
 #: ``tol``, again only once the gap is ``RETRY`` times lower.
 START = 2e-2
 MIN_K = 64
-MAX_K = 1100
+MAX_K = 2100
 RETRY = 0.1
 #: ... and only where they are likely to cost less than the multiplier phase would (:func:`pays`):
-#: a KKT finish costs about ``WORTH`` Newton steps (two KKT steps; one took 6-10 Newton steps'
-#: time at d = 256-1,024).
+#: a KKT finish costs about ``WORTH`` Newton steps up to ``k = WORTH_K`` and ``WORTH k / WORTH_K``
+#: beyond (two KKT steps; one took 6-10 Newton steps' time at d = 256-1,024, 13-15 at d = 2,048).
 WORTH = 14.0
+WORTH_K = 1024
 #: Columns and constraints within this fraction of the largest profile value / of ratio 1
 #: enter the step's QP (the rest are linearised away: their multipliers are 0 there).
 ACTIVE = 0.3
@@ -121,14 +123,14 @@ class KKTStep(NamedTuple):
     n_active: tuple
 
 
-def pays(gap: float, before: float, tol: float, steps: int) -> bool:
+def pays(gap: float, before: float, tol: float, steps: int, k: int) -> bool:
     """Whether KKT steps likely cost less than SM-II's multiplier phase from a sub-problem end of
-    certified ``gap`` (``before``: the best gap before it, ``steps``: its Newton steps): the
-    multiplier phase, going on at this end's rate ``before / gap``, would take more than ``WORTH``
-    Newton steps to reach ``tol``."""
+    certified ``gap`` (``before``: the best gap before it, ``steps``: its Newton steps; basis size
+    ``k``): the multiplier phase, going on at this end's rate ``before / gap``, would take more
+    than ``WORTH`` (times ``k / WORTH_K`` past ``WORTH_K``) Newton steps to reach ``tol``."""
     if not gap < before:
         return True
-    return math.log(gap / tol) / math.log(before / gap) * max(steps, 1) > WORTH
+    return math.log(gap / tol) / math.log(before / gap) * max(steps, 1) > WORTH * max(1.0, k / WORTH_K)
 
 
 def expsum(lo: float, hi: float, accuracy: float = EXPSUM_ACCURACY) -> tuple[np.ndarray, np.ndarray]:
