@@ -108,10 +108,10 @@ class BoundKeeper:
     def offer(self, lam, mu) -> float:
         """The best bound after offering multipliers ``lam`` (d,) and ``mu`` (m,; per variance
         ratio ``var_j / c_j``) from outside the soft maxes (:mod:`ffu_cvx.smii.kkt`)."""
-        lb = certificate.lower_bound(self.problem, lam, mu / self.problem.c, slack=0.5 * CERTIFY_SLACK * self.tol,
-                                     on=self.on)
+        mu = mu / self.problem.c
+        lb = certificate.lower_bound(self.problem, lam, mu, slack=0.5 * CERTIFY_SLACK * self.tol, on=self.on)
         if lb > self.value:
-            self.value, self.lam, self.mu = lb, lam, mu / self.problem.c
+            self.value, self.lam, self.mu = lb, lam, mu
         return self.value
 
     def certify(self, p: Point, kappa: float, c_int, force: bool = True) -> float:

@@ -1,7 +1,7 @@
 """SM-II's finishing step: Newton's method on Problem 1's KKT system, one small QP a step.
 
-Solver layer (SM-II): imports numpy, scipy and clarabel only (host float64, whatever the
-array backend of the run).
+Solver layer (SM-II): imports numpy, scipy, clarabel and :mod:`ffu_cvx.smii.model` only (host
+float64, whatever the array backend of the run).
 
 Near the optimum the soft maxes' multiplier phase (:mod:`ffu_cvx.smii.multipliers`)
 converges slowly where the optimal multipliers spread over decades: a constraint whose
@@ -56,6 +56,8 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.linalg.blas as blas
 import scipy.sparse as sp
+
+from .model import factor, variance_ratios
 
 __all__ = ["START", "MIN_K", "MAX_K", "RETRY", "WORTH", "WORTH_K", "pays", "KKTStep", "kkt_step", "newton", "expsum",
            "cost"]
@@ -155,13 +157,8 @@ def cost(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray) -> float:
 def _terms(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray):
     """``(g, h)``: the profile (d,) and variance ratios (m,) of ``sigma``; ``(None, None)`` where
     it is not positive definite."""
-    try:
-        R = sla.cholesky(sigma, lower=True)
-    except np.linalg.LinAlgError:
-        return None, None
-    Y = sla.solve_triangular(R, B, lower=True)
-    V = L @ R
-    return np.einsum("ij,ij->j", Y, Y), np.einsum("ij,ij->i", V, V) / c
+    fac = factor(sigma, B)
+    return (None, None) if fac is None else (fac[2], variance_ratios(L, sigma, c))
 
 
 def _gram(Z: np.ndarray, m: np.ndarray, rho: float) -> np.ndarray:
@@ -348,16 +345,17 @@ def kkt_step(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray
         return None
     md, qp, x, E = found
     cols, rows = qp.cols, qp.rows
-    before = float(md.g.max())
-    g1, h1 = _terms(B, L, c, md.base + md.R @ E @ md.R.T)
+    before, D = float(md.g.max()), md.R @ E @ md.R.T
+    g1, h1 = _terms(B, L, c, md.base + D)
     full = math.inf if g1 is None else float(g1.max() * h1.max())
-    if before - full < SOC_GAIN * (before - float(x[:len(cols)] @ md.linear(E)[0][cols])):
+    linear = md.linear(E)[0][cols]
+    if before - full < SOC_GAIN * (before - float(x[:len(cols)] @ linear)):
         # Second-order correction: the columns' curvature along E, which the QP's linear constraints miss.
-        bent = np.zeros(len(cols)) if g1 is None else g1[cols] - md.linear(E)[0][cols]
-        again = _solve(md, qp, bent)
-        if again is not None and cost(B, L, c, md.base + md.R @ again[1] @ md.R.T) < full:
-            x, E = again
-    D, step = md.R @ E @ md.R.T, 1.0
+        again = _solve(md, qp, np.zeros(len(cols)) if g1 is None else g1[cols] - linear)
+        D2 = None if again is None else md.R @ again[1] @ md.R.T
+        if D2 is not None and cost(B, L, c, md.base + D2) < full:
+            x, D = again[0], D2
+    step = 1.0
     for _ in range(BACKTRACKS):
         trial = md.base + step * D
         alpha = cost(B, L, c, trial)
