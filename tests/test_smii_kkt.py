@@ -28,18 +28,26 @@ def test_expsum_approximates_the_reciprocal(lo, hi, accuracy):
     assert err.max() <= 3 * accuracy
 
 
-@pytest.mark.parametrize("singular", [False, True])
-def test_gram_matches_the_direct_sum(singular):
+@pytest.mark.parametrize("case", ["plain", "singular", "scales", "spread"])
+def test_gram_matches_the_direct_sum(case):
     # P_ab = (z_a o z_b)^T K (z_a o z_b), K_pq = 1 / (m_p + m_q + rho), also where M is singular
-    # (m = 0 on part of the frame: there K is 1 / rho, which the exponential sum must carry).
+    # (m = 0 on part of the frame: there K is 1 / rho, which the exponential sum must carry), where
+    # the columns' norms span 24 decades (float32 products of the raw columns would under- and
+    # overflow) and where m spans 12 decades and Z has entries near 0 (float32 subnormals).
     rng = np.random.default_rng(3)
-    k, n = 12, 9
+    k, n = 40, 9
     Z = rng.standard_normal((k, n))
     m = rng.uniform(0.01, 2.0, k)
-    if singular:
+    if case == "singular":
         m[:5] = 0.0
+    if case == "scales":
+        Z *= np.geomspace(1e-12, 1e12, n)
+    if case == "spread":
+        m = np.geomspace(1e-12, 1.0, k)
+        Z[::3] *= 1e-20
     rho = 1e-6 * m.max()
     K = 1.0 / (m[:, None] + m[None, :] + rho)
+
     def pairs(f):
         return np.array([[f(Z[:, a] * Z[:, b]) @ K @ f(Z[:, a] * Z[:, b]) for b in range(n)] for a in range(n)])
 
@@ -48,6 +56,26 @@ def test_gram_matches_the_direct_sum(singular):
     # Each K_pq is within the sum's relative accuracy, so each entry within that of sum |.| K_pq.
     assert (np.abs(P - direct) <= 3 * kkt.EXPSUM_ACCURACY * pairs(np.abs)).all()
     np.testing.assert_array_equal(P, P.T)
+
+
+def test_gram_smooth_part_is_the_sum_of_its_terms():
+    # The terms of small s, as one polynomial in m_p + m_q, against their own sum term by term.
+    rng = np.random.default_rng(5)
+    k, n = 30, 7
+    Z = rng.standard_normal((k, n))
+    Z /= np.linalg.norm(Z, axis=0)
+    m = np.sort(rng.uniform(0.0, 1.5, k))
+    rho = 1e-8
+    nodes, weights = kkt.expsum(2 * m[0] + rho, 2 * m[-1] + rho)
+    weights = weights * np.exp(-nodes * rho)
+    smooth = nodes * (2 * m[-1] + rho) <= kkt.SMOOTH
+    assert 10 <= smooth.sum() < len(nodes)
+    terms = sum(w * np.square(Z.T @ (np.exp(-s * m)[:, None] * Z)) for s, w in zip(nodes[smooth], weights[smooth]))
+    part = kkt._smooth_part(Z, m, rho, nodes[smooth], weights[smooth])
+    scale = np.sqrt(np.outer(np.diag(terms), np.diag(terms)))
+    upper = np.triu_indices(n)
+    assert np.abs(part[upper] - terms[upper]).max() <= 1e-6 * scale[upper].min()
+    assert (np.tril(part, -1) == 0).all()
 
 
 @pytest.mark.parametrize("build, d", [(decades, 96), (tree, 64)])

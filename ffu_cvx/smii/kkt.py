@@ -92,6 +92,14 @@ EXPSUM_ACCURACY = 1e-5
 #: ``GRAM_CUT e^-GRAM_CUT`` (3e-7) of itself, and the terms of large ``s`` need only the eigenvectors
 #: of small ``m``.
 GRAM_CUT = 18.0
+#: Exponential-sum terms of ``s (2 max m + rho)`` up to ``SMOOTH`` enter the QP's matrix as one
+#: polynomial in ``m_p + m_q`` (of degree at most ``SMOOTH_MAX_DEGREE``, see :func:`_smooth_part`).
+SMOOTH = 1.0
+SMOOTH_MAX_DEGREE = 8
+#: Entries below ``FLUSH`` of the float32 factors of the QP's matrix (``Z``'s columns scaled to unit
+#: norm, then its rows weighted) are dropped: their products would be subnormal (slow) and add
+#: below 1e-30.
+FLUSH = 1e-15
 #: The QP's active sets grow at most this many times by the terms its step's linear model pushes
 #: more than ``LEVEL_SLACK`` (relative) past the level (max profile / ratio 1).
 AUGMENT = 3
@@ -163,16 +171,66 @@ def _terms(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray):
 
 def _gram(Z: np.ndarray, m: np.ndarray, rho: float) -> np.ndarray:
     """``(z_a o z_b)^T K (z_a o z_b)`` for all column pairs of ``Z`` (k, n), ``K_pq = 1 / (m_p + m_q + rho)``.
-    The products ``Z_s^T Z_s`` are float32 ``syrk`` (their rounding, 1e-7 of ``|z_a o z_b|^T K |z_a o z_b|``,
-    is far below the sum's ``EXPSUM_ACCURACY``), summed in float64."""
-    nodes, weights = expsum(2 * max(m.min(), 0.0) + rho, 2 * m.max() + rho)
-    m = np.maximum(m, 0.0)
-    P = np.zeros((Z.shape[1], Z.shape[1]), order="F")
-    for s, w in zip(nodes, weights):
+
+    Each exponential-sum term is ``c (Z_s^T Z_s)^2`` (elementwise): a float32 ``syrk`` with ``sqrt(c)``
+    as its factor, squared in place, summed in float64 (summed in float32, the certified gaps of
+    KKT steps stalled at 1.1e-7 instead of 5e-8). The columns of ``Z`` are scaled to unit norm
+    first, so that float32 neither under- nor overflows. The terms of ``s (2 max m + rho)`` up to
+    ``SMOOTH`` (about a third) weigh every eigenvector nearly alike: their sum is a polynomial of
+    low degree in ``m_p + m_q`` (:func:`_smooth_part`), a few ``syrk`` in place of those terms.
+    The rounding (1e-7 of ``|z_a o z_b|^T K |z_a o z_b|``) is far below ``EXPSUM_ACCURACY``."""
+    order = np.argsort(m)  # ascending (as from eigh): the terms of large s need only its first rows
+    m, Z = np.maximum(m[order], 0.0), Z[order]
+    norms = np.sqrt(np.einsum("ij,ij->j", Z, Z))
+    norms[norms == 0] = 1.0
+    Z = Z / norms
+    nodes, weights = expsum(2 * m[0] + rho, 2 * m[-1] + rho)
+    weights = weights * np.exp(-nodes * rho)
+    smooth = nodes * (2 * m[-1] + rho) <= SMOOTH
+    P = _smooth_part(Z, m, rho, nodes[smooth], weights[smooth]).astype(np.float64)
+    for s, w in zip(nodes[~smooth], weights[~smooth]):
         r = int(np.searchsorted(m, GRAM_CUT / s, side="right"))  # m ascending: the rows that count
-        G = blas.ssyrk(1.0, (Z[:r] * np.exp(-0.5 * s * m[:r])[:, None]).T.astype(np.float32))  # upper triangle
-        P += w * math.exp(-s * rho) * np.square(G, dtype=np.float64)
+        G = _syrk(Z[:r] * np.exp(-0.5 * s * m[:r])[:, None], math.sqrt(w))
+        np.add(P, np.square(G, out=G), out=P)  # upper triangles
+    P *= np.outer(np.square(norms), np.square(norms))
     return P + np.triu(P, 1).T
+
+
+def _syrk(A: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    """``alpha A^T A`` (upper triangle, float32) of ``A`` (r, n), its entries below ``FLUSH`` (in
+    modulus) dropped: their products would be float32 subnormals (slow) and weigh nothing."""
+    A = A.astype(np.float32)
+    A[np.abs(A) < FLUSH] = 0.0
+    return blas.ssyrk(alpha, A, trans=1)
+
+
+def _smooth_part(Z: np.ndarray, m: np.ndarray, rho: float, nodes: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The upper triangle (float32) of ``sum_l w_l (Z^T diag(exp(-s_l m)) Z)^2`` (``m`` ascending,
+    ``w_l`` carrying ``exp(-s_l rho)``) for terms with ``s_l (2 max m + rho) <= SMOOTH``. Their sum
+    ``psi(m_p + m_q)`` is, within ``EXPSUM_ACCURACY / 10`` of ``1/x``, a polynomial ``sum_j a_j u^j``
+    in ``u = (m_p + m_q) / umax`` (Chebyshev interpolation of the least such degree; Taylor's
+    remainder bounds degree 8 by ``1/9!``), so the part is ``sum_j a_j sum_i C(j, i) G_i o G_(j-i)``
+    with ``G_i = Z^T diag((m / umax)^i) Z``. The coefficients alternate in sign, but no more than
+    ``e^(2 SMOOTH)`` times ``psi``: float32 keeps 1e-6 of it."""
+    n, umax = Z.shape[1], 2 * m[-1] or 1.0
+    if not len(nodes):
+        return np.zeros((n, n), np.float32, order="F")
+
+    def psi(u):
+        return np.exp(-np.outer(u * umax, nodes)) @ weights
+
+    grid = np.linspace(0.0, 1.0, 257)
+    for degree in range(1, SMOOTH_MAX_DEGREE + 1):
+        poly = np.polynomial.Chebyshev.interpolate(psi, degree, domain=[0.0, 1.0])
+        if np.max(np.abs(poly(grid) - psi(grid)) * (grid * umax + rho)) <= 0.1 * EXPSUM_ACCURACY:
+            break
+    a = poly.convert(kind=np.polynomial.Polynomial, domain=[0.0, 1.0], window=[0.0, 1.0]).coef
+    G = [_syrk(Z * ((m / umax) ** (0.5 * i))[:, None]) for i in range(len(a))]
+    P = np.zeros((n, n), np.float32, order="F")
+    for i in range(len(a)):
+        for j in range(i, len(a) - i):  # G_i o G_j for i <= j, i + j < len(a)
+            P += np.float32(a[i + j] * math.comb(i + j, i) * (1 if i == j else 2)) * G[i] * G[j]
+    return P
 
 
 def _qp(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | None:
