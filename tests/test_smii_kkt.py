@@ -58,24 +58,21 @@ def test_gram_matches_the_direct_sum(case):
     np.testing.assert_array_equal(P, P.T)
 
 
-def test_gram_smooth_part_is_the_sum_of_its_terms():
-    # The terms of small s, as one polynomial in m_p + m_q, against their own sum term by term.
-    rng = np.random.default_rng(5)
-    k, n = 30, 7
-    Z = rng.standard_normal((k, n))
-    Z /= np.linalg.norm(Z, axis=0)
-    m = np.sort(rng.uniform(0.0, 1.5, k))
-    rho = 1e-8
-    nodes, weights = kkt.expsum(2 * m[0] + rho, 2 * m[-1] + rho)
-    weights = weights * np.exp(-nodes * rho)
-    smooth = nodes * (2 * m[-1] + rho) <= kkt.SMOOTH
-    assert 10 <= smooth.sum() < len(nodes)
-    terms = sum(w * np.square(Z.T @ (np.exp(-s * m)[:, None] * Z)) for s, w in zip(nodes[smooth], weights[smooth]))
-    part = kkt._smooth_part(Z, m, rho, nodes[smooth], weights[smooth])
-    scale = np.sqrt(np.outer(np.diag(terms), np.diag(terms)))
-    upper = np.triu_indices(n)
-    assert np.abs(part[upper] - terms[upper]).max() <= 1e-6 * scale[upper].min()
-    assert (np.tril(part, -1) == 0).all()
+@pytest.mark.parametrize("lo, hi", [(1e-8, 2.0), (1e-3, 3.0), (2.0, 2.0)])
+def test_merged_terms_keep_the_sum(lo, hi):
+    # The terms that weigh every eigenvector (s <= full) become a few Gauss nodes inside their
+    # range with positive weights (each term of P stays semidefinite), the sum within accuracy.
+    nodes, weights = kkt.expsum(lo, hi)
+    full = 2 * kkt.GRAM_CUT / hi
+    merged, mw = kkt._merge(nodes, weights, lo, hi, full)
+    few = nodes <= full
+    n_full = int(few.sum())
+    assert np.array_equal(merged[len(merged) - (len(nodes) - n_full):], nodes[~few])
+    assert len(merged) < len(nodes) if n_full > 8 else len(merged) <= len(nodes)
+    assert (mw > 0).all() and (merged[:len(merged) - (len(nodes) - n_full)] <= full).all()
+    x = np.geomspace(lo, hi, 3000)
+    err = np.abs(np.exp(-np.outer(x, merged)) @ mw * x - 1.0)
+    assert err.max() <= 3 * kkt.EXPSUM_ACCURACY
 
 
 @pytest.mark.parametrize("build, d", [(decades, 96), (tree, 64)])
@@ -205,3 +202,22 @@ def test_interior_point_agrees_with_clarabel(seed, monkeypatch):
     assert x_ip[:n_cols].sum() == pytest.approx(1.0) and (x_ip >= 0).all()
     monkeypatch.setattr(kkt, "_interior_point", lambda *args: None)
     np.testing.assert_array_equal(kkt._qp(P, q, n_cols), x_cl)
+
+
+def test_interior_point_survives_a_matrix_indefinite_by_its_rounding():
+    # P semidefinite of rank 6 with -5e-8 (relative) added to its diagonal, as the QP's float32
+    # products leave it: the factorisation fails once the iterate nears the support, the interior
+    # point raises P's diagonal just enough and still solves the QP (to the shift's effect).
+    rng = np.random.default_rng(7)
+    n, n_cols = 40, 25
+    A = rng.standard_normal((n, 6))
+    P = A @ A.T
+    P -= 5e-8 * np.diag(np.diag(P))
+    assert np.linalg.eigvalsh(P).min() < 0
+    q = np.concatenate([rng.uniform(0.7, 1.0, n_cols), rng.uniform(-0.3, 0.0, n - n_cols)])  # as g_A, h_C - 1
+    x = kkt._interior_point(P, q, n_cols)
+    assert x is not None and x[:n_cols].sum() == pytest.approx(1.0) and (x >= 0).all()
+    shifted = P + 1e-6 * np.diag(np.diag(P))  # semidefinite
+    y = kkt._clarabel(shifted, q, n_cols)
+    objective = [q @ v - 0.5 * v @ P @ v for v in (x, y)]
+    assert objective[0] >= objective[1] - 1e-6 * abs(objective[1])

@@ -92,10 +92,6 @@ EXPSUM_ACCURACY = 1e-5
 #: ``GRAM_CUT e^-GRAM_CUT`` (3e-7) of itself, and the terms of large ``s`` need only the eigenvectors
 #: of small ``m``.
 GRAM_CUT = 18.0
-#: Exponential-sum terms of ``s (2 max m + rho)`` up to ``SMOOTH`` enter the QP's matrix as one
-#: polynomial in ``m_p + m_q`` (of degree at most ``SMOOTH_MAX_DEGREE``, see :func:`_smooth_part`).
-SMOOTH = 1.0
-SMOOTH_MAX_DEGREE = 8
 #: Entries below ``FLUSH`` of the float32 factors of the QP's matrix (``Z``'s columns scaled to unit
 #: norm, then its rows weighted) are dropped: their products would be subnormal (slow) and add
 #: below 1e-30.
@@ -115,6 +111,11 @@ SOC_GAIN = 0.5
 #: ``QP_TOL``, or gives up after ``QP_MAXIT`` iterations (Clarabel then solves the QP).
 QP_TOL = 1e-10
 QP_MAXIT = 60
+#: Where its factorisation fails, ``P``'s unit diagonal is raised by ``QP_SHIFT``, then
+#: ``QP_SHIFT_GROW``-fold, up to ``QP_SHIFT_MAX`` (:func:`_factor`).
+QP_SHIFT = 1e-10
+QP_SHIFT_GROW = 10.0
+QP_SHIFT_MAX = 1e-6
 #: Backtracking of the line search on the exact cost (halvings before the step is refused).
 BACKTRACKS = 12
 
@@ -172,23 +173,22 @@ def _terms(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray):
 def _gram(Z: np.ndarray, m: np.ndarray, rho: float) -> np.ndarray:
     """``(z_a o z_b)^T K (z_a o z_b)`` for all column pairs of ``Z`` (k, n), ``K_pq = 1 / (m_p + m_q + rho)``.
 
-    Each exponential-sum term is ``c (Z_s^T Z_s)^2`` (elementwise): a float32 ``syrk`` with ``sqrt(c)``
-    as its factor, squared in place, summed in float64 (summed in float32, the certified gaps of
-    KKT steps stalled at 1.1e-7 instead of 5e-8). The columns of ``Z`` are scaled to unit norm
-    first, so that float32 neither under- nor overflows. The terms of ``s (2 max m + rho)`` up to
-    ``SMOOTH`` (about a third) weigh every eigenvector nearly alike: their sum is a polynomial of
-    low degree in ``m_p + m_q`` (:func:`_smooth_part`), a few ``syrk`` in place of those terms.
-    The rounding (1e-7 of ``|z_a o z_b|^T K |z_a o z_b|``) is far below ``EXPSUM_ACCURACY``."""
+    Each exponential-sum term (:func:`expsum`, its terms that weigh every eigenvector merged by
+    :func:`_merge`) is ``c (Z_s^T Z_s)^2`` (elementwise): a float32 ``syrk`` with ``sqrt(c)`` as its
+    factor, squared in place and summed in float64 (summed in float32, the certified gaps of KKT
+    steps stalled at 1.1e-7 instead of 5e-8). The columns of ``Z`` are scaled to unit norm first,
+    so that float32 neither under- nor overflows. The rounding (1e-7 of ``|z_a o z_b|^T K |z_a o z_b|``)
+    is far below ``EXPSUM_ACCURACY``; every term is positive semidefinite, so ``P`` is too."""
     order = np.argsort(m)  # ascending (as from eigh): the terms of large s need only its first rows
     m, Z = np.maximum(m[order], 0.0), Z[order]
     norms = np.sqrt(np.einsum("ij,ij->j", Z, Z))
     norms[norms == 0] = 1.0
     Z = Z / norms
-    nodes, weights = expsum(2 * m[0] + rho, 2 * m[-1] + rho)
-    weights = weights * np.exp(-nodes * rho)
-    smooth = nodes * (2 * m[-1] + rho) <= SMOOTH
-    P = _smooth_part(Z, m, rho, nodes[smooth], weights[smooth]).astype(np.float64)
-    for s, w in zip(nodes[~smooth], weights[~smooth]):
+    lo, hi = 2 * m[0] + rho, 2 * m[-1] + rho
+    nodes, weights = expsum(lo, hi)
+    nodes, weights = _merge(nodes, weights * np.exp(-nodes * rho), lo, hi, GRAM_CUT / max(m[-1], 1e-300))
+    P = np.zeros((Z.shape[1], Z.shape[1]), order="F")
+    for s, w in zip(nodes, weights):
         r = int(np.searchsorted(m, GRAM_CUT / s, side="right"))  # m ascending: the rows that count
         G = _syrk(Z[:r] * np.exp(-0.5 * s * m[:r])[:, None], math.sqrt(w))
         np.add(P, np.square(G, out=G), out=P)  # upper triangles
@@ -204,33 +204,37 @@ def _syrk(A: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     return blas.ssyrk(alpha, A, trans=1)
 
 
-def _smooth_part(Z: np.ndarray, m: np.ndarray, rho: float, nodes: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """The upper triangle (float32) of ``sum_l w_l (Z^T diag(exp(-s_l m)) Z)^2`` (``m`` ascending,
-    ``w_l`` carrying ``exp(-s_l rho)``) for terms with ``s_l (2 max m + rho) <= SMOOTH``. Their sum
-    ``psi(m_p + m_q)`` is, within ``EXPSUM_ACCURACY / 10`` of ``1/x``, a polynomial ``sum_j a_j u^j``
-    in ``u = (m_p + m_q) / umax`` (Chebyshev interpolation of the least such degree; Taylor's
-    remainder bounds degree 8 by ``1/9!``), so the part is ``sum_j a_j sum_i C(j, i) G_i o G_(j-i)``
-    with ``G_i = Z^T diag((m / umax)^i) Z``. The coefficients alternate in sign, but no more than
-    ``e^(2 SMOOTH)`` times ``psi``: float32 keeps 1e-6 of it."""
-    n, umax = Z.shape[1], 2 * m[-1] or 1.0
-    if not len(nodes):
-        return np.zeros((n, n), np.float32, order="F")
-
-    def psi(u):
-        return np.exp(-np.outer(u * umax, nodes)) @ weights
-
-    grid = np.linspace(0.0, 1.0, 257)
-    for degree in range(1, SMOOTH_MAX_DEGREE + 1):
-        poly = np.polynomial.Chebyshev.interpolate(psi, degree, domain=[0.0, 1.0])
-        if np.max(np.abs(poly(grid) - psi(grid)) * (grid * umax + rho)) <= 0.1 * EXPSUM_ACCURACY:
+def _merge(nodes: np.ndarray, weights: np.ndarray, lo: float, hi: float, full: float):
+    """``(nodes, weights)`` with the terms of ``s <= full`` (in the QP's matrix, those weigh every
+    eigenvector: about half the terms, and most of the work) replaced by the Gauss quadrature of
+    their discrete measure ``sum_l w_l delta(s - s_l)``: nodes inside their range, positive
+    weights, exact for polynomials in ``s`` of degree ``2J - 1``; ``J`` the least whose sum
+    ``sum w exp(-s x)`` is within ``EXPSUM_ACCURACY / 10`` of theirs relative to ``1/x`` on
+    ``[lo, hi]`` (23 terms -> 7 at ``m`` from 1e-11 to 1.4)."""
+    few = nodes <= full
+    s, w = nodes[few], weights[few]
+    if len(s) < 2:
+        return nodes, weights
+    x = np.geomspace(lo, hi, 400)
+    target = np.exp(-np.outer(x, s)) @ w
+    # Lanczos on diag(s) from sqrt(w): the Jacobi matrix of the measure (Golub-Welsch).
+    basis, alpha, beta = np.zeros((len(s), len(s))), [], []
+    q = np.sqrt(w / w.sum())
+    for J in range(1, len(s)):
+        basis[:, J - 1] = q
+        v = s * q
+        alpha.append(q @ v)
+        for _ in range(2):  # full reorthogonalisation, twice
+            v -= basis[:, :J] @ (basis[:, :J].T @ v)
+        theta, U = sla.eigh_tridiagonal(np.array(alpha), np.array(beta))
+        merged = w.sum() * U[0] ** 2
+        if np.max(np.abs(np.exp(-np.outer(x, theta)) @ merged - target) * x) <= 0.1 * EXPSUM_ACCURACY:
+            return np.concatenate([theta, nodes[~few]]), np.concatenate([merged, weights[~few]])
+        beta.append(np.linalg.norm(v))
+        if beta[-1] <= 1e-14 * s.max():
             break
-    a = poly.convert(kind=np.polynomial.Polynomial, domain=[0.0, 1.0], window=[0.0, 1.0]).coef
-    G = [_syrk(Z * ((m / umax) ** (0.5 * i))[:, None]) for i in range(len(a))]
-    P = np.zeros((n, n), np.float32, order="F")
-    for i in range(len(a)):
-        for j in range(i, len(a) - i):  # G_i o G_j for i <= j, i + j < len(a)
-            P += np.float32(a[i + j] * math.comb(i + j, i) * (1 if i == j else 2)) * G[i] * G[j]
-    return P
+        q = v / beta[-1]
+    return nodes, weights
 
 
 def _qp(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | None:
@@ -243,8 +247,8 @@ def _qp(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | None:
 def _interior_point(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | None:
     """The QP of :func:`_qp` by Mehrotra's predictor-corrector method on its dense KKT system,
     scaled to a unit diagonal (``P``'s diagonal spans 15 decades on the mixed-scale workload);
-    one Cholesky factorisation of ``P + diag(z / x)`` an iteration. None when it does not reach
-    ``QP_TOL`` in ``QP_MAXIT`` iterations or a factorisation fails."""
+    one Cholesky factorisation of ``P + diag(z / x)`` an iteration (:func:`_factor`).
+    None when it does not reach ``QP_TOL`` in ``QP_MAXIT`` iterations or a factorisation fails."""
     n = len(q)
     diag = np.diag(P)
     dscale = 1.0 / np.sqrt(np.maximum(diag, 1e-300 + 1e-30 * diag.max()))
@@ -253,16 +257,13 @@ def _interior_point(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | N
     a = np.zeros(n)
     a[:n_cols] = dscale[:n_cols]  # the simplex constraint a^T x = 1 in the scaled variables
     size = max(float(np.abs(q).max()), 1.0)
-    x, z, nu = np.full(n, 1.0 / a.sum()), np.full(n, size), 0.0
+    x, z, nu, added = np.full(n, 1.0 / a.sum()), np.full(n, size), 0.0, 0.0
     for _ in range(QP_MAXIT):
         rd, rp, mu = P @ x - q - a * nu - z, a @ x - 1.0, x @ z / n
         if np.abs(rd).max() <= QP_TOL * size and abs(rp) <= QP_TOL and mu <= QP_TOL * size / n:
             return x * dscale
-        np.copyto(H, P)
-        H.flat[::n + 1] += z / x + 1e-14
-        try:
-            cf = sla.cho_factor(H, lower=True, overwrite_a=True, check_finite=False)
-        except np.linalg.LinAlgError:
+        cf, added = _factor(H, P, z / x, added)
+        if cf is None:
             return None
         Ha = sla.cho_solve(cf, a, check_finite=False)
 
@@ -279,6 +280,25 @@ def _interior_point(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | N
         ap, ad = 0.99 * _to_boundary(x, dx), 0.99 * _to_boundary(z, dz)
         x, z, nu = x + ap * dx, z + ad * dz, nu + ad * dnu
     return None
+
+
+def _factor(H: np.ndarray, P: np.ndarray, d: np.ndarray, added: float):
+    """``(Cholesky factor of P + diag(d), added)``, factorised in ``H`` (F-ordered, as ``P``). ``P``
+    is semidefinite only to its rounding (scaled to a unit diagonal, eigenvalues of -5e-8 were seen
+    on random ranges d = 1,024): where the factorisation fails, ``P``'s diagonal is raised in place
+    (the QP gains a proximal term ``added |x|^2 / 2``) to ``QP_SHIFT``, then ``QP_SHIFT_GROW``-fold;
+    ``(None, added)`` past ``QP_SHIFT_MAX``."""
+    while True:
+        np.copyto(H, P)
+        H.flat[::len(d) + 1] += d
+        try:
+            return sla.cho_factor(H, lower=True, overwrite_a=True, check_finite=False), added
+        except np.linalg.LinAlgError:
+            raised = QP_SHIFT if added == 0 else added * QP_SHIFT_GROW
+            if raised > QP_SHIFT_MAX:
+                return None, added
+            P.flat[::len(d) + 1] += raised - added
+            added = raised
 
 
 def _to_boundary(v: np.ndarray, dv: np.ndarray) -> float:
