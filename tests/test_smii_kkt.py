@@ -137,13 +137,16 @@ def test_smii_finishes_by_kkt_steps_and_agrees_without_them(monkeypatch):
 
 
 def test_kkt_steps_start_where_the_multiplier_phase_would_cost_more():
-    # At this end's rate the multiplier phase needs log(gap / tol) / log(before / gap) more ends
-    # of `steps` Newton steps each; KKT steps are taken when that is over WORTH steps.
-    assert kkt.pays(1e-2, 2e-2, 1e-4, 5, 512)  # 6.6 ends x 5 steps
-    assert not kkt.pays(1e-2, 2e-2, 1e-4, 5, 4 * kkt.WORTH_K)  # a KKT step costs more there
-    assert not kkt.pays(1e-2, 1e-1, 1e-3, 5, 512)  # one end
-    assert kkt.pays(1e-2, 1e-2, 1e-3, 1, 512) and kkt.pays(5e-3, 4e-3, 1e-3, 1, 512)  # no progress
-    assert not kkt.pays(1e-2, math.inf, 1e-4, 50, 512)  # the first certificate: no rate yet
+    # Up to WORTH_K always; past it, at this end's rate the multiplier phase needs
+    # log(gap / tol) / log(before / gap) more ends of `steps` Newton steps each, and KKT steps
+    # are taken when that is over WORTH k / WORTH_K steps.
+    big = 2 * kkt.WORTH_K
+    assert kkt.pays(1e-2, 1e-1, 1e-3, 5, kkt.WORTH_K) and kkt.pays(1e-2, math.inf, 1e-4, 50, 512)
+    assert kkt.pays(1e-2, 2e-2, 1e-4, 5, big)  # 6.6 ends x 5 steps = 33 > 28
+    assert not kkt.pays(1e-2, 2e-2, 1e-4, 4, big)  # 26.6
+    assert not kkt.pays(1e-2, 1e-1, 1e-3, 5, big)  # one end
+    assert kkt.pays(1e-2, 1e-2, 1e-3, 1, big) and kkt.pays(5e-3, 4e-3, 1e-3, 1, big)  # no progress
+    assert not kkt.pays(1e-2, math.inf, 1e-4, 50, big)  # the first certificate: no rate yet
 
 
 def test_small_bases_keep_the_multiplier_phase():

@@ -28,9 +28,9 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   ``SHIFT_PATIENCE`` shifted sub-problems in a row without a new best gap; one whose gap is
   over ``REGRESS`` times the best sends the solver back to the cheapest iterate so far
   with a sharper ``t``.
-- KKT steps (:mod:`~ffu_cvx.smii.kkt`): from a sub-problem end that certifies ``kkt.START``, where the
-  multiplier phase (slow when the optimal multipliers spread over decades) would likely need over
-  ``kkt.WORTH`` more Newton steps, Newton steps on Problem 1's KKT system (a small QP each) finish.
+- KKT steps (:mod:`~ffu_cvx.smii.kkt`): from a sub-problem end that certifies ``kkt.START`` (past
+  ``kkt.WORTH_K`` only where the multiplier phase, slow when the optimal multipliers spread over decades,
+  likely needs more Newton steps than they cost), Newton steps on Problem 1's KKT system finish.
 - Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): an iterate that does not certify ``tol``
   is mixed with the best end, the least-cost iterate and the last ``MIX_ENDS`` ends; a mix
   whose exact cost certifies ``tol`` ends the run (README "Mixing every step").

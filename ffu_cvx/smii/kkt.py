@@ -65,13 +65,15 @@ __all__ = ["START", "MIN_K", "MAX_K", "RETRY", "WORTH", "WORTH_K", "pays", "KKTS
 #: SM-II (:mod:`ffu_cvx.smii.driver`) follows a sub-problem end whose certified gap is at most
 #: ``START`` (and over ``tol``) by KKT steps, for bases of ``MIN_K`` to ``MAX_K``; when they stop short of
 #: ``tol``, again only once the gap is ``RETRY`` times lower.
-START = 2e-2
+START = 5e-2
 MIN_K = 64
 MAX_K = 2100
 RETRY = 0.1
-#: ... and only where they are likely to cost less than the multiplier phase would (:func:`pays`):
-#: a KKT finish costs about ``WORTH`` Newton steps up to ``k = WORTH_K`` and ``WORTH k / WORTH_K``
-#: beyond (two KKT steps; one took 6-10 Newton steps' time at d = 256-1,024, 13-15 at d = 2,048).
+#: ... past ``k = WORTH_K`` only where they are likely to cost less than the multiplier phase would
+#: (:func:`pays`): a KKT finish costs about ``WORTH k / WORTH_K`` Newton steps there (random ranges
+#: d = 2,048, tol 1e-3: 167.5 s without KKT steps, 210.5 s with three from 5e-2). Up to ``WORTH_K``
+#: they paid wherever the gap was under ``START`` (stop 40, same run, tol 1e-3, one thread, d = 1,024,
+#: prefix, decades, random ranges and trees, seeds 0-1: 266.4 s with the rule, 234.5 s without).
 WORTH = 14.0
 WORTH_K = 1024
 #: Columns and constraints within this fraction of the largest profile value / of ratio 1
@@ -137,11 +139,11 @@ class KKTStep(NamedTuple):
 def pays(gap: float, before: float, tol: float, steps: int, k: int) -> bool:
     """Whether KKT steps likely cost less than SM-II's multiplier phase from a sub-problem end of
     certified ``gap`` (``before``: the best gap before it, ``steps``: its Newton steps; basis size
-    ``k``): the multiplier phase, going on at this end's rate ``before / gap``, would take more
-    than ``WORTH`` (times ``k / WORTH_K`` past ``WORTH_K``) Newton steps to reach ``tol``."""
-    if not gap < before:
+    ``k``): always up to ``k = WORTH_K``; beyond, where the multiplier phase, going on at this end's
+    rate ``before / gap``, would take more than ``WORTH k / WORTH_K`` Newton steps to reach ``tol``."""
+    if k <= WORTH_K or not gap < before:
         return True
-    return math.log(gap / tol) / math.log(before / gap) * max(steps, 1) > WORTH * max(1.0, k / WORTH_K)
+    return math.log(gap / tol) / math.log(before / gap) * max(steps, 1) > WORTH * k / WORTH_K
 
 
 def expsum(lo: float, hi: float, accuracy: float = EXPSUM_ACCURACY) -> tuple[np.ndarray, np.ndarray]:
