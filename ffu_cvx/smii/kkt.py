@@ -180,7 +180,8 @@ def _gram(Z: np.ndarray, m: np.ndarray, rho: float) -> np.ndarray:
     factor, squared in place and summed in float64 (summed in float32, the certified gaps of KKT
     steps stalled at 1.1e-7 instead of 5e-8). The columns of ``Z`` are scaled to unit norm first,
     so that float32 neither under- nor overflows. The rounding (1e-7 of ``|z_a o z_b|^T K |z_a o z_b|``)
-    is far below ``EXPSUM_ACCURACY``; every term is positive semidefinite, so ``P`` is too."""
+    is far below ``EXPSUM_ACCURACY``; every term is a semidefinite square, so ``P`` is semidefinite to
+    that rounding (:func:`_factor` copes with the rest)."""
     order = np.argsort(m)  # ascending (as from eigh): the terms of large s need only its first rows
     m, Z = np.maximum(m[order], 0.0), Z[order]
     norms = np.sqrt(np.einsum("ij,ij->j", Z, Z))
