@@ -224,3 +224,16 @@ def test_interior_point_survives_a_matrix_indefinite_by_its_rounding():
     y = kkt._clarabel(shifted, q, n_cols)
     objective = [q @ v - 0.5 * v @ P @ v for v in (x, y)]
     assert objective[0] >= objective[1] - 1e-6 * abs(objective[1])
+
+
+def test_singular_hessian_starts_with_a_larger_proximal_term():
+    # M = Y diag(lam) Y^T is singular where the multipliers vanish on columns (identity basis):
+    # rho starts at RHO_SINGULAR there, at RHO elsewhere, relative to M's largest eigenvalue.
+    problem = tree(64)
+    sigma = np.eye(problem.k)
+    lam = np.ones(problem.d)
+    dense = kkt._model(problem.B, problem.L, problem.c, sigma, lam)
+    assert dense.m.min() > kkt.SINGULAR * dense.m.max() and dense.rho == pytest.approx(kkt.RHO * dense.m.max())
+    lam[::2] = 0.0
+    sparse = kkt._model(problem.B, problem.L, problem.c, sigma, lam)
+    assert sparse.m.min() == 0.0 and sparse.rho == pytest.approx(kkt.RHO_SINGULAR * sparse.m.max())
