@@ -29,8 +29,9 @@ sets are right. Its dual is a QP over the multipliers ``x = (lam_A, mu_C)``,
 ``K_pq = 1 / (m_p + m_q + rho)`` (``rho`` a small proximal term that keeps the step finite where
 ``M`` is singular). ``P`` is formed by an exponential sum ``1/x ~ sum_l w_l exp(-s_l x)``
 (:func:`expsum`; ``K`` is then a sum of rank-one terms and ``P = sum_l w_l e^(-s_l rho)
-(Z^T diag(exp(-s_l m)) Z)^2`` elementwise: 40-50 ``syrk`` of order ``n``, each over the
-eigenvectors its term does not weigh below ``e^-GRAM_CUT``), the QP is solved by a dense
+(Z^T diag(exp(-s_l m)) Z)^2`` elementwise: 25-35 ``syrk`` of order ``n`` once the terms that weigh
+every eigenvector are merged (:func:`_merge`), each over the eigenvectors its term does not
+weigh below ``e^-GRAM_CUT``), the QP is solved by a dense
 interior-point method (:func:`_interior_point`; Clarabel where it fails), and the step is
 ``E = Q (K o (Z diag(s x) Z^T)) Q^T`` exactly. The QP's multipliers are a dual certificate's
 (:func:`ffu_cvx.certificate.lower_bound`).
