@@ -29,7 +29,7 @@ sets are right. Its dual is a QP over the multipliers ``x = (lam_A, mu_C)``,
 ``K_pq = 1 / (m_p + m_q + rho)`` (``rho`` a small proximal term that keeps the step finite where
 ``M`` is singular). ``P`` is formed by an exponential sum ``1/x ~ sum_l w_l exp(-s_l x)``
 (:func:`expsum`; ``K`` is then a sum of rank-one terms and ``P = sum_l w_l e^(-s_l rho)
-(Z^T diag(exp(-s_l m)) Z)^2`` elementwise: 25-35 ``syrk`` of order ``n`` once the terms that weigh
+(Z^T diag(exp(-s_l m)) Z)^2`` elementwise: 24-34 ``syrk`` of order ``n`` (d = 1,024) once the terms that weigh
 every eigenvector are merged (:func:`_merge`), each over the eigenvectors its term does not
 weigh below ``e^-GRAM_CUT``), the QP is solved by a dense
 interior-point method (:func:`_interior_point`; Clarabel where it fails), and the step is
