@@ -106,13 +106,13 @@ class BoundKeeper:
         return cert.lower_bound, cert.lam, cert.mu
 
     def offer(self, lam, mu) -> float:
-        """The best bound after offering multipliers ``lam`` (d,) and ``mu`` (m,; per variance
-        ratio ``var_j / c_j``) from outside the soft maxes (:mod:`ffu_cvx.smii.kkt`)."""
+        """The bound of multipliers ``lam`` (d,) and ``mu`` (m,; per variance ratio
+        ``var_j / c_j``) from outside the soft maxes (:mod:`ffu_cvx.smii.kkt`), kept if best."""
         mu = mu / self.problem.c
         lb = certificate.lower_bound(self.problem, lam, mu, slack=0.5 * CERTIFY_SLACK * self.tol, on=self.on)
         if lb > self.value:
             self.value, self.lam, self.mu = lb, lam, mu
-        return self.value
+        return lb
 
     def certify(self, p: Point, kappa: float, c_int, force: bool = True) -> float:
         """Certify ``p`` and return its gap against the best bound (inf while no bound is positive).

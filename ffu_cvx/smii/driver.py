@@ -26,11 +26,11 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   :func:`~ffu_cvx.smii.multipliers.damped_shift`, whose fixed points are Problem 3's KKT
   points at any ``t``). ``t`` grows again (by at most ``SHIFT_GROW``) only after
   ``SHIFT_PATIENCE`` shifted sub-problems in a row without a new best gap; one whose gap is
-  over ``REGRESS`` times the best sends the solver back to the cheapest iterate so far
-  with a sharper ``t``.
-- KKT steps (:mod:`~ffu_cvx.smii.kkt`): from a sub-problem end that certifies ``kkt.START`` (past
-  ``kkt.WORTH_K`` only where the multiplier phase, slow when the optimal multipliers spread over decades,
-  likely needs more Newton steps than they cost), Newton steps on Problem 1's KKT system finish.
+  over ``REGRESS`` times the best sends the solver back to the cheapest iterate, sharper.
+- KKT steps (:mod:`~ffu_cvx.smii.kkt`): Newton steps on Problem 1's KKT system finish from a
+  sub-problem end that certifies ``kkt.START``; past ``kkt.WORTH_K`` only where the multiplier phase
+  (slow where the optimal multipliers spread over decades) likely needs more Newton steps than they
+  cost, or from the best end once that phase has gone astray (``REGRESS``).
 - Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): an iterate that does not certify ``tol``
   is mixed with the best end, the least-cost iterate and the last ``MIX_ENDS`` ends; a mix
   whose exact cost certifies ``tol`` ends the run (README "Mixing every step").
@@ -72,25 +72,23 @@ SHIFT_NTREL = 0.01
 SHIFT_PATIENCE = 2
 SHIFT_GROW = 3.0
 #: A sub-problem also ends after a full Newton step that decreased ``F`` by less than this multiple
-#: of the Newton-decrement threshold: the step is kept, the direction that would only confirm the
-#: end is not computed. Random ranges d = 1024: 30 took 58 s, 100 52 s, 300 82 s (seed 0).
+#: of the Newton-decrement threshold (random ranges d = 1024: 30 took 58 s, 100 52 s, 300 82 s).
 SETTLE = 100.0
 #: A shifted sub-problem whose gap exceeds this multiple of the best gap so far has gone astray
 #: (slack constraints' multipliers decay, the soft max stops seeing them, the iterate drifts where
-#: ``F`` is flat: random ranges d = 1024, seed 1, gap 8e-3 to 0.7 in three steps). The solver goes
-#: back to the cheapest iterate (:class:`Lowest`, or the best end), sharpens ``t`` by ``SHIFT_GROW``
-#: and no longer ends sub-problems by ``SETTLE`` (README "How much of a cell is the machine",
-#: "Restarts from the cheapest iterate").
+#: ``F`` is flat: random ranges d = 1024, seed 1, gap 8e-3 to 0.7 in three steps). KKT steps
+#: finish from the best end where its gap is under ``kkt.START`` (``kkt.pays`` aside: its forecast
+#: of the multiplier phase has just failed); else the solver goes back to the cheapest iterate
+#: (:class:`Lowest`, or the best end), sharpens ``t`` by ``SHIFT_GROW`` and no longer ends
+#: sub-problems by ``SETTLE`` (README "Restarts from the cheapest iterate").
 REGRESS = 3.0
 #: A shifted sub-problem does not end by ``SETTLE`` after its first step when that step's
 #: iterate has a gap over this multiple of the best gap so far: after a multiplier update one
 #: full step can land far from the new minimiser while ``F`` barely moves, and ending there hands
-#: the next update poor weights; the sub-problem takes more steps instead (Newton steps at tol
-#: 1e-4, d = 512, 462 -> 441: README "Fewer restarts of the multiplier phase").
+#: the next update poor weights (README "Fewer restarts of the multiplier phase").
 DRIFT = 3.0
 #: Sub-problem ends kept to be mixed with later iterates (:mod:`~ffu_cvx.smii.mixing`), besides
-#: the best one, within ``MIX_BYTES`` of covariances (at k = 4,096 two ends, 268 MB; README
-#: "Stopping on a mix": ``bench_workloads --sizes 512`` (tol 1e-4) 472 -> 439 Newton steps).
+#: the best one, within ``MIX_BYTES`` of covariances (at k = 4,096 two ends, 268 MB).
 MIX_ENDS = 3
 MIX_BYTES = 2 ** 28
 #: Iterates are mixed only once theirs, the best or the least-cost gap is within this multiple
@@ -104,9 +102,8 @@ RESCALE_MIN_K = 1000
 #: A sub-problem has stalled (it ends without another direction) when the last step
 #: decreased ``F`` by less than this fraction of the Newton-decrement threshold.
 STALL = 0.1
-#: A sub-problem ends after this many Newton steps (SM-II only). After a restart at t = 2,430 the
-#: mixed-scale workload d = 64 seed 1 (``bench_workloads``, tol 1e-4) took 1,084 steps and ended at
-#: maxiter; capped at 50 it certified in 232 (README "At most 50 Newton steps a sub-problem").
+#: A sub-problem ends after this many Newton steps (SM-II only; README "At most 50 Newton steps a
+#: sub-problem": mixed scales d = 64 seed 1 took 1,084 steps and ended at maxiter, capped 232).
 SUB_MAXIT = 50
 #: A failed line search along a direction whose derivative is below this fraction of
 #: ``|F|`` is rounding, not failure: the sub-problem ends.
@@ -305,12 +302,18 @@ class Run:
         gap = self.bounds.certify(p, self.kappa, self.c_int, force=False)
         self.log.note(f"sub-problem t1 = {self.t1:.3g} done: alpha = {p.cost(self.kappa):.8g}, "
                       f"lower bound = {self.bounds.value:.8g}, gap = {gap:.2e}")
+        if self.best is not None:  # its gap against today's bound (the bound may have risen since)
+            self.best = self.best._replace(gap=self.bounds.gap(self.best.point.cost(self.best.kappa)))
         if gap > opts.tol and self._near(gap):
             gap = self.mix_iterate(p, gap)
         if gap < (before := math.inf if self.best is None else self.best.gap):
             self.best = Best(gap, p, self.kappa)
-        if opts.tol < gap <= self.kkt_below and kkt.pays(gap, before, opts.tol, self.sub_steps, self.problem.k):
-            gap = self._kkt(gap)
+        if opts.tol < gap <= self.kkt_below and kkt.pays(gap, before, opts.tol, self.sub_steps, self.problem.k,
+                                                         kkt.qp_order(self.bk.to_numpy(p.g), self.bk.to_numpy(p.h))):
+            gap = min(gap, self._kkt(p, gap))
+        elif self._astray(gap) and opts.tol < self.best.gap <= self.kkt_below:
+            # The multiplier phase went astray: KKT steps from the best end rather than its restart.
+            gap = min(gap, self._kkt(self.best.point, self.best.gap))
         if gap <= opts.tol:
             self.status, self.message = OPTIMAL, f"certified relative gap {gap:.2e} <= tol = {opts.tol:g}"
         elif self.t1 >= opts.t_max:
@@ -319,22 +322,27 @@ class Run:
         else:
             self._next_t(gap)
 
-    def _kkt(self, gap: float) -> float:
-        """The gap after KKT steps from this end (:func:`~ffu_cvx.smii.kkt.newton`); a better point is the new end."""
-        p, problem, cap = self.p.to_numpy(), self.problem, self.opts.max_time
-        found, n = kkt.newton(problem.B, problem.L, problem.c, p.sigma, p.w, self.bounds.offer, self.opts.tol,
+    def _kkt(self, p: Point, gap: float) -> float:
+        """The gap after KKT steps (:func:`~ffu_cvx.smii.kkt.newton`) from the end ``p`` (of ``gap``):
+        a point better than the best end is the new end and iterate, else inf."""
+        pr, cap, start, bd = self.problem, self.opts.max_time, p.to_numpy(), self.bounds
+        found, n = kkt.newton(pr.B, pr.L, pr.c, start.sigma, start.w, bd.offer, self.opts.tol, bd.value,
                               expired=None if cap is None else lambda: time.perf_counter() - self.start > cap)
         self.n_kkt, self.kkt_below = self.n_kkt + n, kkt.RETRY * gap
         q = None if found is None else evaluate(self.B, self.L, self.c_int, self.bk.asarray(found.sigma), p.t1,
-                                                p.t2, s1=self.p.s1, s2=self.p.s2)
+                                                p.t2, s1=p.s1, s2=p.s2)
         new = math.inf if q is None else self.bounds.gap(q.cost(self.kappa))
         self.log.note(f"{n} KKT steps: gap {new:.2e}")
         if q is None or not new < self.best.gap:
-            return gap
+            return math.inf
         self.best = Best(new, q, self.kappa)
         self.p, self.nit = q, self.nit + 1  # the run goes on from there, and reports it as one iteration
         self._report(q.cost(self.kappa), found.step, 0)
         return new
+
+    def _astray(self, gap: float) -> bool:
+        """Whether a shifted sub-problem's end of ``gap`` is over ``REGRESS`` times the best end's."""
+        return self.t1 >= self.opts.t_shift and gap > REGRESS * self.best.gap
 
     def _near(self, gap: float) -> bool:
         """Whether ``gap``, the best end's or the least-cost iterate's is within ``MIX_WITHIN`` tol."""
@@ -373,7 +381,7 @@ class Run:
         # factor than mu reaches it with an easier sub-problem.
         grow = min(opts.mu, max(MIN_GROW, MIN_GROW * gap / opts.tol))
         shifted = self.t1 >= opts.t_shift
-        if shifted and gap > REGRESS * self.best.gap:
+        if self._astray(gap):
             # The multiplier iterates went astray: resume from the best one, sharper.
             self.p, self.misses, self.settle, self.restarts = self._restart_point(gap), SHIFT_PATIENCE, 0.0, \
                 self.restarts + 1
@@ -484,13 +492,10 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     maxcg, tol2 : int, float, default 5, 1e-10
         CG iterations per Newton step and CG residual tolerance (paper: 5, 1e-10).
     maxcg_cap : int or None, default None (40)
-        The most CG iterations of one Newton step; ``maxcg_cap = maxcg`` keeps the
-        paper's fixed budget. Preconditioned, CG goes past ``maxcg`` while its last
-        iteration lowered the quadratic model by at least twice the step's average per
-        Hessian product, counting the step's other work as eight products
-        (:func:`ffu_cvx.smii.newton.extension_pays`). Plain CG's budget doubles instead
-        when full Newton steps gain more than half of what the previous one gained (the
-        truncated direction limits progress).
+        The most CG iterations of one Newton step (``maxcg`` keeps the paper's fixed budget).
+        Preconditioned CG goes past ``maxcg`` while each further Hessian product pays for
+        itself (:func:`ffu_cvx.smii.newton.extension_pays`); plain CG's budget doubles while
+        full Newton steps gain more than half of what the previous one gained.
     nttol, ntrel : float, default 1e-10, 1e-3
         A sub-problem ends when ``|<s, grad F>| < max(nttol, ntrel / t1)`` (NTTOL; the
         relative part stops early sub-problems once they are solved well past the
@@ -511,8 +516,9 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         multipliers moved towards the previous one's weights (:mod:`ffu_cvx.smii.multipliers`),
         so the soft-max bias no longer needs ``t ~ log(d) / tol``; ``t1, t2`` grow again (by
         at most 3) only when two shifted sub-problems in a row do not improve on the best
-        certified gap. For ``64 <= k <= 2100``, from a gap of 2e-2 where the multiplier phase would
-        likely need over 14 more Newton steps (more past k = 1024), KKT steps finish (:mod:`ffu_cvx.smii.kkt`).
+        certified gap. For ``64 <= k <= 2100``, from a gap of 5e-2 (past k = 1024 where the
+        multiplier phase likely needs more Newton steps than they cost, or has gone astray),
+        KKT steps finish (:mod:`ffu_cvx.smii.kkt`).
     radius : float, default 1.0
         Truncated CG stops on the ball ``||E||_F <= radius sqrt(k)`` in whitened
         coordinates (a relative change of ``Sigma`` of about ``radius`` per direction).
@@ -527,28 +533,23 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         20000)`` products; past that it stops and the certified main result is returned
         with ``info["refine_failed"]`` and a ``RuntimeWarning``.
     precondition : bool or "auto", default "auto"
-        Run CG in the eigenbasis of the profile term's ``M`` with a diagonal-plus-rank-two
-        approximate inverse of the Hessian (:meth:`ffu_cvx.smii.model.Whitened.preconditioner`); False
-        gives the paper's plain CG; "auto" preconditions when ``k > PRECONDITION_MIN_K`` (4:
-        plain CG left targets over decades uncertified at d = 48-96, see there), except on
-        the paper's schedule (``t_shift=None``), where plain CG certifies more workloads.
+        CG in the eigenbasis of the profile term's ``M`` with a diagonal-plus-rank-two inverse
+        of the Hessian (:meth:`ffu_cvx.smii.model.Whitened.preconditioner`); False: the paper's
+        plain CG; "auto": when ``k > PRECONDITION_MIN_K`` (4), except on the paper's schedule
+        (``t_shift=None``), where plain CG certifies more workloads.
     float32 : bool or "auto", default "auto"
-        Evaluate the Hessian products inside CG in single precision (about twice as fast
-        at large ``k``); gradients, line search and certificate stay in float64. "auto"
-        does so when ``k >= FLOAT32_MIN_K`` (256; measured in
-        :mod:`ffu_cvx.smii.options`).
+        The Hessian products inside CG in single precision (about twice as fast at large
+        ``k``); gradients, line search and certificate stay float64. "auto": from ``k = 256``.
     verbose : bool, default False
         Print an iteration log (:mod:`ffu_cvx.smii.log`).
     array_backend : str, default "numpy"
         Where the dense kernels run (:mod:`ffu_cvx.smii.backend`): ``"numpy"`` (the
         default and tested path), ``"torch"`` (CUDA when available, else the CPU),
-        ``"torch:cpu"``, ``"torch:cuda"`` or ``"cupy"``, all in float64; these need the
-        optional extra ``ffu-cvx[gpu]`` (array-api-compat) and torch or CuPy. The start (``k >=
-        1000``) and the cheap certificate (``k > 256``) run there too; the dual ascent of
-        smaller certificates, KKT steps, the polish and the returned Solution are numpy float64. The
-        iterates match numpy's to rounding step by step; over a whole run they agree to
-        about 1e-10 where SM-II's trajectory is stable, and to the certified tolerance
-        where it is not (rounding can change later Newton steps).
+        ``"torch:cpu"``, ``"torch:cuda"`` or ``"cupy"``, all in float64 (the optional extra
+        ``ffu-cvx[gpu]`` and torch or CuPy). The start (``k >= 1000``) and the cheap certificate
+        (``k > 256``) run there too; smaller certificates' dual ascent, KKT steps, the polish and
+        the Solution are numpy float64. Iterates match numpy's to rounding step by step; over
+        a run to about 1e-10 where the trajectory is stable, to the certified tolerance where not.
 
     Returns
     -------

@@ -60,8 +60,8 @@ import scipy.sparse as sp
 
 from .model import factor, variance_ratios
 
-__all__ = ["START", "MIN_K", "MAX_K", "RETRY", "WORTH", "WORTH_K", "pays", "KKTStep", "kkt_step", "newton", "expsum",
-           "cost"]
+__all__ = ["START", "MIN_K", "MAX_K", "RETRY", "WORTH", "WORTH_K", "pays", "qp_order", "KKTStep", "kkt_step",
+           "newton", "expsum", "cost"]
 
 #: SM-II (:mod:`ffu_cvx.smii.driver`) follows a sub-problem end whose certified gap is at most
 #: ``START`` (and over ``tol``) by KKT steps, for bases of ``MIN_K`` to ``MAX_K``; when they stop short of
@@ -71,11 +71,14 @@ MIN_K = 64
 MAX_K = 2100
 RETRY = 0.1
 #: ... past ``k = WORTH_K`` only where they are likely to cost less than the multiplier phase would
-#: (:func:`pays`): a KKT finish costs about ``WORTH k / WORTH_K`` Newton steps there (random ranges
-#: d = 2,048, tol 1e-3: 167.5 s without KKT steps, 210.5 s with three from 5e-2). Up to ``WORTH_K``
-#: they paid wherever the gap was under ``START`` (stop 40, same run, tol 1e-3, one thread, d = 1,024,
-#: prefix, decades, random ranges and trees, seeds 0-1: 266.4 s with the rule, 234.5 s without).
-WORTH = 14.0
+#: (:func:`pays`): a KKT finish costs about ``WORTH (order / k)^2`` Newton steps there, the QP's matrix
+#: and factorisations growing with its order (d = 1,024, one thread: a step 4.3 Newton steps' time at
+#: order 1.9 k on targets over decades, about 7 at 2.5 k on random ranges; d = 2,048: 24 s against
+#: 5 s). At d = 2,048, tol 1e-3, seed 0, this takes targets over decades from 2.7e-2 (order about
+#: 2 k) and leaves random ranges to the multiplier phase at 2.1e-2 (2.5 k; three KKT steps there had
+#: cost 167.5 -> 210.5 s). Up to ``WORTH_K`` they paid wherever the gap was under ``START`` (stop 40,
+#: same run, tol 1e-3, one thread, d = 1,024, four classes, seeds 0-1: 266.4 s with a rule, 234.5 s without).
+WORTH = 3.0
 WORTH_K = 1024
 #: Columns and constraints within this fraction of the largest profile value / of ratio 1
 #: enter the step's QP (the rest are linearised away: their multipliers are 0 there).
@@ -143,14 +146,21 @@ class KKTStep(NamedTuple):
     n_active: tuple
 
 
-def pays(gap: float, before: float, tol: float, steps: int, k: int) -> bool:
+def pays(gap: float, before: float, tol: float, steps: int, k: int, order: int) -> bool:
     """Whether KKT steps likely cost less than SM-II's multiplier phase from a sub-problem end of
-    certified ``gap`` (``before``: the best gap before it, ``steps``: its Newton steps; basis size
-    ``k``): always up to ``k = WORTH_K``; beyond, where the multiplier phase, going on at this end's
-    rate ``before / gap``, would take more than ``WORTH k / WORTH_K`` Newton steps to reach ``tol``."""
+    certified ``gap`` (``before``: the best earlier end's gap against the same bound, ``steps``: its
+    Newton steps; basis size ``k``, ``order``: the QP's likely order, :func:`qp_order`): always up to
+    ``k = WORTH_K``; beyond, where the multiplier phase, going on at this end's rate
+    ``before / gap``, would take more than ``WORTH (order / k)^2`` Newton steps to reach ``tol``."""
     if k <= WORTH_K or not gap < before:
         return True
-    return math.log(gap / tol) / math.log(before / gap) * max(steps, 1) > WORTH * k / WORTH_K
+    return math.log(gap / tol) / math.log(before / gap) * max(steps, 1) > WORTH * (order / k) ** 2
+
+
+def qp_order(g: np.ndarray, h: np.ndarray) -> int:
+    """The order of a KKT step's QP from an iterate of profile ``g`` (d,) and ratios ``h`` (m,):
+    its near-active columns and constraints (``ACTIVE``)."""
+    return int(np.count_nonzero(g >= (1 - ACTIVE) * g.max()) + np.count_nonzero(h >= (1 - ACTIVE) * h.max()))
 
 
 def expsum(lo: float, hi: float, accuracy: float = EXPSUM_ACCURACY) -> tuple[np.ndarray, np.ndarray]:
@@ -457,23 +467,27 @@ def kkt_step(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray
 
 
 def newton(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray, bound, tol: float,
-           maxit: int = MAXIT, expired=None) -> tuple[KKTStep | None, int]:
+           floor: float = 0.0, maxit: int = MAXIT, expired=None) -> tuple[KKTStep | None, int]:
     """KKT steps from ``sigma`` with Hessian multipliers ``lam`` (d,) until the certified gap
-    ``alpha / bound(lam, mu) - 1`` is at most ``tol``, a step fails or falls short of
-    ``PROGRESS`` times the last gap, after ``maxit`` steps, or (between steps) once ``expired()``
-    is true. ``bound(lam, mu)`` offers a step's multipliers (``mu`` per ratio) and returns the
-    best lower bound so far. Returns ``(the step of least cost or None, steps taken)``."""
-    best, last = None, math.inf
+    ``alpha / max(floor, bounds so far) - 1`` is at most ``tol``, a step fails, after ``maxit``
+    steps, (between steps) once ``expired()`` is true, or when a step falls short of ``PROGRESS``
+    times the last gap both against the best bound and against its own. ``bound(lam, mu)`` is the
+    lower bound certified by a step's multipliers (``mu`` per ratio); ``floor`` a bound known
+    before (it can lag far behind a step's, and a gap against it alone would call a step that
+    halves the true one stalled). Returns ``(the step of least cost or None, steps taken)``."""
+    best, last, last_own = None, math.inf, math.inf
     for n in range(1, maxit + 1):
         if n > 1 and expired is not None and expired():
             return best, n - 1
         found = kkt_step(B, L, c, sigma, lam)
         if found is None:
             return best, n
-        gap = found.alpha / bound(found.lam, found.mu) - 1.0
+        own = bound(found.lam, found.mu)
+        floor = max(floor, own)
+        gap, own_gap = (found.alpha / b - 1.0 if b > 0 else math.inf for b in (floor, own))
         if best is None or found.alpha < best.alpha:
             best = found
-        if gap <= tol or gap > PROGRESS * last:
+        if gap <= tol or (gap > PROGRESS * last and own_gap > PROGRESS * last_own):
             return best, n
-        sigma, lam, last = found.sigma, found.lam, gap
+        sigma, lam, last, last_own = found.sigma, found.lam, gap, own_gap
     return best, maxit
