@@ -231,12 +231,38 @@ def test_interior_point_agrees_with_clarabel(seed, monkeypatch):
     signs = np.where(np.arange(n) < n_cols, 1.0, -1.0)
     P = signs[:, None] * kkt._gram(Z, m, 1e-6) * signs[None, :]
     q = rng.uniform(0.5, 1.5, n)
-    x_ip, x_cl = kkt._interior_point(P, q, n_cols), kkt._clarabel(P, q, n_cols)
+    x_ip, x_cl = kkt._interior_point(P, q, n_cols)[0], kkt._clarabel(P, q, n_cols)
     objective = [q @ x - 0.5 * x @ P @ x for x in (x_ip, x_cl)]
     assert objective[0] == pytest.approx(objective[1], rel=1e-7, abs=1e-9)
     assert x_ip[:n_cols].sum() == pytest.approx(1.0) and (x_ip >= 0).all()
     monkeypatch.setattr(kkt, "_interior_point", lambda *args: None)
-    np.testing.assert_array_equal(kkt._qp(P, q, n_cols), x_cl)
+    x, z = kkt._qp(P, q, n_cols)
+    np.testing.assert_array_equal(x, x_cl)
+    assert z is None
+
+
+def test_a_warm_start_reaches_the_same_solution_in_fewer_factorisations(monkeypatch):
+    # The second-order correction's QP differs from the step's by a shift of the columns' linear
+    # terms: started from the step's solution it converges to the cold start's solution, sooner.
+    rng = np.random.default_rng(3)
+    k, n, n_cols = 40, 70, 40
+    Z = rng.standard_normal((k, n))
+    signs = np.where(np.arange(n) < n_cols, 1.0, -1.0)
+    P = signs[:, None] * kkt._gram(Z, rng.uniform(0.0, 1.0, k), 1e-6) * signs[None, :]
+    q = np.concatenate([rng.uniform(0.8, 1.0, n_cols), rng.uniform(-0.3, 0.0, n - n_cols)])
+    bent = q + np.concatenate([1e-3 * rng.standard_normal(n_cols), np.zeros(n - n_cols)])
+    counted = []
+    factor = kkt._factor
+    monkeypatch.setattr(kkt, "_factor", lambda *args: counted.append(1) or factor(*args))
+    first = kkt._interior_point(P, q, n_cols)
+    counted.clear()
+    cold = kkt._interior_point(P, bent, n_cols)
+    n_cold = len(counted)
+    counted.clear()
+    warm = kkt._interior_point(P, bent, n_cols, start=first)
+    assert len(counted) < n_cold
+    np.testing.assert_allclose(warm[0], cold[0], atol=1e-7)
+    assert warm[0][:n_cols].sum() == pytest.approx(1.0) and (warm[0] >= 0).all() and (warm[1] >= 0).all()
 
 
 def test_interior_point_survives_a_matrix_indefinite_by_its_rounding():
@@ -250,7 +276,7 @@ def test_interior_point_survives_a_matrix_indefinite_by_its_rounding():
     P -= 5e-8 * np.diag(np.diag(P))
     assert np.linalg.eigvalsh(P).min() < 0
     q = np.concatenate([rng.uniform(0.7, 1.0, n_cols), rng.uniform(-0.3, 0.0, n - n_cols)])  # as g_A, h_C - 1
-    x = kkt._interior_point(P, q, n_cols)
+    x = kkt._interior_point(P, q, n_cols)[0]
     assert x is not None and x[:n_cols].sum() == pytest.approx(1.0) and (x >= 0).all()
     shifted = P + 1e-6 * np.diag(np.diag(P))  # semidefinite
     y = kkt._clarabel(shifted, q, n_cols)
