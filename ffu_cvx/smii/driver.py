@@ -323,8 +323,7 @@ class Run:
             self._next_t(gap)
 
     def _kkt(self, p: Point, gap: float) -> float:
-        """The gap after KKT steps (:func:`~ffu_cvx.smii.kkt.newton`) from the end ``p`` (of ``gap``):
-        a point better than the best end is the new end and iterate, else inf."""
+        """The gap after KKT steps from the end ``p`` (of ``gap``) if they beat the best end (now theirs), else inf."""
         pr, cap, start, bd = self.problem, self.opts.max_time, p.to_numpy(), self.bounds
         found, n = kkt.newton(pr.B, pr.L, pr.c, start.sigma, start.w, bd.offer, self.opts.tol, bd.value,
                               expired=None if cap is None else lambda: time.perf_counter() - self.start > cap)
