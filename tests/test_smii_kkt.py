@@ -265,6 +265,21 @@ def test_a_warm_start_reaches_the_same_solution_in_fewer_factorisations(monkeypa
     assert warm[0][:n_cols].sum() == pytest.approx(1.0) and (warm[0] >= 0).all() and (warm[1] >= 0).all()
 
 
+def test_the_next_step_starts_warm_from_the_last_qp():
+    # A step carries its QP's solution over all columns then constraints (the multipliers it
+    # returns) with the bounds' multipliers; the next step from it lands where a cold one does
+    # (to the interior point's tolerance, amplified by the step: 7e-7 here).
+    problem = decades(96)
+    start = ffu.solve(problem, method="smii", tol=3e-2, refine=False)
+    first = kkt.kkt_step(problem.B, problem.L, problem.c, start.sigma, start.lam)
+    d, m = problem.B.shape[1], len(problem.c)
+    assert first.warm.shape == (2, d + m) and (first.warm >= 0).all()
+    np.testing.assert_array_equal(first.warm[0], np.concatenate([first.lam, first.mu]))
+    cold = kkt.kkt_step(problem.B, problem.L, problem.c, first.sigma, first.lam)
+    warm = kkt.kkt_step(problem.B, problem.L, problem.c, first.sigma, first.lam, first.warm)
+    assert max(warm.alpha, cold.alpha) < first.alpha and warm.alpha == pytest.approx(cold.alpha, rel=1e-5)
+
+
 def test_interior_point_survives_a_matrix_indefinite_by_its_rounding():
     # P semidefinite of rank 6 with -5e-8 (relative) added to its diagonal, as the QP's float32
     # products leave it: the factorisation fails once the iterate nears the support, the interior

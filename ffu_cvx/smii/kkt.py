@@ -123,10 +123,11 @@ SOC_GAIN = 0.5
 #: ``QP_TOL``, or gives up after ``QP_MAXIT`` iterations (Clarabel then solves the QP).
 QP_TOL = 1e-10
 QP_MAXIT = 60
-#: A warm start (the second-order correction's QP and a re-solve with a larger ``rho``, from the
-#: last QP's solution) is moved this fraction of the cold start into the interior: the correction's
-#: QP took 9 iterations instead of 16 on a 4-ary tree d = 1,024 (order 2,138), 6 instead of 13 on
-#: random ranges (2,560), the same solutions to 1e-8 (0.1: 12 and 9; 1e-4: 8 and 6).
+#: A warm start (every QP but a run's first, from the last QP's solution on the sets they share) is
+#: moved this fraction of the cold start into the interior: the second-order correction's QP took 9
+#: iterations instead of 16 on a 4-ary tree d = 1,024 (order 2,138), 6 instead of 13 on random ranges
+#: (2,560), the same solutions to 1e-8 (0.1: 12 and 9; 1e-4: 8 and 6); the next step's first QP 18
+#: instead of 23 (tree), 10 and 8 instead of 14 (targets over decades, order 2,035).
 WARM = 1e-2
 #: Where its factorisation fails, ``P``'s unit diagonal is raised by ``QP_SHIFT``, then
 #: ``QP_SHIFT_GROW``-fold, up to ``QP_SHIFT_MAX`` (:func:`_factor`).
@@ -141,7 +142,9 @@ class KKTStep(NamedTuple):
     """One KKT step: the new ``sigma`` (k, k), its cost ``alpha`` (the
     normalised privacy cost ``max g max h``), the QP's multipliers ``lam`` (d,; on the
     simplex) and ``mu`` (m,; per ratio ``h_j``, so ``mu / c`` weighs the variances), the
-    step length taken and the sizes of the active sets."""
+    step length taken, the sizes of the active sets and ``warm``: the QP's solution and its
+    bounds' multipliers over all columns then constraints ((2, d + m), 0 off its sets; None
+    from Clarabel), the next step's warm start."""
 
     sigma: np.ndarray
     alpha: float
@@ -149,6 +152,7 @@ class KKTStep(NamedTuple):
     mu: np.ndarray
     step: float
     n_active: tuple
+    warm: np.ndarray | None = None
 
 
 def pays(gap: float, before: float, tol: float, steps: int, k: int, order: int) -> bool:
@@ -422,16 +426,31 @@ def _solve(md: _Model, qp: _QP, bent: np.ndarray | None = None, start=None):
     return None if found is None else (found[0], md.direction(qp.Z, qp.signs * found[0]), found[1])
 
 
-def _active(md: _Model):
+def _spread(md: _Model, qp: _QP, x: np.ndarray, z: np.ndarray | None) -> np.ndarray | None:
+    """A QP's solution ``x`` and bounds' multipliers ``z`` over all columns then constraints
+    ((2, d + m), 0 off its sets; None without ``z``): a warm start for :func:`_restrict`."""
+    if z is None:
+        return None
+    full = np.zeros((2, len(md.g) + len(md.h)))
+    full[:, np.concatenate([qp.cols, len(md.g) + qp.rows])] = x, z
+    return full
+
+
+def _restrict(md: _Model, cols: np.ndarray, rows: np.ndarray, warm: np.ndarray | None):
+    """``(x, z)`` of :func:`_spread`'s ``warm`` on ``cols`` and ``rows`` (None without one)."""
+    return None if warm is None else tuple(warm[:, np.concatenate([cols, len(md.g) + rows])])
+
+
+def _active(md: _Model, warm: np.ndarray | None = None):
     """``(model, qp, x, E, z)``: the QP on the near-active terms (``ACTIVE``), enlarged by every
     term its step's linear model pushes past the level (at most ``AUGMENT`` times), with ``rho``
     grown while the step leaves the trust region (``z``: its bounds' multipliers, :func:`_qp`);
-    None if a QP fails."""
+    None if a QP fails. Each QP starts warm from the last (the first from ``warm``, :func:`_spread`)."""
     cols = np.flatnonzero(md.g >= (1 - ACTIVE) * md.g.max())
     rows = np.flatnonzero(md.h >= 1 - ACTIVE)
     for _ in range(AUGMENT + 1):
         qp = _dual(md, cols, rows)
-        found = _solve(md, qp)
+        found = _solve(md, qp, start=_restrict(md, cols, rows, warm))
         while found is not None and np.abs(sla.eigvalsh(found[1])).max() > TRUST and md.rho < RHO_MAX * md.m.max():
             md = md._replace(rho=md.rho * RHO_GROW)
             qp = _dual(md, cols, rows)
@@ -439,6 +458,7 @@ def _active(md: _Model):
         if found is None:
             return None
         x, E, z = found
+        warm = _spread(md, qp, x, z)
         g1, h1 = md.linear(E)
         level = float(x[:len(cols)] @ g1[cols])
         more_cols = np.setdiff1d(np.flatnonzero(g1 > level + LEVEL_SLACK * abs(level)), cols)
@@ -449,14 +469,15 @@ def _active(md: _Model):
     return md, qp, x, E, z
 
 
-def kkt_step(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray) -> KKTStep | None:
+def kkt_step(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray, warm=None) -> KKTStep | None:
     """One KKT step from ``sigma`` (k, k) with multipliers ``lam`` (d,) for the Lagrangian's
     Hessian (see the module docstring); ``B`` (k, d), ``L`` (m, k; dense or sparse), targets
-    ``c`` (m,). When the full step does not lower the cost, a second-order correction (the
-    QP again, each column's constraint shifted by the curvature the step met) is tried before
-    backtracking. None when the QP fails or no step length lowers the cost."""
+    ``c`` (m,); ``warm``: the last step's :attr:`KKTStep.warm`. When the full step does not lower
+    the cost, a second-order correction (the QP again, each column's constraint shifted by the
+    curvature the step met) is tried before backtracking. None when the QP fails or no step
+    length lowers the cost."""
     md = _model(B, L, c, sigma, lam)
-    found = _active(md)
+    found = _active(md, warm)
     if found is None:
         return None
     md, qp, x, E, z = found
@@ -470,7 +491,7 @@ def kkt_step(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray
         again = _solve(md, qp, np.zeros(len(cols)) if g1 is None else g1[cols] - linear, start=(x, z))
         D2 = None if again is None else md.R @ again[1] @ md.R.T
         if D2 is not None and cost(B, L, c, md.base + D2) < full:
-            x, D = again[0], D2
+            x, D, z = again[0], D2, again[2]
     step = 1.0
     for _ in range(BACKTRACKS):
         trial = md.base + step * D
@@ -478,7 +499,8 @@ def kkt_step(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray
         if alpha < before:
             lam_new, mu_new = np.zeros(B.shape[1]), np.zeros(len(c))
             lam_new[cols], mu_new[rows] = x[:len(cols)], x[len(cols):]
-            return KKTStep(0.5 * (trial + trial.T), alpha, lam_new, mu_new, step, (len(cols), len(rows)))
+            return KKTStep(0.5 * (trial + trial.T), alpha, lam_new, mu_new, step, (len(cols), len(rows)),
+                           _spread(md, qp, x, z))
         step *= 0.5
     return None
 
@@ -492,11 +514,11 @@ def newton(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray, 
     lower bound certified by a step's multipliers (``mu`` per ratio); ``floor`` a bound known
     before (it can lag far behind a step's, and a gap against it alone would call a step that
     halves the true one stalled). Returns ``(the step of least cost or None, steps taken)``."""
-    best, last, last_own = None, math.inf, math.inf
+    best, last, last_own, warm = None, math.inf, math.inf, None
     for n in range(1, maxit + 1):
         if n > 1 and expired is not None and expired():
             return best, n - 1
-        found = kkt_step(B, L, c, sigma, lam)
+        found = kkt_step(B, L, c, sigma, lam, warm)
         if found is None:
             return best, n
         own = bound(found.lam, found.mu)
@@ -506,5 +528,5 @@ def newton(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray, 
             best = found
         if gap <= tol or (gap > PROGRESS * last and own_gap > PROGRESS * last_own):
             return best, n
-        sigma, lam, last, last_own = found.sigma, found.lam, gap, own_gap
+        sigma, lam, last, last_own, warm = found.sigma, found.lam, gap, own_gap, found.warm
     return best, maxit
