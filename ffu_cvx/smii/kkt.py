@@ -74,9 +74,9 @@ RETRY = 0.1
 #: (:func:`pays`): a KKT finish costs about ``WORTH (order / k)^2`` Newton steps there, the QP's matrix
 #: and factorisations growing with its order (d = 1,024, one thread: a step 4.3 Newton steps' time at
 #: order 1.9 k on targets over decades, about 7 at 2.5 k on random ranges; d = 2,048: 24 s against
-#: 5 s). At d = 2,048, tol 1e-3, seed 0, this takes targets over decades from 2.7e-2 (order about
-#: 2 k) and leaves random ranges to the multiplier phase at 2.1e-2 (2.5 k; three KKT steps there had
-#: cost 167.5 -> 210.5 s). Up to ``WORTH_K`` they paid wherever the gap was under ``START`` (stop 40,
+#: 5 s). At d = 2,048, tol 1e-3, seed 0, this takes targets over decades from 2.7e-2 (order 1.90 k:
+#: a forecast of 15.2 Newton steps against 10.8) and leaves random ranges to the multiplier phase at
+#: 2.1e-2 (2.48 k: 13.4 against 18.5; three KKT steps there had cost 167.5 -> 210.5 s). Up to ``WORTH_K`` they paid wherever the gap was under ``START`` (stop 40,
 #: same run, tol 1e-3, one thread, d = 1,024, four classes, seeds 0-1: 266.4 s with a rule, 234.5 s without).
 WORTH = 3.0
 WORTH_K = 1024
