@@ -76,8 +76,9 @@ RETRY = 0.1
 #: order 1.9 k on targets over decades, about 7 at 2.5 k on random ranges; d = 2,048: 24 s against
 #: 5 s). At d = 2,048, tol 1e-3, seed 0, this takes targets over decades from 2.7e-2 (order 1.90 k:
 #: a forecast of 15.2 Newton steps against 10.8) and leaves random ranges to the multiplier phase at
-#: 2.1e-2 (2.48 k: 13.4 against 18.5; three KKT steps there had cost 167.5 -> 210.5 s). Up to ``WORTH_K`` they paid wherever the gap was under ``START`` (stop 40,
-#: same run, tol 1e-3, one thread, d = 1,024, four classes, seeds 0-1: 266.4 s with a rule, 234.5 s without).
+#: 2.1e-2 (2.48 k: 13.4 against 18.5; three KKT steps there had cost 167.5 -> 210.5 s). Up to
+#: ``WORTH_K`` they paid wherever the gap was under ``START`` (stop 40, same run, tol 1e-3, one
+#: thread, d = 1,024, four classes, seeds 0-1: 266.4 s with a rule, 234.5 s without).
 WORTH = 3.0
 WORTH_K = 1024
 #: Columns and constraints within this fraction of the largest profile value / of ratio 1
@@ -167,9 +168,14 @@ def pays(gap: float, before: float, tol: float, steps: int, k: int, order: int) 
 
 
 def qp_order(g: np.ndarray, h: np.ndarray) -> int:
-    """The order of a KKT step's QP from an iterate of profile ``g`` (d,) and ratios ``h`` (m,):
-    its near-active columns and constraints (``ACTIVE``)."""
-    return int(np.count_nonzero(g >= (1 - ACTIVE) * g.max()) + np.count_nonzero(h >= (1 - ACTIVE) * h.max()))
+    """The order of a KKT step's first QP from an iterate of profile ``g`` (d,) and ratios ``h`` (m,)."""
+    cols, rows = _near_active(g, h)
+    return len(cols) + len(rows)
+
+
+def _near_active(g: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The columns and constraints within ``ACTIVE`` of the largest profile value and ratio."""
+    return np.flatnonzero(g >= (1 - ACTIVE) * g.max()), np.flatnonzero(h >= (1 - ACTIVE) * h.max())
 
 
 def expsum(lo: float, hi: float, accuracy: float = EXPSUM_ACCURACY) -> tuple[np.ndarray, np.ndarray]:
@@ -446,8 +452,7 @@ def _active(md: _Model, warm: np.ndarray | None = None):
     term its step's linear model pushes past the level (at most ``AUGMENT`` times), with ``rho``
     grown while the step leaves the trust region (``z``: its bounds' multipliers, :func:`_qp`);
     None if a QP fails. Each QP starts warm from the last (the first from ``warm``, :func:`_spread`)."""
-    cols = np.flatnonzero(md.g >= (1 - ACTIVE) * md.g.max())
-    rows = np.flatnonzero(md.h >= 1 - ACTIVE)
+    cols, rows = _near_active(md.g, md.h)
     for _ in range(AUGMENT + 1):
         qp = _dual(md, cols, rows)
         found = _solve(md, qp, start=_restrict(md, cols, rows, warm))
