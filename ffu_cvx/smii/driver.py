@@ -53,7 +53,7 @@ from .backend import NUMPY, Placed, select
 from .bounds import BoundKeeper
 from .log import IterationLog
 from .mixing import EndPool, end_of, mix
-from .model import Point, evaluate, initial_sigma, normalise, renormalise
+from .model import Point, ascent_start, evaluate, initial_sigma, normalise, renormalise
 from .multipliers import damped_shift
 from .newton import Step, gradient_direction, line_search, smii_direction
 from .options import Options, gd_options, smii_options
@@ -133,10 +133,9 @@ class Best(NamedTuple):
 
 class Lowest(NamedTuple):
     """The accepted iterate of least normalised cost ``alpha`` so far, at any Newton step (see
-    ``REGRESS``): iteration ``nit``, ``end`` its :func:`~ffu_cvx.smii.mixing.end_of` tuple
-    (``sigma``, scale, profile, ratios), ``c_int`` the internal targets and ``t1``, ``t2``,
-    ``s1``, ``s2`` the soft maxes of its sub-problem. The point itself is rebuilt when needed
-    (at k = 4,096 its ``R`` and ``Y`` would hold 260 MB more)."""
+    ``REGRESS``): iteration ``nit``, ``end`` its :func:`~ffu_cvx.smii.mixing.end_of` tuple (``sigma``,
+    scale, profile, ratios), ``c_int`` the internal targets and ``t1``, ``t2``, ``s1``, ``s2`` the soft
+    maxes of its sub-problem. The point is rebuilt when needed (at k = 4,096 R and Y hold 260 MB)."""
 
     alpha: float
     nit: int
@@ -152,10 +151,9 @@ class Method(NamedTuple):
     """What tells SM-II and gradient descent apart.
 
     ``direction(p, L, c, maxcg, tol2, radius) -> Step`` is the step solver's direction
-    (:func:`~ffu_cvx.smii.newton.smii_direction` or
-    :func:`~ffu_cvx.smii.newton.gradient_direction`); a run that ends with a status in
-    ``warn_on`` short of ``tol`` warns, with ``remedy``. A sub-problem ends after
-    ``sub_maxit`` steps (SM-II: ``SUB_MAXIT``; gradient descent: never, Table 3's schedule).
+    (:func:`~ffu_cvx.smii.newton.smii_direction` or :func:`~ffu_cvx.smii.newton.gradient_direction`);
+    a run that ends with a status in ``warn_on`` short of ``tol`` warns, with ``remedy``. A sub-problem
+    ends after ``sub_maxit`` steps (SM-II: ``SUB_MAXIT``; gradient descent: never, Table 3's schedule).
     """
 
     name: str
@@ -169,9 +167,8 @@ class Method(NamedTuple):
 class Run:
     """One SM-II or gradient-descent run on ``problem``: the state of Algorithm 1.
 
-    ``opts`` are resolved :class:`~ffu_cvx.smii.options.Options`, ``Q`` the optional
-    start (§6.3). The iterate ``p`` lives on the internal targets ``c_int = kappa c``
-    (see :func:`~ffu_cvx.smii.model.normalise`).
+    ``opts`` are resolved :class:`~ffu_cvx.smii.options.Options`, ``Q`` the optional start (§6.3).
+    The iterate ``p`` lives on the internal targets ``c_int = kappa c`` (:func:`~ffu_cvx.smii.model.normalise`).
     """
 
     def __init__(self, problem: FitnessProblem, opts: Options, Q, method: Method, callback):
@@ -183,11 +180,15 @@ class Run:
         # The iterate and the data on the array backend, where the start is computed too.
         self.bk = bk = select(opts.array_backend)
         self.B, self.L = bk.asarray(problem.B), bk.queries(problem.L)
-        start = initial_sigma(problem, Q, self.B, problem.L if bk is NUMPY else self.L, self.L)
+        # The dual-ascent start (option ``start``) skips the sharpness levels below t_shift and seeds the bound.
+        ascent = ascent_start(problem, bk) if Q is None and opts.start == "ascent" else None
+        start = ascent[0] if ascent else initial_sigma(problem, Q, self.B, problem.L if bk is NUMPY else self.L, self.L)
         sigma, self.c_int, self.kappa = normalise(start, self.B, self.L, bk.asarray(problem.c))
-        self.t1, self.t2 = opts.t1, opts.t2
+        self.t1, self.t2 = (max(opts.t1, opts.t_shift), max(opts.t2, opts.t_shift)) if ascent else (opts.t1, opts.t2)
         self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2)
         self.bounds = BoundKeeper(problem, opts.tol, on=None if bk is NUMPY else Placed(bk, self.B, self.L))
+        if ascent:
+            self.log.note(f"dual-ascent start: bound {self.bounds.offer(*ascent[1:]):.8g}, t1 = t2 = {self.t1:g}")
         self.best: Best | None = None
         self.lowest: Lowest | None = None
         self.nit = self.n_hvp = self.n_cg = self.restarts = 0
@@ -480,10 +481,13 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         ``ratio`` (worst variance ratio before rescaling), ``step`` and ``n_cg``.
         ``StopIteration`` stops with status ``"user_stopped"``.
     Q : (q, k) array, optional
-        Initial strategy on the basis coordinates (§6.3); full column rank. Default:
-        the cheapest of ``Q = I`` (the paper's), ``Sigma_0 = B B^T``, the Gaussian
-        mechanism on the target-scaled workload and the ``Sigma`` of uniform dual
-        multipliers (see :func:`ffu_cvx.smii.model.initial_sigma`).
+        Initial strategy on the basis coordinates (§6.3); full column rank. Default: see ``start``.
+    start : {"auto", "ascent", "cheapest"}, default "auto"
+        Without ``Q``: "cheapest" of ``Q = I`` (the paper's), ``Sigma_0 = B B^T``, the Gaussian
+        mechanism on the target-scaled workload and the ``Sigma`` of uniform dual multipliers
+        (:func:`ffu_cvx.smii.model.initial_sigma`); "ascent": the dual ``Sigma`` of five dual-ascent
+        steps (:func:`ffu_cvx.smii.model.ascent_start`; its bound is the run's first, ``t1, t2``
+        start at ``t_shift`` at least); "auto": "ascent" from ``k = 256`` on numpy with a finite ``t_shift``.
     t1, t2 : float, default 1.0
         Initial soft-max sharpness of the profile and variance terms (paper: 1).
     mu : float, default 10.0
@@ -496,10 +500,9 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         itself (:func:`ffu_cvx.smii.newton.extension_pays`); plain CG's budget doubles while
         full Newton steps gain more than half of what the previous one gained.
     nttol, ntrel : float, default 1e-10, 1e-3
-        A sub-problem ends when ``|<s, grad F>| < max(nttol, ntrel / t1)`` (NTTOL; the
-        relative part stops early sub-problems once they are solved well past the
-        accuracy the soft max itself has at that ``t1``), after a full step that
-        decreased ``F`` by less than 100 times that bound, or after 50 Newton steps.
+        A sub-problem ends when ``|<s, grad F>| < max(nttol, ntrel / t1)`` (NTTOL; the relative part
+        stops early sub-problems once solved past the accuracy of their soft max), after a full step
+        that decreased ``F`` by less than 100 times that bound, or after 50 Newton steps.
     sigma_ls, beta : float, default 0.01, 0.5
         Armijo fraction and backtracking factor of the line search (paper: 0.01, 0.5).
     maxiter, max_time : int, float or None, default 2000, None
@@ -507,30 +510,27 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     tol : float, default 1e-4
         Certified relative gap at which to stop (replaces the paper's ``(d+m)/t1 < TOL``).
     t_max : float, default 1e9
-        Largest ``t1``: past it the best certified iterate is returned as
-        ``"optimal_inaccurate"``.
+        Largest ``t1``: past it the best certified iterate is returned as ``"optimal_inaccurate"``.
     t_shift : float or None, default 30.0
-        Sharpness at which ``t1`` stops growing by default (None or inf: never, the
-        paper's schedule). From there on each sub-problem's soft maxes are weighted by
-        multipliers moved towards the previous one's weights (:mod:`ffu_cvx.smii.multipliers`),
-        so the soft-max bias no longer needs ``t ~ log(d) / tol``; ``t1, t2`` grow again (by
-        at most 3) only when two shifted sub-problems in a row do not improve on the best
-        certified gap. For ``64 <= k <= 2100``, from a gap of 5e-2 (past k = 1024 where the
-        multiplier phase likely needs more Newton steps than they cost, or has gone astray),
-        KKT steps finish (:mod:`ffu_cvx.smii.kkt`).
+        Sharpness at which ``t1`` stops growing by default (None or inf: never, the paper's
+        schedule). From there on each sub-problem's soft maxes are weighted by multipliers moved
+        towards the previous one's weights (:mod:`ffu_cvx.smii.multipliers`), so the soft-max bias
+        no longer needs ``t ~ log(d) / tol``; ``t1, t2`` grow again (by at most 3) only when two
+        shifted sub-problems in a row do not improve on the best certified gap. For ``64 <= k <=
+        2100``, from a gap of 5e-2 (past k = 1024 where the multiplier phase likely needs more
+        Newton steps than they cost, or has gone astray), KKT steps finish (:mod:`ffu_cvx.smii.kkt`).
     radius : float, default 1.0
         Truncated CG stops on the ball ``||E||_F <= radius sqrt(k)`` in whitened
         coordinates (a relative change of ``Sigma`` of about ``radius`` per direction).
     refine : bool or "auto", default "auto"
-        After a certified ("optimal") solve, polish ``Sigma`` to the unique ≺R-minimal
-        optimum (Theorem 5) by :func:`refine_smii`; "auto" does so when
-        ``k <= REFINE_AUTO_MAX_K``. The soft max alone does not single it out when
-        Problem 1 has many optima: at the ``t`` a small gap needs, the weights of the
-        columns that are not tight underflow.
+        After a certified ("optimal") solve, polish ``Sigma`` to the unique ≺R-minimal optimum
+        (Theorem 5) by :func:`refine_smii`; "auto" does so when ``k <= REFINE_AUTO_MAX_K``. The soft
+        max alone does not single it out when Problem 1 has many optima: at the ``t`` a small gap
+        needs, the weights of the columns that are not tight underflow.
     refine_budget : float, default 20
-        The polish may spend ``max(refine_budget x the main solve's Hessian products,
-        20000)`` products; past that it stops and the certified main result is returned
-        with ``info["refine_failed"]`` and a ``RuntimeWarning``.
+        The polish may spend ``max(refine_budget x the main solve's Hessian products, 20000)``
+        products; past that the certified main result is returned with ``info["refine_failed"]``
+        and a ``RuntimeWarning``.
     precondition : bool or "auto", default "auto"
         CG in the eigenbasis of the profile term's ``M`` with a diagonal-plus-rank-two inverse
         of the Hessian (:meth:`ffu_cvx.smii.model.Whitened.preconditioner`); False: the paper's
@@ -542,13 +542,13 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     verbose : bool, default False
         Print an iteration log (:mod:`ffu_cvx.smii.log`).
     array_backend : str, default "numpy"
-        Where the dense kernels run (:mod:`ffu_cvx.smii.backend`): ``"numpy"`` (the
-        default and tested path), ``"torch"`` (CUDA when available, else the CPU),
-        ``"torch:cpu"``, ``"torch:cuda"`` or ``"cupy"``, all in float64 (the optional extra
-        ``ffu-cvx[gpu]`` and torch or CuPy). The start (``k >= 1000``) and the cheap certificate
-        (``k > 256``) run there too; smaller certificates' dual ascent, KKT steps, the polish and
-        the Solution are numpy float64. Iterates match numpy's to rounding step by step; over
-        a run to about 1e-10 where the trajectory is stable, to the certified tolerance where not.
+        Where the dense kernels run (:mod:`ffu_cvx.smii.backend`): ``"numpy"`` (the default and
+        tested path), ``"torch"`` (CUDA when available, else the CPU), ``"torch:cpu"``,
+        ``"torch:cuda"`` or ``"cupy"``, all in float64 (the optional extra ``ffu-cvx[gpu]`` and
+        torch or CuPy). The classic start (``k >= 1000``) and the cheap certificate (``k > 256``)
+        run there too; dual ascents (the start's, smaller certificates'), KKT steps, the polish and
+        the Solution are numpy float64. Iterates match numpy's to rounding step by step; over a run
+        to about 1e-10 where the trajectory is stable, to the certified tolerance where not.
 
     Returns
     -------

@@ -17,7 +17,7 @@ from .. import validation
 from . import backend
 from .polish import REFINE_AUTO_MAX_K, REFINE_BUDGET
 
-__all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "Options", "smii_options", "gd_options"]
+__all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "ASCENT_MIN_K", "Options", "smii_options", "gd_options"]
 
 #: ``precondition="auto"`` preconditions CG for bases larger than this. It was 96 (set on
 #: prefix and random ranges, where the eigendecomposition per Newton step about paid for
@@ -49,6 +49,14 @@ FLOAT32_MIN_K = 256
 #: ``maxcg``: at d = 512 the doubling rule up to 40 took 1.1-1.3x longer than that, and
 #: the payoff rule 0.83x (bench_workloads cells, README "Performance", stop 24).
 MAXCG_CAP = 40
+#: ``start="auto"`` starts from the dual ascent (:func:`ffu_cvx.smii.model.ascent_start`) for
+#: bases of at least this size, on numpy (the ascent runs on the host) and a shifted schedule;
+#: else from the cheapest classic start. Same run, one BLAS thread, tol 1e-4 (README "A start from
+#: the dual ascent, at t_shift"): at d = 256 prefix, targets over decades, random ranges and 4-ary
+#: trees (seeds 0-3) 13.0 -> 8.8 s, at d = 512 59.8 -> 47.1 s.
+ASCENT_MIN_K = 256
+#: The values of ``start``.
+STARTS = ("auto", "ascent", "cheapest")
 #: The options :func:`ffu_cvx.smii.solve_gd` accepts, and its own defaults for the rest
 #: (a long run of plain gradient steps on the paper's unshifted schedule).
 GD_OPTIONS = ("t1", "t2", "mu", "nttol", "ntrel", "sigma_ls", "beta", "maxiter", "tol", "t_max", "max_time",
@@ -83,6 +91,7 @@ class Options:
     verbose: bool = False
     array_backend: str = "numpy"
     refine_budget: float = REFINE_BUDGET
+    start: str = "auto"
 
     def __post_init__(self):
         checked = {name: validation.positive(getattr(self, name), name)
@@ -106,19 +115,29 @@ class Options:
         # t_shift: None or inf never shifts (the paper's schedule).
         t_shift = validation.positive(self.t_shift, "t_shift", allow_none=True, allow_inf=True)
         checked["t_shift"] = math.inf if t_shift is None else t_shift
+        if self.start not in STARTS:
+            raise ValueError(f"`start` must be one of {STARTS}, got {self.start!r}")
+        if self.start == "ascent" and checked["t_shift"] == math.inf:
+            raise ValueError("`start='ascent'` begins at t1 = t2 = t_shift and needs a finite `t_shift`; "
+                             "use start='cheapest' on the paper's schedule")
         for name, value in checked.items():
             object.__setattr__(self, name, value)
 
     def resolved(self, k: int) -> "Options":
-        """These options with ``precondition``, ``float32``, ``maxcg_cap`` and ``refine`` made concrete for a basis of size ``k``."""
+        """These options with ``precondition``, ``float32``, ``maxcg_cap``, ``refine`` and ``start`` made
+        concrete for a basis of size ``k``."""
         precondition = self.precondition
         if precondition == "auto":
             precondition = k > PRECONDITION_MIN_K and math.isfinite(self.t_shift)
         float32 = k >= FLOAT32_MIN_K if self.float32 == "auto" else self.float32
         maxcg_cap = MAXCG_CAP if self.maxcg_cap is None else self.maxcg_cap
         refine = k <= REFINE_AUTO_MAX_K if self.refine == "auto" else self.refine
+        start = self.start
+        if start == "auto":
+            ascent = k >= ASCENT_MIN_K and math.isfinite(self.t_shift) and self.array_backend == "numpy"
+            start = "ascent" if ascent else "cheapest"
         return dataclasses.replace(self, precondition=precondition, float32=float32, maxcg_cap=maxcg_cap,
-                                   refine=refine)
+                                   refine=refine, start=start)
 
 
 def _check_names(options: dict, allowed, who: str) -> None:

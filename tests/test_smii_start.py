@@ -1,0 +1,77 @@
+"""SM-II's dual-ascent start: ``certificate.ascend``, ``model.ascent_start`` and the ``start`` option."""
+
+import numpy as np
+import pytest
+
+import ffu_cvx as ffu
+from ffu_cvx import certificate, workloads
+from ffu_cvx.smii import backend
+from ffu_cvx.smii.model import ascent_start, initial_sigma, variance_ratios
+from ffu_cvx.smii.options import ASCENT_MIN_K, smii_options
+
+
+def decades(d, seed=0):
+    return ffu.FitnessProblem.from_workload(workloads.prefix(d, targets="decades", seed=seed))
+
+
+def cost(problem, sigma):
+    return ffu.privacy.privacy_cost(sigma, problem.B) * variance_ratios(problem.L, sigma, problem.c).max()
+
+
+def test_ascend_raises_a_valid_bound_faster_when_over_relaxed():
+    problem = decades(48)
+    optimum = ffu.solve(problem, method="smii", refine=False, tol=1e-6).privacy_cost
+    uniform = certificate.lower_bound(problem, np.ones(problem.d), 1.0 / problem.c)
+    found = {}
+    for omega in (1.0, 2.0):
+        lam, mu = certificate.ascend(problem, 5, omega=omega)
+        assert lam.sum() == pytest.approx(1.0) and mu @ problem.c == pytest.approx(1.0)
+        assert np.all(lam > 0) and np.all(mu > 0)  # the uniform multipliers mixed back keep every weight
+        found[omega] = certificate.lower_bound(problem, lam, mu)
+        assert uniform < found[omega] <= optimum * (1 + 1e-9)
+    assert found[2.0] > found[1.0]
+    assert found[2.0] > 0.95 * optimum
+
+
+def test_ascent_start_meets_every_target_and_beats_the_classic_start():
+    problem = decades(96)
+    sigma, lam, u = ascent_start(problem)
+    ratios = variance_ratios(problem.L, sigma, problem.c)
+    assert ratios.max() == pytest.approx(0.99)  # scaled as the classic start is (START_MARGIN)
+    assert cost(problem, sigma) < 0.5 * cost(problem, initial_sigma(problem, None))
+    # ``u`` is per variance ratio: divided by c it is the certificate's mu (mu . c = 1).
+    assert u.sum() == pytest.approx(1.0) and lam.sum() == pytest.approx(1.0)
+    assert certificate.lower_bound(problem, lam, u / problem.c) <= cost(problem, sigma)
+
+
+def test_start_option_resolves_and_is_validated():
+    opts = smii_options()
+    assert opts.start == "auto"
+    assert opts.resolved(ASCENT_MIN_K).start == "ascent"
+    assert opts.resolved(ASCENT_MIN_K - 1).start == "cheapest"
+    assert smii_options(t_shift=None).resolved(4096).start == "cheapest"  # the paper's schedule
+    assert smii_options(start="ascent").resolved(8).start == "ascent"
+    assert smii_options(start="cheapest").resolved(4096).start == "cheapest"
+    if "torch:cpu" in backend.available():  # the ascent runs on the host: not by default on a device
+        assert smii_options(array_backend="torch:cpu").resolved(4096).start == "cheapest"
+    with pytest.raises(ValueError, match="`start` must be one of"):
+        smii_options(start="dual")
+    with pytest.raises(ValueError, match="finite `t_shift`"):
+        smii_options(start="ascent", t_shift=None)
+    with pytest.raises(ValueError, match="start"):
+        ffu.solve(decades(8), method="smii", start=3)
+
+
+def test_ascent_start_run_begins_at_t_shift_with_its_bound(capsys):
+    problem = decades(64, seed=1)
+    ascent = ffu.solve(problem, method="smii", refine=False, start="ascent", verbose=True)
+    assert "dual-ascent start: bound" in capsys.readouterr().out
+    cheapest = ffu.solve(problem, method="smii", refine=False, start="cheapest")
+    for sol in (ascent, cheapest):
+        assert sol.status == ffu.status.OPTIMAL and sol.gap <= 1e-4
+    assert ascent.history[0]["t1"] == ascent.history[0]["t2"] == 30.0
+    assert cheapest.history[0]["t1"] == 1.0
+    assert ascent.privacy_cost == pytest.approx(cheapest.privacy_cost, rel=2e-4)
+    # A user's Q wins over the ascent (and starts at the user's t1).
+    user = ffu.solve(problem, method="smii", refine=False, start="ascent", Q=np.eye(problem.k), maxiter=1)
+    assert user.history[0]["t1"] == 1.0
