@@ -7,7 +7,7 @@ import ffu_cvx as ffu
 from ffu_cvx import certificate, workloads
 from ffu_cvx.smii import backend
 from ffu_cvx.smii.model import ascent_start, initial_sigma, variance_ratios
-from ffu_cvx.smii.options import ASCENT_MIN_K, smii_options
+from ffu_cvx.smii.options import ASCENT_MAX_K, ASCENT_MIN_K, smii_options
 
 
 def decades(d, seed=0):
@@ -48,12 +48,12 @@ def test_start_option_resolves_and_is_validated():
     opts = smii_options()
     assert opts.start == "auto"
     assert opts.resolved(ASCENT_MIN_K).start == "ascent"
-    assert opts.resolved(ASCENT_MIN_K - 1).start == "cheapest"
-    assert smii_options(t_shift=None).resolved(4096).start == "cheapest"  # the paper's schedule
+    assert opts.resolved(ASCENT_MIN_K - 1).start == opts.resolved(ASCENT_MAX_K + 1).start == "cheapest"
+    assert smii_options(t_shift=None).resolved(1024).start == "cheapest"  # the paper's schedule
     assert smii_options(start="ascent").resolved(8).start == "ascent"
     assert smii_options(start="cheapest").resolved(4096).start == "cheapest"
     if "torch:cpu" in backend.available():  # the ascent runs on the host: not by default on a device
-        assert smii_options(array_backend="torch:cpu").resolved(4096).start == "cheapest"
+        assert smii_options(array_backend="torch:cpu").resolved(1024).start == "cheapest"
     with pytest.raises(ValueError, match="`start` must be one of"):
         smii_options(start="dual")
     with pytest.raises(ValueError, match="finite `t_shift`"):

@@ -487,7 +487,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         mechanism on the target-scaled workload and the ``Sigma`` of uniform dual multipliers
         (:func:`ffu_cvx.smii.model.initial_sigma`); "ascent": the dual ``Sigma`` of five dual-ascent
         steps (:func:`ffu_cvx.smii.model.ascent_start`; its bound is the run's first, ``t1, t2``
-        start at ``t_shift`` at least); "auto": "ascent" from ``k = 256`` on numpy with a finite ``t_shift``.
+        start at ``t_shift`` at least); "auto": "ascent" for ``256 <= k <= 2100`` on numpy, ``t_shift`` finite.
     t1, t2 : float, default 1.0
         Initial soft-max sharpness of the profile and variance terms (paper: 1).
     mu : float, default 10.0

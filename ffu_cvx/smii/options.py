@@ -17,7 +17,8 @@ from .. import validation
 from . import backend
 from .polish import REFINE_AUTO_MAX_K, REFINE_BUDGET
 
-__all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "ASCENT_MIN_K", "Options", "smii_options", "gd_options"]
+__all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "ASCENT_MIN_K", "ASCENT_MAX_K", "Options", "smii_options",
+           "gd_options"]
 
 #: ``precondition="auto"`` preconditions CG for bases larger than this. It was 96 (set on
 #: prefix and random ranges, where the eigendecomposition per Newton step about paid for
@@ -55,6 +56,8 @@ MAXCG_CAP = 40
 #: the dual ascent, at t_shift"): at d = 256 prefix, targets over decades, random ranges and 4-ary
 #: trees (seeds 0-3) 13.0 -> 8.8 s, at d = 512 59.8 -> 47.1 s.
 ASCENT_MIN_K = 256
+#: ... up to this size, where it was measured (d = 2,048); an ascent step is an SVD of order k.
+ASCENT_MAX_K = 2100
 #: The values of ``start``.
 STARTS = ("auto", "ascent", "cheapest")
 #: The options :func:`ffu_cvx.smii.solve_gd` accepts, and its own defaults for the rest
@@ -134,7 +137,7 @@ class Options:
         refine = k <= REFINE_AUTO_MAX_K if self.refine == "auto" else self.refine
         start = self.start
         if start == "auto":
-            ascent = k >= ASCENT_MIN_K and math.isfinite(self.t_shift) and self.array_backend == "numpy"
+            ascent = ASCENT_MIN_K <= k <= ASCENT_MAX_K and math.isfinite(self.t_shift) and self.array_backend == "numpy"
             start = "ascent" if ascent else "cheapest"
         return dataclasses.replace(self, precondition=precondition, float32=float32, maxcg_cap=maxcg_cap,
                                    refine=refine, start=start)
