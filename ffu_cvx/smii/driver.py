@@ -309,8 +309,9 @@ class Run:
             gap = self.mix_iterate(p, gap)
         if gap < (before := math.inf if self.best is None else self.best.gap):
             self.best = Best(gap, p, self.kappa)
-        if opts.tol < gap <= self.kkt_below and kkt.pays(gap, before, opts.tol, self.sub_steps, self.problem.k,
-                                                         kkt.qp_order(self.bk.to_numpy(p.g), self.bk.to_numpy(p.h))):
+        # From shifted ends only: before, the weights (the KKT steps' Hessian multipliers) are crude (see ``start``).
+        if opts.tol < gap <= self.kkt_below and p.s1 is not None and kkt.pays(gap, before, opts.tol, self.sub_steps,
+                self.problem.k, kkt.qp_order(self.bk.to_numpy(p.g), self.bk.to_numpy(p.h))):
             gap = min(gap, self._kkt(p, gap))
         elif self._astray(gap) and opts.tol < self.best.gap <= self.kkt_below:
             # The multiplier phase went astray: KKT steps from the best end rather than its restart.
@@ -483,11 +484,10 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     Q : (q, k) array, optional
         Initial strategy on the basis coordinates (§6.3); full column rank. Default: see ``start``.
     start : {"auto", "ascent", "cheapest"}, default "auto"
-        Without ``Q``: "cheapest" of ``Q = I`` (the paper's), ``Sigma_0 = B B^T``, the Gaussian
-        mechanism on the target-scaled workload and the ``Sigma`` of uniform dual multipliers
-        (:func:`ffu_cvx.smii.model.initial_sigma`); "ascent": the dual ``Sigma`` of five dual-ascent
-        steps (:func:`ffu_cvx.smii.model.ascent_start`; its bound is the run's first, ``t1, t2``
-        start at ``t_shift`` at least); "auto": "ascent" for ``256 <= k <= 2100`` on numpy, ``t_shift`` finite.
+        Without ``Q``: "cheapest" of ``Q = I`` (the paper's), ``Sigma_0 = B B^T``, the Gaussian mechanism
+        on the target-scaled workload and the ``Sigma`` of uniform dual multipliers (:func:`initial_sigma`);
+        "ascent": the dual ``Sigma`` of five dual-ascent steps (:func:`ascent_start`; its bound is the run's
+        first, ``t1, t2`` start at ``t_shift`` or more); "auto": "ascent" for ``256 <= k <= 2100`` on numpy.
     t1, t2 : float, default 1.0
         Initial soft-max sharpness of the profile and variance terms (paper: 1).
     mu : float, default 10.0
