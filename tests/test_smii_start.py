@@ -94,3 +94,18 @@ def test_kkt_steps_wait_for_a_shifted_end(monkeypatch):
     sol = ffu.solve(build("gaussian", 64, 0), method="smii", refine=False, start="ascent")
     assert sol.status == ffu.status.OPTIMAL and sol.gap <= 1e-4
     assert seen and all(seen)
+
+
+def test_a_start_too_stiff_for_t_shift_goes_one_level_down():
+    # Rows and columns scaled over decades: from the dual-ascent start the soft maxes at t = 30 take
+    # only short steps (one CG iteration, line searches of 1/16) and the first sub-problem ends
+    # without a full step; the run then continues at t = 10 (d = 512: 155 -> 72 Newton steps over
+    # seeds 0-2). Targets over decades take a full step there and stay at t = 30.
+    from experiments.bench_workloads import build
+    stiff = ffu.solve(build("mixed", 256, 1), method="smii", refine=False, start="ascent")
+    plain = ffu.solve(decades(64), method="smii", refine=False, start="ascent")
+    for sol in (stiff, plain):
+        assert sol.status == ffu.status.OPTIMAL and sol.gap <= 1e-4
+    assert stiff.history[0]["t1"] == 30.0 and stiff.history[0]["step"] < 1
+    assert stiff.history[1]["t1"] == 10.0
+    assert min(h["t1"] for h in plain.history) == 30.0

@@ -1,19 +1,17 @@
 """SM-II's driver: Algorithm 1 as a small state machine, and ``solve_smii`` / ``solve_gd``.
 
-Solver layer (SM-II), top of the package: imports ``problem``, ``result``, ``status``,
-``version`` and the submodules :mod:`~ffu_cvx.smii.backend`, :mod:`~ffu_cvx.smii.model`,
-:mod:`~ffu_cvx.smii.newton`, :mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`,
-:mod:`~ffu_cvx.smii.multipliers`, :mod:`~ffu_cvx.smii.mixing`, :mod:`~ffu_cvx.smii.kkt`,
-:mod:`~ffu_cvx.smii.polish` and :mod:`~ffu_cvx.smii.log`.
+Solver layer (SM-II), top of the package: imports ``problem``, ``result``, ``status``, ``version`` and
+the submodules :mod:`~ffu_cvx.smii.backend`, :mod:`~ffu_cvx.smii.model`, :mod:`~ffu_cvx.smii.newton`,
+:mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`, :mod:`~ffu_cvx.smii.multipliers`,
+:mod:`~ffu_cvx.smii.mixing`, :mod:`~ffu_cvx.smii.kkt`, :mod:`~ffu_cvx.smii.polish` and :mod:`~ffu_cvx.smii.log`.
 
-A run (:class:`Run`) moves between four states: **step** (a direction from the step
-solver and a line search), **end of sub-problem** (the Newton decrement is below the
-threshold, progress stalled, or the last full step settled it), **certify** (the best
-lower bound so far, :class:`~ffu_cvx.smii.bounds.BoundKeeper`) and **next t** (sharper
-soft maxes, or shifted ones). Gradient descent is the same run with the gradient as
-direction. The iterate, ``B``, ``L`` and the internal targets live on the array backend
-of the option ``array_backend`` (numpy by default); the history, the callback's
-``sigma``, the certificate and the Solution are numpy. Beyond the paper:
+A run (:class:`Run`) moves between four states: **step** (a direction from the step solver and a
+line search), **end of sub-problem** (the Newton decrement is below the threshold, progress stalled,
+or the last full step settled it), **certify** (the best lower bound so far,
+:class:`~ffu_cvx.smii.bounds.BoundKeeper`) and **next t** (sharper soft maxes, or shifted ones).
+Gradient descent is the same run with the gradient as direction. The iterate, ``B``, ``L`` and the
+internal targets live on the array backend of the option ``array_backend`` (numpy by default); the
+history, the callback's ``sigma``, the certificate and the Solution are numpy. Beyond the paper:
 
 - Preconditioned, CG goes past MAXCG (to ``maxcg_cap``) while each further Hessian product
   pays for itself (:func:`~ffu_cvx.smii.newton.extension_pays`); plain CG's budget doubles
@@ -27,13 +25,14 @@ of the option ``array_backend`` (numpy by default); the history, the callback's
   points at any ``t``). ``t`` grows again (by at most ``SHIFT_GROW``) only after
   ``SHIFT_PATIENCE`` shifted sub-problems in a row without a new best gap; one whose gap is
   over ``REGRESS`` times the best sends the solver back to the cheapest iterate, sharper.
-- KKT steps (:mod:`~ffu_cvx.smii.kkt`): Newton steps on Problem 1's KKT system finish from a
-  sub-problem end that certifies ``kkt.START``; past ``kkt.WORTH_K`` only where the multiplier phase
-  (slow where the optimal multipliers spread over decades) likely needs more Newton steps than they
-  cost, or from the best end once that phase has gone astray (``REGRESS``).
-- Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): an iterate that does not certify ``tol``
-  is mixed with the best end, the least-cost iterate and the last ``MIX_ENDS`` ends; a mix
-  whose exact cost certifies ``tol`` ends the run (README "Mixing every step").
+- KKT steps (:mod:`~ffu_cvx.smii.kkt`): Newton steps on Problem 1's KKT system finish from a shifted
+  sub-problem's end that certifies ``kkt.START``; past ``kkt.WORTH_K`` only where the multiplier phase (slow
+  where optimal multipliers spread over decades) likely needs more Newton steps than they cost, or from
+  the best end once that phase has gone astray (``REGRESS``). The dual-ascent start (option ``start``)
+  begins at ``t_shift``, one level lower where its first sub-problem takes no full step.
+- Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): an iterate that does not certify ``tol`` is mixed with the
+  best end, the least-cost iterate and the last ``MIX_ENDS`` ends; a mix whose exact cost certifies ``tol``
+  ends the run (README "Mixing every step").
 """
 
 from __future__ import annotations
@@ -150,8 +149,7 @@ class Lowest(NamedTuple):
 class Method(NamedTuple):
     """What tells SM-II and gradient descent apart.
 
-    ``direction(p, L, c, maxcg, tol2, radius) -> Step`` is the step solver's direction
-    (:func:`~ffu_cvx.smii.newton.smii_direction` or :func:`~ffu_cvx.smii.newton.gradient_direction`);
+    ``direction(p, L, c, maxcg, tol2, radius) -> Step`` is the step solver's (:mod:`~ffu_cvx.smii.newton`);
     a run that ends with a status in ``warn_on`` short of ``tol`` warns, with ``remedy``. A sub-problem
     ends after ``sub_maxit`` steps (SM-II: ``SUB_MAXIT``; gradient descent: never, Table 3's schedule).
     """
@@ -382,6 +380,9 @@ class Run:
         # factor than mu reaches it with an easier sub-problem.
         grow = min(opts.mu, max(MIN_GROW, MIN_GROW * gap / opts.tol))
         shifted = self.t1 >= opts.t_shift
+        if shifted and self.p.s1 is None and self.nit == self.sub_steps and all(h["step"] < 1 for h in self.history):
+            # A start too stiff for t_shift (the first sub-problem there took no full step): one level down.
+            grow, shifted = 1.0 / SHIFT_GROW, False
         if self._astray(gap):
             # The multiplier iterates went astray: resume from the best one, sharper.
             self.p, self.misses, self.settle, self.restarts = self._restart_point(gap), SHIFT_PATIENCE, 0.0, \
@@ -444,9 +445,8 @@ class Run:
         elapsed = time.perf_counter() - self.start
         sol = Solution.from_sigma(problem, sigma, method=self.method.name, status=status, message=self.message,
                                   lam=self.bounds.lam, mu=self.bounds.mu, lower_bound=lb, nit=self.nit,
-                                  n_hvp=self.n_hvp, time=elapsed, history=self.history, n_cg=self.n_cg,
-                                  t1=self.t1, t2=self.t2, restarts=self.restarts, mix=self.mixed,
-                                  kkt_steps=self.n_kkt, **extra)
+                                  n_hvp=self.n_hvp, time=elapsed, history=self.history, n_cg=self.n_cg, t1=self.t1,
+                                  t2=self.t2, restarts=self.restarts, mix=self.mixed, kkt_steps=self.n_kkt, **extra)
         self.log.note(f"status {status}: {self.message}; alpha = {sol.privacy_cost:.10g}, lower bound = "
                       f"{sol.lower_bound:.10g}, gap = {sol.gap:.2e}, {self.nit} iterations, {self.n_hvp} Hessian "
                       f"products, {elapsed:.2f} s")
