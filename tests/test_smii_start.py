@@ -109,3 +109,14 @@ def test_a_start_too_stiff_for_t_shift_goes_one_level_down():
     assert stiff.history[0]["t1"] == 30.0 and stiff.history[0]["step"] < 1
     assert stiff.history[1]["t1"] == 10.0
     assert min(h["t1"] for h in plain.history) == 30.0
+
+
+def test_ascent_start_on_an_accelerator_backend_matches_numpy():
+    # The ascent runs on the host; its start is moved to the backend, and the run follows numpy's.
+    if "torch:cpu" not in backend.available():
+        pytest.skip("torch is not installed")
+    problem = decades(48)
+    runs = [ffu.solve(problem, method="smii", refine=False, start="ascent", array_backend=name)
+            for name in ("numpy", "torch:cpu")]
+    assert runs[0].history[0]["t1"] == runs[1].history[0]["t1"] == 30.0
+    assert runs[1].privacy_cost == pytest.approx(runs[0].privacy_cost, rel=1e-6)
