@@ -120,3 +120,14 @@ def test_ascent_start_on_an_accelerator_backend_matches_numpy():
             for name in ("numpy", "torch:cpu")]
     assert runs[0].history[0]["t1"] == runs[1].history[0]["t1"] == 30.0
     assert runs[1].privacy_cost == pytest.approx(runs[0].privacy_cost, rel=1e-6)
+
+
+def test_a_singular_dual_sigma_falls_back_to_the_classic_start(monkeypatch):
+    # ascent_start returns None where the dual Sigma is numerically singular; the run then starts
+    # from the cheapest classic start at the user's t1, as with start="cheapest".
+    from ffu_cvx.smii import model
+    problem = decades(32)
+    monkeypatch.setattr(model.certificate, "dual_sigma", lambda *a, **k: None)
+    assert ascent_start(problem) is None
+    sol = ffu.solve(problem, method="smii", refine=False, start="ascent")
+    assert sol.status == ffu.status.OPTIMAL and sol.history[0]["t1"] == 1.0
