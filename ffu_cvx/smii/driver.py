@@ -487,7 +487,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         Without ``Q``: "cheapest" of ``Q = I`` (the paper's), ``Sigma_0 = B B^T``, the Gaussian mechanism
         on the target-scaled workload and the ``Sigma`` of uniform dual multipliers (:func:`initial_sigma`);
         "ascent": the dual ``Sigma`` of five dual-ascent steps (:func:`ascent_start`; its bound is the run's
-        first, ``t1, t2`` start at ``t_shift`` or more); "auto": "ascent" for ``256 <= k <= 2100`` on numpy.
+        first, ``t1, t2`` start at ``t_shift`` or more); "auto": "ascent" for ``64 <= k <= 2100`` on numpy.
     t1, t2 : float, default 1.0
         Initial soft-max sharpness of the profile and variance terms (paper: 1).
     mu : float, default 10.0

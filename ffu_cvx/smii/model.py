@@ -36,7 +36,7 @@ Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``certificate
 - :func:`initial_sigma`: the default start is the cheapest of ``I``, ``B B^T``, the
   Gaussian mechanism on the target-scaled workload and the ``Sigma`` of uniform dual
   multipliers (at d = 512 this start costs 22.5 on prefix and 14.0 on random ranges,
-  against 512 and 13426 for ``I``); :func:`ascent_start` (SM-II's default from k = 256) the dual
+  against 512 and 13426 for ``I``); :func:`ascent_start` (SM-II's default from k = 64) the dual
   ``Sigma`` of a few over-relaxed dual-ascent steps (d = 256 / 512: 1-15% above its own bound on
   prefix, targets over decades, random ranges and Gaussian W, 29-54% on 4-ary trees; 1.3-3.7x
   cheaper than the classic start).
