@@ -175,18 +175,18 @@ class Run:
         self.log = IterationLog(opts.verbose, f"{method.title} (ffu-cvx {__version__})", problem,
                                 dict(t1=opts.t1, t2=opts.t2, mu=opts.mu, maxcg=opts.maxcg, tol2=opts.tol2,
                                      nttol=opts.nttol, tol=opts.tol))
-        # The iterate and the data on the array backend, where the start is computed too.
+        # The iterate and the data on the array backend; the dual-ascent start (option ``start``) begins at t_shift.
         self.bk = bk = select(opts.array_backend)
         self.B, self.L = bk.asarray(problem.B), bk.queries(problem.L)
-        # The dual-ascent start (option ``start``) skips the sharpness levels below t_shift and seeds the bound.
         ascent = ascent_start(problem, bk) if Q is None and opts.start == "ascent" else None
         start = ascent[0] if ascent else initial_sigma(problem, Q, self.B, problem.L if bk is NUMPY else self.L, self.L)
         sigma, self.c_int, self.kappa = normalise(start, self.B, self.L, bk.asarray(problem.c))
         self.t1, self.t2 = (max(opts.t1, opts.t_shift), max(opts.t2, opts.t_shift)) if ascent else (opts.t1, opts.t2)
         self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2)
         self.bounds = BoundKeeper(problem, opts.tol, on=None if bk is NUMPY else Placed(bk, self.B, self.L))
-        if ascent:
-            self.log.note(f"dual-ascent start: bound {self.bounds.offer(*ascent[1:]):.8g}, t1 = t2 = {self.t1:g}")
+        if ascent:  # its bound is the run's first
+            bound = self.bounds.offer(*ascent[1:])
+            self.log.note(f"dual-ascent start: bound {bound:.8g}, t1 = {self.t1:g}, t2 = {self.t2:g}")
         self.best: Best | None = None
         self.lowest: Lowest | None = None
         self.nit = self.n_hvp = self.n_cg = self.restarts = 0
