@@ -4,14 +4,15 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import certificate, workloads
+from experiments.bench_workloads import build
+from ffu_cvx import certificate
 from ffu_cvx.smii import backend
 from ffu_cvx.smii.model import ascent_start, initial_sigma, variance_ratios
 from ffu_cvx.smii.options import ASCENT_MAX_K, ASCENT_MIN_K, smii_options
 
 
 def decades(d, seed=0):
-    return ffu.FitnessProblem.from_workload(workloads.prefix(d, targets="decades", seed=seed))
+    return build("prefix-decades", d, seed)
 
 
 def cost(problem, sigma):
@@ -82,7 +83,6 @@ def test_kkt_steps_wait_for_a_shifted_end(monkeypatch):
     # certifies 4e-2, under kkt.START; its soft-max weights are still crude Hessian multipliers for a
     # KKT step (on mixed scales d = 512 such steps stalled at 2e-4 and the run took 816 Newton
     # steps), so KKT steps wait for a shifted sub-problem's end.
-    from experiments.bench_workloads import build
     from ffu_cvx.smii import driver
     seen, original = [], driver.Run._kkt
 
@@ -101,7 +101,6 @@ def test_a_start_too_stiff_for_t_shift_goes_one_level_down():
     # only short steps (one CG iteration, line searches of 1/16) and the first sub-problem ends
     # without a full step; the run then continues at t = 10 (d = 512: 155 -> 72 Newton steps over
     # seeds 0-2). Targets over decades take a full step there and stay at t = 30.
-    from experiments.bench_workloads import build
     stiff = ffu.solve(build("mixed", 256, 1), method="smii", refine=False, start="ascent")
     plain = ffu.solve(decades(64), method="smii", refine=False, start="ascent")
     for sol in (stiff, plain):

@@ -55,7 +55,7 @@ MAXCG_CAP = 40
 #: the host) and a shifted schedule; else from the cheapest classic start. Same run, one BLAS thread,
 #: tol 1e-4, `bench_workloads` (README "A start from the dual ascent, at t_shift"): d = 64 and 96, seven
 #: classes, seeds 0-11 (146 cells, every one certified both ways) 19.4 -> 17.2 s, 3,538 -> 2,578 Newton
-#: steps; d = 128, six classes, seeds 0-3, 4.1 -> 3.1 s; d = 256 (seeds 0-2) 15.6 -> 12.6 s; d = 512
+#: steps; d = 128, six classes, seeds 0-3, 4.1 -> 3.1 s; d = 256 (seeds 0-2) 14.6 -> 10.1 s; d = 512
 #: 65.0 -> 51.9 s; d = 1,024 (tol 1e-3) 203.0 -> 157.6 s.
 ASCENT_MIN_K = 64
 #: ... up to this size, where it was measured (d = 2,048); an ascent step is an SVD of order k.
