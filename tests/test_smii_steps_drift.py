@@ -1,13 +1,15 @@
 """SM-II's sub-problem ends: ``driver.settles`` and the ``DRIFT`` guard of shifted sub-problems."""
 
 import math
+import types
 
+import numpy as np
 import pytest
 
 import ffu_cvx as ffu
 from ffu_cvx import workloads
 from ffu_cvx.result import OPTIMAL
-from ffu_cvx.smii import driver
+from ffu_cvx.smii import driver, model, newton, options
 
 # The SDP's six-decimal optimum of prefix(32) (tests/test_sdp.py, tests/test_smii.py).
 PREFIX32_OPT = 3.630723
@@ -27,6 +29,28 @@ def test_a_shifted_iterate_far_above_the_best_gap_does_not_settle():
     # No certificate yet (NaN gap) or no best one (inf): nothing to compare, the rule is SETTLE's.
     assert driver.settles(1.0, 0.5 * small, small, math.nan, best)
     assert driver.settles(1.0, 0.5 * small, small, 1.0, math.inf)
+
+
+@pytest.mark.parametrize("shifted, settle_gap, settles", [(True, None, True), (True, 0.0, False), (False, None, False)])
+def test_a_shifted_step_that_gains_little_against_its_gap_settles(monkeypatch, shifted, settle_gap, settles):
+    # A full step of a shifted sub-problem whose gain in F is under SETTLE_GAP |F| times the iterate's
+    # certified gap ends it, though the gain is far over SETTLE times the Newton-decrement threshold;
+    # without SETTLE_GAP, or unshifted, it does not.
+    if settle_gap is not None:
+        monkeypatch.setattr(driver, "SETTLE_GAP", settle_gap)
+    problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(24, targets="random", seed=0))
+    opts = options.smii_options(tol=1e-4, refine=False, start="cheapest").resolved(problem.k)
+    run = driver.Run(problem, opts, None, driver.Method("smii", "SM-II", None, (), ""), None)
+    run.bounds.certify(run.p, run.kappa, run.c_int)
+    shift = (np.zeros(problem.d), np.zeros(problem.m)) if shifted else (None, None)
+    q = model.evaluate(run.B, run.L, run.c_int, run.p.sigma, run.t1, run.t2, s1=shift[0], s2=shift[1])
+    gap = run.bounds.gap(q.cost(run.kappa))
+    assert gap > driver.MIX_WITHIN * opts.tol  # no mixing in the way
+    threshold, gain = 1e-12, 0.5 * driver.SETTLE_GAP * gap * abs(q.F) if settle_gap is None else 1e-6
+    assert gain > 1e3 * driver.SETTLE * threshold
+    run.p = types.SimpleNamespace(F=q.F + gain)  # the point before the step: only its F is read
+    run._accept(1.0, q, newton.Step(None, -1.0, None, 3), threshold=threshold)
+    assert run.settled is settles
 
 
 @pytest.mark.parametrize("drift", [1.0, math.inf])

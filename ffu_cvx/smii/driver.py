@@ -13,12 +13,11 @@ Gradient descent is the same run with the gradient as direction. The iterate, ``
 internal targets live on the array backend of the option ``array_backend`` (numpy by default); the
 history, the callback's ``sigma``, the certificate and the Solution are numpy. Beyond the paper:
 
-- Preconditioned, CG goes past MAXCG (to ``maxcg_cap``) while each further Hessian product
-  pays for itself (:func:`~ffu_cvx.smii.newton.extension_pays`); plain CG's budget doubles
-  while full Newton steps gain less and less. A sub-problem also ends when the Newton
-  decrement is below ``ntrel / t1``, after a full step that gained less than ``SETTLE``
-  times that (:func:`settles`), when progress stalls, or after ``SUB_MAXIT`` steps; near
-  the goal ``t`` grows by less than ``mu`` (the soft-max error, hence the gap, falls like ``1 / t``).
+- Preconditioned, CG goes past MAXCG (to ``maxcg_cap``) while each further Hessian product pays for
+  itself (:func:`~ffu_cvx.smii.newton.extension_pays`); plain CG's budget doubles while full Newton
+  steps gain less and less. A sub-problem also ends when the Newton decrement is below ``ntrel / t1``,
+  after a full step that gained less than ``SETTLE`` times that or ``SETTLE_GAP`` (:func:`settles`), when
+  progress stalls, or after ``SUB_MAXIT`` steps; near the goal ``t`` grows by less than ``mu``.
 - Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` each sub-problem weights
   its soft maxes by the previous one's weights (a damped exponential method of multipliers,
   :func:`~ffu_cvx.smii.multipliers.damped_shift`, whose fixed points are Problem 3's KKT
@@ -26,8 +25,8 @@ history, the callback's ``sigma``, the certificate and the Solution are numpy. B
   ``SHIFT_PATIENCE`` shifted sub-problems in a row without a new best gap; one whose gap is
   over ``REGRESS`` times the best sends the solver back to the cheapest iterate, sharper.
 - KKT steps (:mod:`~ffu_cvx.smii.kkt`): Newton steps on Problem 1's KKT system finish from a shifted
-  sub-problem's end that certifies ``kkt.START``; past ``kkt.WORTH_K`` only where the multiplier phase (slow
-  where optimal multipliers spread over decades) likely needs more Newton steps than they cost, or from
+  sub-problem's end that certifies ``kkt.start(k)``; past ``kkt.WORTH_K`` only where the multiplier phase
+  (slow where optimal multipliers spread over decades) likely needs more Newton steps than they cost, or from
   the best end once that phase has gone astray (``REGRESS``). The dual-ascent start (option ``start``)
   begins at ``t_shift``, one level lower where its first sub-problem takes no full step.
 - Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): an iterate that does not certify ``tol`` is mixed with the
@@ -73,10 +72,13 @@ SHIFT_GROW = 3.0
 #: A sub-problem also ends after a full Newton step that decreased ``F`` by less than this multiple
 #: of the Newton-decrement threshold (random ranges d = 1024: 30 took 58 s, 100 52 s, 300 82 s).
 SETTLE = 100.0
+#: A shifted sub-problem also ends after a full step that gained less than this times ``|F|`` times the
+#: iterate's gap: the next multiplier update moves the cost more (decades d = 1,024: 7 steps within 0.2%).
+SETTLE_GAP = 1e-2
 #: A shifted sub-problem whose gap exceeds this multiple of the best gap so far has gone astray
 #: (slack constraints' multipliers decay, the soft max stops seeing them, the iterate drifts where
 #: ``F`` is flat: random ranges d = 1024, seed 1, gap 8e-3 to 0.7 in three steps). KKT steps
-#: finish from the best end where its gap is under ``kkt.START`` (``kkt.pays`` aside: its forecast
+#: finish from the best end where its gap is under ``kkt.start(k)`` (``kkt.pays`` aside: its forecast
 #: of the multiplier phase has just failed); else the solver goes back to the cheapest iterate
 #: (:class:`Lowest`, or the best end), sharpens ``t`` by ``SHIFT_GROW`` and no longer ends
 #: sub-problems by ``SETTLE`` (README "Restarts from the cheapest iterate").
@@ -196,7 +198,7 @@ class Run:
         self.cg_budget, self.last_decrease = opts.maxcg, math.inf
         self.sub_steps, self.settled, self.settle = 0, False, SETTLE
         self.shift_best, self.misses = math.inf, 0  # best gap of the shifted sub-problems, sub-problems since
-        self.n_kkt, self.kkt_below = 0, kkt.START if kkt.MIN_K <= problem.k <= kkt.MAX_K else 0.0
+        self.n_kkt, self.kkt_below = 0, kkt.start(problem.k)
         self.ends, self.mixed = EndPool(min(MIX_ENDS, MIX_BYTES // (8 * problem.k ** 2))), None
 
     def run(self) -> Solution:
@@ -264,14 +266,16 @@ class Run:
         if self.lowest is None or alpha < self.lowest.alpha:
             self.lowest = Lowest(alpha, self.nit, end_of(q, self.kappa, self.bk.to_numpy), self.c_int, q.t1, q.t2,
                                  q.s1, q.s2)
-        # End the sub-problem when the best bound so far already certifies this iterate,
-        # or after a full step that gained little (see SETTLE).
-        # DRIFT guards the first step of a shifted sub-problem (the one after a multiplier update).
-        gap = self.bounds.gap(alpha) if q.s1 is not None and self.sub_steps == 1 else math.nan
+        # End the sub-problem when the best bound so far already certifies this iterate, or after a full
+        # step that gained little (SETTLE; shifted, also SETTLE_GAP). DRIFT guards the first step of a
+        # shifted sub-problem (the one after a multiplier update).
+        now, small = self.bounds.gap(alpha), self.settle * threshold
+        if q.s1 is not None and self.settle > 0 and now > 0:
+            small = max(small, SETTLE_GAP * now * abs(q.F))
+        gap = now if q.s1 is not None and self.sub_steps == 1 else math.nan
         best_gap = math.inf if self.best is None else self.best.gap
-        self.settled = self.bounds.certifies(alpha) or settles(step, decrease, self.settle * threshold, gap, best_gap)
-        self._report(alpha, step, d.n_cg)
-        now = self.bounds.gap(alpha)  # mixed inside a sub-problem too (the cost swings), not kept:
+        self.settled = self.bounds.certifies(alpha) or settles(step, decrease, small, gap, best_gap)
+        self._report(alpha, step, d.n_cg)  # mixed inside a sub-problem too (the cost swings), not kept:
         if not self.settled and self.status is None and self._near(now):
             mixed = self.mix_iterate(q, now, keep=False)
             if mixed <= self.opts.tol:
@@ -502,7 +506,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     nttol, ntrel : float, default 1e-10, 1e-3
         A sub-problem ends when ``|<s, grad F>| < max(nttol, ntrel / t1)`` (NTTOL; the relative part
         stops early sub-problems once solved past the accuracy of their soft max), after a full step
-        that decreased ``F`` by less than 100 times that bound, or after 50 Newton steps.
+        that decreased ``F`` by less than 100 times that bound (shifted: or ``SETTLE_GAP``), or after 50 steps.
     sigma_ls, beta : float, default 0.01, 0.5
         Armijo fraction and backtracking factor of the line search (paper: 0.01, 0.5).
     maxiter, max_time : int, float or None, default 2000, None
@@ -517,16 +521,15 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         towards the previous one's weights (:mod:`ffu_cvx.smii.multipliers`), so the soft-max bias
         no longer needs ``t ~ log(d) / tol``; ``t1, t2`` grow again (by at most 3) only when two
         shifted sub-problems in a row do not improve on the best certified gap. For ``64 <= k <=
-        2100``, from a gap of 5e-2 (past k = 1024 where the multiplier phase likely needs more
+        2100``, from a gap of 0.1 (past k = 1024 where the multiplier phase likely needs more
         Newton steps than they cost, or has gone astray), KKT steps finish (:mod:`ffu_cvx.smii.kkt`).
     radius : float, default 1.0
         Truncated CG stops on the ball ``||E||_F <= radius sqrt(k)`` in whitened
         coordinates (a relative change of ``Sigma`` of about ``radius`` per direction).
     refine : bool or "auto", default "auto"
-        After a certified ("optimal") solve, polish ``Sigma`` to the unique ≺R-minimal optimum
-        (Theorem 5) by :func:`refine_smii`; "auto" does so when ``k <= REFINE_AUTO_MAX_K``. The soft
-        max alone does not single it out when Problem 1 has many optima: at the ``t`` a small gap
-        needs, the weights of the columns that are not tight underflow.
+        After a certified ("optimal") solve, polish ``Sigma`` to the unique ≺R-minimal optimum (Theorem
+        5) by :func:`refine_smii`; "auto" does so when ``k <= REFINE_AUTO_MAX_K`` (the soft max alone does
+        not single it out: at the ``t`` a small gap needs, the weights of slack columns underflow).
     refine_budget : float, default 20
         The polish may spend ``max(refine_budget x the main solve's Hessian products, 20000)``
         products; past that the certified main result is returned with ``info["refine_failed"]``
@@ -542,27 +545,24 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     verbose : bool, default False
         Print an iteration log (:mod:`ffu_cvx.smii.log`).
     array_backend : str, default "numpy"
-        Where the dense kernels run (:mod:`ffu_cvx.smii.backend`): ``"numpy"`` (the default and
-        tested path), ``"torch"`` (CUDA when available, else the CPU), ``"torch:cpu"``,
-        ``"torch:cuda"`` or ``"cupy"``, all in float64 (the optional extra ``ffu-cvx[gpu]`` and
-        torch or CuPy). The classic start (``k >= 1000``) and the cheap certificate (``k > 256``)
-        run there too; dual ascents (the start's, smaller certificates'), KKT steps, the polish and
-        the Solution are numpy float64. Iterates match numpy's to rounding step by step; over a run
-        to about 1e-10 where the trajectory is stable, to the certified tolerance where not.
+        Where the dense kernels run (:mod:`ffu_cvx.smii.backend`): ``"numpy"`` (the default and tested
+        path), ``"torch"`` (CUDA when available, else the CPU), ``"torch:cpu"``, ``"torch:cuda"`` or
+        ``"cupy"``, all float64 (the extra ``ffu-cvx[gpu]``). The classic start (``k >= 1000``) and the
+        cheap certificate (``k > 256``) run there too; dual ascents, KKT steps, the polish and the
+        Solution are numpy float64. Iterates match numpy's to rounding step by step; over a run to
+        about 1e-10 where the trajectory is stable, to the certified tolerance where not.
 
     Returns
     -------
     Solution
-        ``sigma`` (k, k) meeting every target (max ratio 1), ``privacy_cost``,
-        ``lower_bound``, ``gap``, ``lam`` (d,) and ``mu`` (m,) (the bound's multipliers, ``mu``
-        divided by ``c``), ``nit``, ``n_hvp``, ``time``, ``history``; ``info`` holds
-        ``n_cg``, the final ``t1`` and ``t2``, ``restarts`` (returns to the best iterate after
-        a shifted sub-problem went astray), ``kkt_steps`` (:mod:`ffu_cvx.smii.kkt`), ``mix``
-        (``None``, or the weight ``theta`` of the last iterate when ``sigma`` is its convex
-        combination with an earlier one, :mod:`ffu_cvx.smii.mixing`) and, when refined,
-        ``refine_levels`` (list of ``{"value", "columns"}``, decreasing),
-        ``refine_newton``, ``refine_time`` and, if the polish was rejected,
-        ``refine_failed``.
+        ``sigma`` (k, k) meeting every target (max ratio 1), ``privacy_cost``, ``lower_bound``, ``gap``,
+        ``lam`` (d,) and ``mu`` (m,) (the bound's multipliers, ``mu`` divided by ``c``), ``nit``, ``n_hvp``,
+        ``time``, ``history``; ``info`` holds ``n_cg``, the final ``t1`` and ``t2``, ``restarts`` (returns to
+        the best iterate after a shifted sub-problem went astray), ``kkt_steps`` (:mod:`ffu_cvx.smii.kkt`),
+        ``mix`` (``None``, or the weight ``theta`` of the last iterate when ``sigma`` is its convex
+        combination with an earlier one, :mod:`ffu_cvx.smii.mixing`) and, when refined, ``refine_levels``
+        (list of ``{"value", "columns"}``, decreasing), ``refine_newton``, ``refine_time`` and, if the
+        polish was rejected, ``refine_failed``.
 
     Raises
     ------
