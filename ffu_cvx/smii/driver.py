@@ -73,7 +73,7 @@ SHIFT_GROW = 3.0
 #: of the Newton-decrement threshold (random ranges d = 1024: 30 took 58 s, 100 52 s, 300 82 s).
 SETTLE = 100.0
 #: A shifted sub-problem also ends after a full step that gained less than this times ``|F|`` times the
-#: iterate's gap: the next multiplier update moves the cost more (decades d = 1,024: 7 steps within 0.2%).
+#: iterate's gap: the next multiplier update moves the cost more (decades d = 1,024: 5 steps within 0.1%).
 SETTLE_GAP = 1e-2
 #: A shifted sub-problem whose gap exceeds this multiple of the best gap so far has gone astray
 #: (slack constraints' multipliers decay, the soft max stops seeing them, the iterate drifts where
