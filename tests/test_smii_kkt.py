@@ -75,6 +75,27 @@ def test_merged_terms_keep_the_sum(lo, hi):
     assert err.max() <= 3 * kkt.EXPSUM_ACCURACY
 
 
+def test_each_kkt_step_starts_from_a_tenth_of_the_last_steps_rho(monkeypatch):
+    # Growing rho costs the QP's matrix and the QP again: newton hands each step RHO_CARRY times the
+    # relative rho the last one ended with, and a step never takes less than it is handed.
+    problem = decades(96)
+    start = ffu.solve(problem, method="smii", tol=1e-2, refine=False, start="cheapest")
+    handed, ended, step = [], [], kkt.kkt_step
+
+    def spy(*args):
+        handed.append(args[-1])
+        found = step(*args)
+        ended.append(found.rho)
+        return found
+
+    monkeypatch.setattr(kkt, "kkt_step", spy)
+    kkt.newton(problem.B, problem.L, problem.c, start.sigma, start.lam,
+               lambda lam, mu: certificate.lower_bound(problem, lam, mu / problem.c), tol=1e-9)
+    assert len(handed) >= 2 and handed[0] == 0.0 and max(ended) > kkt.RHO_SINGULAR  # some step grew rho
+    assert handed[1:] == [kkt.RHO_CARRY * r for r in ended[:-1]]
+    assert all(r >= max(h, kkt.RHO) * (1 - 1e-12) for h, r in zip(handed, ended))  # relative: rounding
+
+
 def test_kkt_steps_begin_lower_past_worth_k():
     # Up to WORTH_K from START; past it (a step costs more) from START_LARGE; outside MIN_K..MAX_K never.
     assert kkt.START_LARGE < kkt.START
