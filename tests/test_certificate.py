@@ -211,3 +211,37 @@ def test_smii_bound_keeper_recertifies_after_a_run_of_skips(monkeypatch):
     for _ in range(2 * (bounds.CERTIFY_MAX_SKIPS + 1)):
         keeper.certify(point, 1.0, problem.c, force=False)
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("shape", [(40, 25), (25, 40)])
+def test_singular_triplets_by_the_gram_matrix_match_the_svd(shape):
+    # Singular values over 11 decades: those over GRAM_SVD_CUT of the largest are kept, each within the
+    # Gram matrix's rounding (eps S_max^2 / S_i) of the SVD's, with vectors that rebuild X.
+    rng = np.random.default_rng(3)
+    n = min(shape)
+    left, _ = np.linalg.qr(rng.standard_normal((shape[0], n)))
+    right, _ = np.linalg.qr(rng.standard_normal((shape[1], n)))
+    exact = np.logspace(0, -11, n)
+    X = (left * exact) @ right.T
+    U, S, V = certificate._svd_by_gram(X)
+    kept = exact[exact > certificate.GRAM_SVD_CUT * exact[0]]
+    assert U.shape == (shape[0], len(kept)) and V.shape == (shape[1], len(kept))
+    assert (np.abs(np.sort(S)[::-1] - kept) <= 10 * np.finfo(float).eps * exact[0] ** 2 / kept).all()
+    big = S >= 1e-3 * S.max()  # one side is X V / S (or X^T U / S): eps S_max^2 / S^2 of rounding
+    for A in (U, V):
+        np.testing.assert_allclose(A[:, big].T @ A[:, big], np.eye(big.sum()), atol=1e-8)
+    assert np.linalg.norm((U * S) @ V.T - X) <= 1e-5 * exact[0]  # the dropped values, under 1e-6 each
+
+
+def test_an_ascent_step_by_gram_matrices_matches_the_svds():
+    # ascend takes its steps' singular triplets from Gram matrices: a step so gives the SVD's
+    # multipliers to rounding, and the ascent a valid bound (evaluated by the SVD).
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(48, targets="decades", seed=0))
+    by_gram = certificate.ascend(problem, 5)
+    lam, mu = np.full(problem.d, 1.0 / problem.d), 1.0 / (problem.m * problem.c)
+    gram, svd = (certificate._ascent_step(problem, lam, mu, gram=g) for g in (True, False))
+    assert gram[0] == pytest.approx(svd[0], rel=1e-12)
+    for a, b in zip(gram[1:], svd[1:]):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-14 * b.max())
+    bound = certificate.lower_bound(problem, *by_gram)
+    assert 0 < bound <= ffu.solve(problem, method="smii", refine=False).privacy_cost
