@@ -416,7 +416,7 @@ class _Model(NamedTuple):
         return self.g - np.einsum("ij,ij->j", self.Y, E @ self.Y), self.h + np.einsum("ij,ij->i", self.V @ E, self.V)
 
 
-def _model(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray, rho: float = 0.0) -> _Model:
+def _model(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray, least: float = 0.0) -> _Model:
     R = sla.cholesky(sigma, lower=True)
     V = np.asarray(L @ R) / np.sqrt(c)[:, None]
     scale = float(np.max(np.einsum("ij,ij->i", V, V)))
@@ -424,7 +424,7 @@ def _model(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray, 
     Y = sla.solve_triangular(R, B, lower=True)
     m, Q = np.linalg.eigh((Y * (lam / lam.sum())) @ Y.T)
     m = np.maximum(m, 0.0)
-    rho = max(RHO_SINGULAR if m[0] < SINGULAR * m[-1] else RHO, rho) * float(m[-1])
+    rho = max(RHO_SINGULAR if m[0] < SINGULAR * m[-1] else RHO, least) * float(m[-1])  # least: relative
     return _Model(sigma / scale, R, Y, V, np.einsum("ij,ij->j", Y, Y), np.einsum("ij,ij->i", V, V), Q, m, rho)
 
 
