@@ -77,7 +77,9 @@ def test_merged_terms_keep_the_sum(lo, hi):
 
 def test_each_kkt_step_starts_from_a_tenth_of_the_last_steps_rho(monkeypatch):
     # Growing rho costs the QP's matrix and the QP again: newton hands each step RHO_CARRY times the
-    # relative rho the last one ended with, and a step never takes less than it is handed.
+    # relative rho the last one ended with, and a step never takes less than it is handed. (Singular
+    # steps start low here, at 1e-6, so that one grows rho.)
+    monkeypatch.setattr(kkt, "RHO_SINGULAR", 1e-6)
     problem = decades(96)
     start = ffu.solve(problem, method="smii", tol=1e-2, refine=False, start="cheapest")
     handed, ended, step = [], [], kkt.kkt_step

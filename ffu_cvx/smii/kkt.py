@@ -93,9 +93,11 @@ ACTIVE = 0.3
 #: where ``M`` is singular (its least eigenvalue below ``SINGULAR`` times its largest: the last
 #: multipliers vanish on columns, as after a KKT step on a tree; there the trust rule below grew
 #: ``rho`` from ``RHO`` to 1e-6 or 1e-4, one matrix and QP a growth: starting at 1e-6 took d = 1,024
-#: decades and trees, seeds 0-1, from 148.2 to 132.9 s with the same steps, same run).
+#: decades and trees, seeds 0-1, from 148.2 to 132.9 s with the same steps, same run). Growing 10-fold
+#: (``RHO_GROW``), singular steps mostly ended at 1e-5: starting there took the ``bench_workloads`` sets
+#: d = 512 / 1,024 from 46.9 / 121.9 to 43.8 / 109.8 s, the same Newton steps (README "Earlier KKT steps").
 RHO = 1e-8
-RHO_SINGULAR = 1e-6
+RHO_SINGULAR = 1e-5
 SINGULAR = 1e-9
 #: A step whose whitened ``E`` has an eigenvalue beyond ``TRUST`` in modulus is solved again with
 #: ``rho`` ``RHO_GROW`` times larger (up to ``RHO_MAX`` times the largest eigenvalue of ``M``):
