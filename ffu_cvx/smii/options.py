@@ -1,7 +1,8 @@
 """SM-II's options: one frozen, validated value (the keywords of ``solve_smii`` and ``solve_gd``).
 
 Solver layer (SM-II): imports ``validation``, :mod:`ffu_cvx.smii.backend` (to check
-``array_backend``) and :mod:`ffu_cvx.smii.polish` (for ``REFINE_AUTO_MAX_K``, ``REFINE_BUDGET``) only.
+``array_backend``), :mod:`ffu_cvx.smii.kkt` (for the start's range of ``k``) and :mod:`ffu_cvx.smii.polish`
+(for ``REFINE_AUTO_MAX_K``, ``REFINE_BUDGET``) only.
 Every option is checked when the value is built (a ``ValueError`` names it, says what
 was seen and what is allowed; an unknown keyword is a ``TypeError``); :meth:`Options.resolved` replaces the ``"auto"`` and ``None``
 defaults by what they mean for a basis of size ``k``. :func:`ffu_cvx.smii.solve_smii`
@@ -14,7 +15,7 @@ import dataclasses
 import math
 
 from .. import validation
-from . import backend
+from . import backend, kkt
 from .polish import REFINE_AUTO_MAX_K, REFINE_BUDGET
 
 __all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "ASCENT_MIN_K", "ASCENT_MAX_K", "Options", "smii_options",
@@ -50,16 +51,15 @@ FLOAT32_MIN_K = 256
 #: ``maxcg``: at d = 512 the doubling rule up to 40 took 1.1-1.3x longer than that, and
 #: the payoff rule 0.83x (bench_workloads cells, README "Performance", stop 24).
 MAXCG_CAP = 40
-#: ``start="auto"`` starts from the dual ascent (:func:`ffu_cvx.smii.model.ascent_start`) for
-#: bases of at least this size (where KKT steps finish, ``kkt.MIN_K``), on numpy (the ascent runs on
-#: the host) and a shifted schedule; else from the cheapest classic start. Same run, one BLAS thread,
+#: ``start="auto"`` starts from the dual ascent (:func:`ffu_cvx.smii.model.ascent_start`) on the
+#: bases where KKT steps finish (``kkt.MIN_K`` to ``kkt.MAX_K``: the start's tight bound lets them begin
+#: early), on numpy (the ascent runs on the host) and a shifted schedule; else from the cheapest
+#: classic start. Measured up to d = 2,048 (an ascent step is an SVD of order k). Same run, one BLAS thread,
 #: tol 1e-4, `bench_workloads` (README "A start from the dual ascent, at t_shift"): d = 64 and 96, seven
 #: classes, seeds 0-11 (146 cells, every one certified both ways) 19.4 -> 17.2 s, 3,538 -> 2,578 Newton
 #: steps; d = 128, six classes, seeds 0-3, 4.1 -> 3.1 s; d = 256 (seeds 0-2) 14.6 -> 10.1 s; d = 512
 #: 65.0 -> 51.9 s; d = 1,024 (tol 1e-3) 203.0 -> 157.6 s.
-ASCENT_MIN_K = 64
-#: ... up to this size, where it was measured (d = 2,048); an ascent step is an SVD of order k.
-ASCENT_MAX_K = 2100
+ASCENT_MIN_K, ASCENT_MAX_K = kkt.MIN_K, kkt.MAX_K
 #: The values of ``start``.
 STARTS = ("auto", "ascent", "cheapest")
 #: The options :func:`ffu_cvx.smii.solve_gd` accepts, and its own defaults for the rest
