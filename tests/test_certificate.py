@@ -116,6 +116,22 @@ def test_dual_sigma_at_optimal_multipliers_is_the_optimum():
     assert certificate.dual_sigma(problem, np.eye(1, problem.d, 0)[0], ref.mu) is None  # P singular
 
 
+def test_dual_sigma_floors_a_nearly_singular_q_for_a_start():
+    # Queries' weights over 16 decades leave Q numerically singular (the prefix sums' Q at d = 2,048
+    # on targets over decades: 4e-14 of its largest): None, or with floor a positive definite Sigma
+    # that still meets Sigma Q Sigma = P on the eigenvectors the floor leaves alone.
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(16))
+    lam, mu = np.full(problem.d, 1.0 / problem.d), np.logspace(0, -16, problem.m)
+    assert certificate.dual_sigma(problem, lam, mu) is None
+    sigma = certificate.dual_sigma(problem, lam, mu, floor=True)
+    assert np.allclose(sigma, sigma.T) and np.linalg.eigvalsh(sigma).min() > 0
+    R, w, V = certificate._pair_factors(problem, lam, mu / (mu @ problem.c), floor=True)
+    assert w.min() == pytest.approx(certificate.SINGULAR_Q * w.max())
+    mu = np.logspace(0, -3, problem.m)  # well conditioned: the floor changes nothing
+    np.testing.assert_array_equal(certificate.dual_sigma(problem, lam, mu, floor=True),
+                                  certificate.dual_sigma(problem, lam, mu))
+
+
 @pytest.mark.parametrize("shape", [(60, 40), (40, 60)])
 def test_gram_nuclear_norm_is_a_close_lower_bound(monkeypatch, shape):
     monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 1)

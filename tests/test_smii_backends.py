@@ -133,6 +133,9 @@ def test_start_and_cheap_bound_run_on_the_backend(other, monkeypatch, slack):
     rng = np.random.default_rng(6)
     lam, mu = rng.random(problem.d), rng.random(problem.m)
     assert _close(certificate.dual_sigma(problem, lam, mu, on=on), certificate.dual_sigma(problem, lam, mu))
+    tiny = np.logspace(0, -16, problem.m)  # Q nearly singular: floored on either side alike
+    assert _close(certificate.dual_sigma(problem, lam, tiny, on=on, floor=True),
+                  certificate.dual_sigma(problem, lam, tiny, floor=True))
     lam[::3], mu[::5] = 0.0, 0.0  # weights of zero leave their columns and queries out
     monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 1)  # the Gram route at this size
     got = certificate.lower_bound(problem, lam, mu, slack, on=on)
