@@ -98,11 +98,11 @@ def test_each_kkt_step_starts_from_a_tenth_of_the_last_steps_rho(monkeypatch):
     assert all(r >= max(h, kkt.RHO) * (1 - 1e-12) for h, r in zip(handed, ended))  # relative: rounding
 
 
-def test_kkt_steps_begin_lower_past_worth_k():
-    # Up to WORTH_K from START; past it (a step costs more) from START_LARGE; outside MIN_K..MAX_K never.
-    assert kkt.START_LARGE < kkt.START
+def test_kkt_steps_may_begin_at_start_on_every_basis_from_min_k_to_max_k():
+    # Past WORTH_K too (kkt.pays decides there, and a run gone astray finishes from its best end
+    # under START); outside MIN_K..MAX_K never.
     assert [kkt.start(k) for k in (kkt.MIN_K - 1, kkt.MIN_K, kkt.WORTH_K, kkt.WORTH_K + 1, kkt.MAX_K, kkt.MAX_K + 1)] \
-        == [0.0, kkt.START, kkt.START, kkt.START_LARGE, kkt.START_LARGE, 0.0]
+        == [0.0, kkt.START, kkt.START, kkt.START, kkt.START, 0.0]
 
 
 @pytest.mark.parametrize("build, d", [(decades, 96), (tree, 64)])

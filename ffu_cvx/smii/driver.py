@@ -521,8 +521,8 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         towards the previous one's weights (:mod:`ffu_cvx.smii.multipliers`), so the soft-max bias
         no longer needs ``t ~ log(d) / tol``; ``t1, t2`` grow again (by at most 3) only when two
         shifted sub-problems in a row do not improve on the best certified gap. For ``64 <= k <=
-        2100``, from a gap of 0.1 (past k = 1024 from 5e-2, where the multiplier phase likely needs
-        more Newton steps than they cost, or has gone astray), KKT steps finish (:mod:`ffu_cvx.smii.kkt`).
+        2100``, from a gap of 0.1 (past k = 1024 where the multiplier phase likely needs more Newton
+        steps than they cost, or has gone astray), KKT steps finish (:mod:`ffu_cvx.smii.kkt`).
     radius : float, default 1.0
         Truncated CG stops on the ball ``||E||_F <= radius sqrt(k)`` in whitened
         coordinates (a relative change of ``Sigma`` of about ``radius`` per direction).

@@ -60,18 +60,19 @@ import scipy.sparse as sp
 
 from .model import factor, variance_ratios
 
-__all__ = ["START", "START_LARGE", "start", "MIN_K", "MAX_K", "RETRY", "WORTH", "WORTH_K", "pays", "qp_order",
+__all__ = ["START", "start", "MIN_K", "MAX_K", "RETRY", "WORTH", "WORTH_K", "pays", "qp_order",
            "KKTStep", "kkt_step", "newton", "expsum", "cost"]
 
 #: SM-II (:mod:`ffu_cvx.smii.driver`) follows a shifted sub-problem end whose certified gap is at most
 #: ``START`` (and over ``tol``) by KKT steps, for bases of ``MIN_K`` to ``MAX_K``; when they stop short of
 #: ``tol``, again only once the gap is ``RETRY`` times lower. From the dual-ascent start (whose bound is
 #: within about 1% of the optimum) the first shifted end certifies 5-7e-2, and KKT steps from there took
-#: d = 1,024, tol 1e-3, decades seeds 0-1 from 37 Newton steps to 15 (README "Earlier KKT steps"); past
-#: ``WORTH_K`` a step costs more (below) and they begin at ``START_LARGE`` (decades d = 2,048 from 6.5e-2:
-#: four steps, 188.7 s; from 2.7e-2: two, 166.5 s).
+#: d = 1,024, tol 1e-3, decades seeds 0-1 from 37 Newton steps to 15 (README "Earlier KKT steps"). Past
+#: ``WORTH_K`` :func:`pays` decides; there they began at 5e-2 until stop 44, when random ranges
+#: (d = 2,048, seeds 0 and 2) ended their first shifted sub-problems at 5.5e-2 and 5.4e-2, went
+#: astray and restarted: 306 and 249 s, against 219 and 146 s from 0.1, which finishes such a run
+#: from its best end (README "KKT steps once a run goes astray").
 START = 0.1
-START_LARGE = 5e-2
 MIN_K = 64
 MAX_K = 2100
 RETRY = 0.1
@@ -186,9 +187,7 @@ def pays(gap: float, before: float, tol: float, steps: int, k: int, order: int) 
 
 def start(k: int) -> float:
     """The certified gap under which KKT steps may finish a run on a basis of size ``k`` (0: never)."""
-    if not MIN_K <= k <= MAX_K:
-        return 0.0
-    return START if k <= WORTH_K else START_LARGE
+    return START if MIN_K <= k <= MAX_K else 0.0
 
 
 def qp_order(g: np.ndarray, h: np.ndarray) -> int:
