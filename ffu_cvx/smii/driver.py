@@ -24,7 +24,7 @@ history, the callback's ``sigma``, the certificate and the Solution are numpy. B
   points at any ``t``). ``t`` grows again (by at most ``SHIFT_GROW``) only after
   ``SHIFT_PATIENCE`` shifted sub-problems in a row without a new best gap; one whose gap is
   over ``REGRESS`` times the best sends the solver back to the cheapest iterate, sharper.
-- KKT steps (:mod:`~ffu_cvx.smii.kkt`): Newton steps on Problem 1's KKT system finish from a shifted
+- KKT steps (:mod:`~ffu_cvx.smii.kkt`): Newton steps on Problem 1's KKT system finish from a
   sub-problem's end that certifies ``kkt.start(k)``; past ``kkt.WORTH_K`` only where the multiplier phase
   (slow where optimal multipliers spread over decades) likely needs more Newton steps than they cost, or from
   the best end once that phase has gone astray (``REGRESS``). The dual-ascent start (option ``start``)
@@ -311,8 +311,8 @@ class Run:
             gap = self.mix_iterate(p, gap)
         if gap < (before := math.inf if self.best is None else self.best.gap):
             self.best = Best(gap, p, self.kappa)
-        # From shifted ends only: before, the weights (the KKT steps' Hessian multipliers) are crude (see ``start``).
-        if opts.tol < gap <= self.kkt_below and p.s1 is not None and kkt.pays(gap, before, opts.tol, self.sub_steps,
+        # Unshifted ends too: stop 42's stall there is gone (README "KKT steps once a run goes astray").
+        if opts.tol < gap <= self.kkt_below and kkt.pays(gap, before, opts.tol, self.sub_steps,
                 self.problem.k, kkt.qp_order(self.bk.to_numpy(p.g), self.bk.to_numpy(p.h))):
             gap = min(gap, self._kkt(p, gap))
         elif self._astray(gap) and opts.tol < self.best.gap <= self.kkt_below:

@@ -63,7 +63,7 @@ from .model import factor, variance_ratios
 __all__ = ["START", "start", "MIN_K", "MAX_K", "RETRY", "WORTH", "WORTH_K", "pays", "qp_order",
            "KKTStep", "kkt_step", "newton", "expsum", "cost"]
 
-#: SM-II (:mod:`ffu_cvx.smii.driver`) follows a shifted sub-problem end whose certified gap is at most
+#: SM-II (:mod:`ffu_cvx.smii.driver`) follows a sub-problem end whose certified gap is at most
 #: ``START`` (and over ``tol``) by KKT steps, for bases of ``MIN_K`` to ``MAX_K``; when they stop short of
 #: ``tol``, again only once the gap is ``RETRY`` times lower. From the dual-ascent start (whose bound is
 #: within about 1% of the optimum) the first shifted end certifies 5-7e-2, and KKT steps from there took
