@@ -33,7 +33,8 @@ from scipy import linalg
 from . import privacy
 from .problem import FitnessProblem
 
-__all__ = ["Certificate", "HostAlgebra", "lower_bound", "certify", "ascend", "dual_sigma", "nuclear_norm"]
+__all__ = ["Certificate", "HostAlgebra", "lower_bound", "certify", "ascend", "ascent_step", "dual_sigma",
+           "nuclear_norm"]
 
 
 @dataclass(frozen=True)
@@ -325,16 +326,31 @@ def ascend(problem: FitnessProblem, steps: int, omega: float = 2.0, mix: float =
     lam, mu = uniform
     best = (-math.inf, lam, mu)
     for _ in range(steps):
-        step = _ascent_step(problem, lam, mu, gram=True)
+        step = ascent_step(problem, lam, mu, omega, gram=True)
         if step is None:
             break
         F, lam_n, mu_n = step
         if F > best[0]:
             best = (F, lam, mu)
-        lam_n, mu_n = lam * (lam_n / lam) ** omega, mu * (mu_n / mu) ** omega
-        lam = (1 - mix) * lam_n / lam_n.sum() + mix * uniform[0]
-        mu = (1 - mix) * mu_n / float(mu_n @ c) + mix * uniform[1]
+        lam = (1 - mix) * lam_n + mix * uniform[0]
+        mu = (1 - mix) * mu_n + mix * uniform[1]
     return best[1], best[2]
+
+
+def ascent_step(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, omega: float = 2.0, gram: bool = False):
+    """``(F, lam', mu')``: ``F`` at ``lam`` (d,; on the simplex) and ``mu`` (m,; ``mu . c = 1``), and
+    the multipliers one multiplicative step over-relaxed by ``omega`` moves them to (normalised
+    alike; a zero weight stays zero); None when ``F`` is 0. ``gram``: the singular triplets by
+    :func:`_svd_by_gram` (faster; its ``F`` is no bound, and near the optimum its step can lower
+    the bound: from a KKT step's multipliers on targets over decades d = 512 it did, 3.2901172 to
+    3.2901066, where the SVD's step raised it to 3.2901795)."""
+    step = _ascent_step(problem, lam, mu, gram=gram)
+    if step is None:
+        return None
+    F, lam_n, mu_n = step
+    lam_n = lam * np.divide(lam_n, lam, out=np.zeros_like(lam), where=lam > 0) ** omega
+    mu_n = mu * np.divide(mu_n, mu, out=np.zeros_like(mu), where=mu > 0) ** omega
+    return F, lam_n / lam_n.sum(), mu_n / float(mu_n @ problem.c)
 
 
 #: Weight of the uniform multipliers mixed into the start of the dual ascent.

@@ -208,6 +208,41 @@ def test_dual_ascent_climbs_where_the_multipliers_span_decades(d, seed):
     assert climbed.lower_bound == pytest.approx(certificate.lower_bound(problem, climbed.lam, climbed.mu), rel=1e-12)
 
 
+def test_one_ascent_step_from_near_optimal_multipliers_raises_the_bound():
+    # certificate.ascent_step from multipliers near the optimum's (some zero, as a KKT step's):
+    # the step's multipliers are normalised (lam on the simplex, mu . c = 1), keep the zeros, and
+    # certify a higher bound than the ones it started from, never above the optimum.
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(16, targets="decades", seed=4))
+    ref = solve_sdp(problem, refine=False)
+    rng = np.random.default_rng(0)
+    lam = ref.lam * np.exp(0.3 * rng.standard_normal(problem.d))
+    mu = ref.mu * np.exp(0.3 * rng.standard_normal(problem.m))
+    lam[lam < 1e-6 * lam.max()], mu[::7] = 0.0, 0.0
+    lam, mu = lam / lam.sum(), mu / (mu @ problem.c)
+    F, lam1, mu1 = certificate.ascent_step(problem, lam, mu)
+    assert F ** 2 == pytest.approx(certificate.lower_bound(problem, lam, mu), rel=1e-10)
+    assert lam1.sum() == pytest.approx(1.0) and mu1 @ problem.c == pytest.approx(1.0)
+    assert (lam1[lam == 0] == 0).all() and (mu1[mu == 0] == 0).all()
+    assert F ** 2 < certificate.lower_bound(problem, lam1, mu1) <= ref.privacy_cost * (1 + 1e-9)
+
+
+def test_smii_bound_keeper_ascends_from_a_kkt_steps_multipliers_only_near_tol(monkeypatch):
+    # BoundKeeper.offer(lam, mu, alpha) adds one exact ascent step where alpha's gap against the best
+    # bound is over tol but within ASCEND_WITHIN tol (a KKT step that just missed tol), not elsewhere.
+    from ffu_cvx.smii import bounds
+    problem = ffu.FitnessProblem.from_workload(workloads.prefix(16, targets="decades", seed=4))
+    ref = solve_sdp(problem, refine=False)
+    lam, u = ref.lam, ref.mu * problem.c  # offer takes mu per variance ratio
+    calls, step = [], certificate.ascent_step
+    monkeypatch.setattr(certificate, "ascent_step", lambda *a, **k: calls.append(1) or step(*a, **k))
+    keeper = bounds.BoundKeeper(problem, tol=1e-4)
+    lb = keeper.offer(lam, u)
+    for factor, ascends in [(None, False), (0.5, False), (2.0, True), (bounds.ASCEND_WITHIN + 1, False)]:
+        calls.clear()
+        got = keeper.offer(lam, u, None if factor is None else lb * (1 + factor * keeper.tol))
+        assert bool(calls) == ascends and got >= lb * (1 - 1e-12)
+
+
 def test_smii_bound_keeper_recertifies_after_a_run_of_skips(monkeypatch):
     # A certificate that did not raise the bound, far from tol, used to stop every later
     # dual ascent: on a 4-ary tree (d = 48, seed 8) the bound stayed at its second value

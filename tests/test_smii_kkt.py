@@ -92,7 +92,7 @@ def test_each_kkt_step_starts_from_a_tenth_of_the_last_steps_rho(monkeypatch):
 
     monkeypatch.setattr(kkt, "kkt_step", spy)
     kkt.newton(problem.B, problem.L, problem.c, start.sigma, start.lam,
-               lambda lam, mu: certificate.lower_bound(problem, lam, mu / problem.c), tol=1e-9)
+               lambda lam, mu, alpha: certificate.lower_bound(problem, lam, mu / problem.c), tol=1e-9)
     assert len(handed) >= 2 and handed[0] == 0.0 and max(ended) > kkt.RHO_SINGULAR  # some step grew rho
     assert handed[1:] == [kkt.RHO_CARRY * r for r in ended[:-1]]
     assert all(r >= max(h, kkt.RHO) * (1 - 1e-12) for h, r in zip(handed, ended))  # relative: rounding
@@ -114,7 +114,7 @@ def test_newton_converges_fast_and_certifies(build, d):
     start = ffu.solve(problem, method="smii", tol=1e-2, refine=False, start="cheapest")
     bounds = []
 
-    def bound(lam, mu):
+    def bound(lam, mu, alpha):
         bounds.append(certificate.lower_bound(problem, lam, mu / problem.c))
         return bounds[-1]
 
@@ -226,7 +226,7 @@ def test_newton_stops_between_steps_once_expired():
     start = ffu.solve(problem, method="smii", tol=3e-2, refine=False)
     calls = []
 
-    def bound(lam, mu):
+    def bound(lam, mu, alpha):
         return certificate.lower_bound(problem, lam, mu / problem.c)
 
     def expired():
@@ -247,7 +247,7 @@ def test_newton_goes_on_while_its_own_bounds_close_the_gap(monkeypatch):
     steps = iter(kkt.KKTStep(np.eye(2), a, np.ones(2) / 2, np.ones(3), 1.0, (2, 3)) for a in alphas)
     monkeypatch.setattr(kkt, "kkt_step", lambda *args: next(steps))
     offered = iter(owns)
-    step, n = kkt.newton(None, None, None, None, None, lambda lam, mu: next(offered), tol=1e-3, floor=3.9997898)
+    step, n = kkt.newton(None, None, None, None, None, lambda lam, mu, alpha: next(offered), tol=1e-3, floor=3.9997898)
     assert n == 6 and step.alpha == alphas[-1]
 
 

@@ -540,8 +540,8 @@ def newton(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray, 
     """KKT steps from ``sigma`` with Hessian multipliers ``lam`` (d,) until the certified gap
     ``alpha / max(floor, bounds so far) - 1`` is at most ``tol``, a step fails, after ``maxit``
     steps, (between steps) once ``expired()`` is true, or when a step falls short of ``PROGRESS``
-    times the last gap both against the best bound and against its own. ``bound(lam, mu)`` is the
-    lower bound certified by a step's multipliers (``mu`` per ratio); ``floor`` a bound known
+    times the last gap both against the best bound and against its own. ``bound(lam, mu, alpha)`` is
+    the lower bound certified by a step's multipliers (``mu`` per ratio; ``alpha`` its cost); ``floor`` a bound known
     before (it can lag far behind a step's, and a gap against it alone would call a step that
     halves the true one stalled). Returns ``(the step of least cost or None, steps taken)``."""
     best, last, last_own, warm, rho = None, math.inf, math.inf, None, 0.0
@@ -551,7 +551,7 @@ def newton(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray, 
         found = kkt_step(B, L, c, sigma, lam, warm, rho)
         if found is None:
             return best, n
-        own = bound(found.lam, found.mu)
+        own = bound(found.lam, found.mu, found.alpha)
         floor = max(floor, own)
         gap, own_gap = (found.alpha / b - 1.0 if b > 0 else math.inf for b in (floor, own))
         if best is None or found.alpha < best.alpha:
