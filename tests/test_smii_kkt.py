@@ -341,3 +341,6 @@ def test_singular_hessian_starts_with_a_larger_proximal_term():
     lam[::2] = 0.0
     sparse = kkt._model(problem.B, problem.L, problem.c, sigma, lam)
     assert sparse.m.min() == 0.0 and sparse.rho == pytest.approx(kkt.RHO_SINGULAR * sparse.m.max())
+    lam[::2] = 1e-8  # nearly singular (targets over decades begin there): a larger rho too
+    near = kkt._model(problem.B, problem.L, problem.c, sigma, lam)
+    assert near.m.min() > 0.0 and near.rho == pytest.approx(kkt.RHO_SINGULAR * near.m.max())
