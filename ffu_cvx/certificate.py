@@ -221,10 +221,10 @@ def _pair_factors(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, on=N
         return None
     w, V = on.eigh(R @ ((L.T * on.asarray(mu)) @ L) @ R.T)
     least = SINGULAR_Q * float(w[-1])
-    if floor and least > 0:
-        w = (w + least + abs(w - least)) / 2  # max(w, least) on any array type
-    if not float(w[0]) >= least > 0:
+    if not least > 0 or not (floor or float(w[0]) >= least):
         return None
+    if floor:  # max(w, least) on any array type (checked before: its rounding may fall an ulp short)
+        w = (w + least + abs(w - least)) / 2
     return R, w, V
 
 
