@@ -18,7 +18,6 @@ Solver layer, top of ``ffu_cvx.kron``: imports numpy, ``problem``, ``products``,
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 import warnings
@@ -31,7 +30,7 @@ from ..products import ProductProblem
 from ..smii import solve_smii
 from ..status import OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED
 from .factors import FACTOR_METHODS, FactorSolver
-from .reduce import DENSE_D_MAX, ascent, reduce
+from .reduce import DENSE_D_MAX, ascent, reached_parts, reduce, split_attributes
 from .simple import independent, kronecker_bcd, product_bound, product_term
 from .solution import KronSolution
 
@@ -50,12 +49,9 @@ def structure_of(problem: ProductProblem) -> tuple[str, str]:
     groups, sizes = problem.groups, problem.domain.sizes
     if len(groups) == 1:
         return "product", "one product group: the product of per-attribute optima is exact"
-    ns = [i for i in range(len(sizes)) if any(g.blocks[i].kind not in ("identity", "total") for g in groups)]
+    sym, ns = split_attributes(groups, sizes)
     D = math.prod(sizes[i] for i in ns)
-    parts = set()
-    for g in groups:
-        ident = [i for i in range(len(sizes)) if i not in ns and sizes[i] >= 2 and g.blocks[i].kind == "identity"]
-        parts.update(frozenset(c) for r in range(len(ident) + 1) for c in itertools.combinations(ident, r))
+    parts = reached_parts(groups, sizes, sym)
     if D <= (ONE_BLOCK_D_MAX if len(parts) == 1 else DENSE_D_MAX):
         return "symmetric", (f"union of {len(groups)} groups; the structured attributes {[problem.domain.names[i] for i in ns]} "
                              f"span {D} cells, {len(parts)} block(s): exact symmetry reduction")

@@ -24,7 +24,9 @@ reduced queries, ``alpha* >= (sum_S F(P_S, Q_S))^2 / (mu . c)`` with
 ``P_S = kappa_S B_S diag(lam) B_S^T`` and ``Q_S = sum_g beta_{g,S} L_{g,S}^T diag(mu_g) L_{g,S}``
 (the Lagrangian separates over the blocks). Marginals have ``D = 1`` (scalar blocks: the
 Fourier optimum), a single product group has one structured joint space (its Kronecker
-optimum is one of the ``Sigma_S``).
+optimum is one of the ``Sigma_S``). Only the blocks some group reaches are formed
+(:func:`reached_parts`: the subsets of each group's identity attributes), so the
+reduction is polynomial in the number of attributes for low-order marginals.
 
 **Solver.** The multiplicative dual ascent of :mod:`ffu_cvx.certificate`, block by block:
 at ``(lam, mu)`` each ``Sigma_S`` solves ``Sigma Q_S Sigma = P_S`` (attaining ``F``), the
@@ -47,7 +49,8 @@ from .. import basis as _basis
 from ..status import MAX_ITER, OPTIMAL, USER_STOPPED, IntermediateResult
 from .terms import Factor, Term
 
-__all__ = ["SYMMETRIC_KINDS", "DENSE_D_MAX", "ReducedBlock", "Reduction", "reduce", "AscentResult", "ascent"]
+__all__ = ["SYMMETRIC_KINDS", "DENSE_D_MAX", "ReducedBlock", "Reduction", "split_attributes", "reached_parts", "reduce",
+           "AscentResult", "ascent"]
 
 #: Block kinds that keep an attribute symmetric (invariant under permuting its values).
 SYMMETRIC_KINDS = ("identity", "total")
@@ -92,16 +95,29 @@ class Reduction:
         self._res = {i: _residual_bases(sizes[i]) for i in self.sym}
 
     def terms(self, sigmas) -> tuple:
-        """The structured mechanism of block covariances ``sigmas`` (one (k, k) per block)."""
+        """The structured mechanism of block covariances ``sigmas`` (one (k, k) per block).
+
+        A symmetric attribute's factor and reconstruction depend only on the attribute, its
+        side (``span(1)`` or ``1^perp``) and the block kind, so they are built once and shared.
+        """
         groups = self.workload.groups
+        factor = {(i, perp): Factor.build((i,), Bi, np.eye(Bi.shape[0]))
+                  for i in self.sym for perp, Bi in enumerate(self._res[i]) if Bi.shape[0]}
+        recon_of = {}
         out = []
         for blk, sigma in zip(self.blocks, sigmas):
+            inside = set(blk.part)
             factors, recon = [], {g: [] for g in blk.L}
             for i in self.sym:
-                Bi = self._res[i][1 if i in blk.part else 0]
-                factors.append(Factor.build((i,), Bi, np.eye(Bi.shape[0])))
+                perp = int(i in inside)
+                factors.append(factor[i, perp])
                 for g in blk.L:
-                    recon[g].append(groups[g].blocks[i].matrix @ Bi.T)
+                    block = groups[g].blocks[i]
+                    key = (i, perp, block.kind)
+                    if key not in recon_of:
+                        recon_of[key] = block.matrix @ self._res[i][perp].T
+                        recon_of[key].setflags(write=False)
+                    recon[g].append(recon_of[key])
             factors.append(Factor.build(self.ns, blk.B, sigma))
             for g in blk.L:
                 recon[g].append(blk.L[g])
@@ -115,34 +131,49 @@ def _beta(kind: str, n: int, perp: bool) -> float:
     return 0.0 if perp else float(n)
 
 
+def split_attributes(groups, sizes) -> tuple[tuple, tuple]:
+    """``(sym, ns)``: the symmetric attributes (every group's block an identity or a total) and the others."""
+    sym = tuple(i for i in range(len(sizes)) if all(g.blocks[i].kind in SYMMETRIC_KINDS for g in groups))
+    return sym, tuple(i for i in range(len(sizes)) if i not in sym)
+
+
+def reached_parts(groups, sizes, sym) -> dict:
+    """``{S: [groups g with beta_{g,S} > 0]}`` over the blocks some group reaches, ``S`` by size then
+    lexicographically.
+
+    A total block has no ``1^perp`` part (``beta`` 0) and an attribute of one value has no
+    ``1^perp`` at all, so group ``g`` reaches exactly the subsets of its identity attributes
+    of two or more values: per group ``2^(its identity attributes)`` sets, never ``2^|sym|``.
+    A block no group reaches has ``Q_S = 0``; it is not released (``Sigma_S^{-1} = 0``:
+    no profile, no variance, ``F(P_S, 0) = 0`` in the bound).
+    """
+    reach = {}
+    for gi, g in enumerate(groups):
+        ident = [i for i in sym if sizes[i] >= 2 and g.blocks[i].kind == "identity"]
+        for r in range(len(ident) + 1):
+            for part in itertools.combinations(ident, r):
+                reach.setdefault(part, []).append(gi)
+    return {part: reach[part] for part in sorted(reach, key=lambda S: (len(S), S))}
+
+
 def reduce(workload) -> Reduction:
     """The :class:`Reduction` of ``workload`` (callers check ``D`` first: blocks are dense)."""
     groups, sizes = workload.groups, workload.domain.sizes
-    a = len(sizes)
-    sym = [i for i in range(a) if all(g.blocks[i].kind in SYMMETRIC_KINDS for g in groups)]
-    ns = [i for i in range(a) if i not in sym]
+    sym, ns = split_attributes(groups, sizes)
     Wns = []
     for g in groups:
         W = np.ones((1, 1))
         for i in ns:
             W = np.kron(W, g.blocks[i].matrix)
         Wns.append(W)
-    split = [i for i in sym if sizes[i] >= 2]
     blocks = []
-    for r in range(len(split) + 1):
-        for part in itertools.combinations(split, r):
-            kappa = math.prod((1.0 - 1.0 / sizes[i]) if i in part else 1.0 / sizes[i] for i in sym)
-            beta = {}
-            for gi, g in enumerate(groups):
-                b = math.prod(_beta(g.blocks[i].kind, sizes[i], i in part) for i in sym)
-                if b > 0:
-                    beta[gi] = b
-            if not beta:
-                continue
-            used = list(beta)
-            B, L, _ = _basis.decompose(np.vstack([Wns[g] for g in used]), "rows")
-            splits = np.cumsum([Wns[g].shape[0] for g in used])[:-1]
-            blocks.append(ReducedBlock(part, kappa, B, dict(zip(used, np.split(L, splits))), beta))
+    for part, used in reached_parts(groups, sizes, sym).items():
+        inside = set(part)
+        kappa = math.prod((1.0 - 1.0 / sizes[i]) if i in inside else 1.0 / sizes[i] for i in sym)
+        beta = {gi: math.prod(_beta(groups[gi].blocks[i].kind, sizes[i], i in inside) for i in sym) for gi in used}
+        B, L, _ = _basis.decompose(np.vstack([Wns[g] for g in used]), "rows")
+        splits = np.cumsum([Wns[g].shape[0] for g in used])[:-1]
+        blocks.append(ReducedBlock(part, kappa, B, dict(zip(used, np.split(L, splits))), beta))
     return Reduction(workload, sym, ns, blocks, Wns)
 
 

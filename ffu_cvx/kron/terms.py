@@ -89,11 +89,21 @@ class Term:
 
 
 def _place(vec: np.ndarray, attrs: tuple, axes: tuple, shape_of) -> np.ndarray:
-    """``vec`` (over ``attrs`` jointly, row-major) as an array broadcastable over ``axes``."""
+    """``vec`` (over ``attrs`` jointly, row-major) as an array broadcastable over ``axes``
+    (attributes of size 1 need no axis)."""
     shape = [1] * len(axes)
     for i in attrs:
-        shape[axes.index(i)] = shape_of(i)
+        if shape_of(i) > 1:
+            shape[axes.index(i)] = shape_of(i)
     return vec.reshape(shape)
+
+
+def _flat_sum(items, sizes) -> np.ndarray:
+    """:func:`_kron_sum` over every axis, flattened row-major; only the axes of size above 1
+    are formed (numpy arrays have at most 64 axes, domains may have many more attributes)."""
+    axes = tuple(i for i, n in enumerate(sizes) if n > 1)
+    shape = [sizes[i] for i in axes]
+    return np.broadcast_to(_kron_sum(items, axes, lambda i: sizes[i]), shape).reshape(-1)
 
 
 def _kron_sum(items, axes: tuple, shape_of) -> np.ndarray:
@@ -152,8 +162,7 @@ def profile_max(terms, sizes) -> tuple[float, bool]:
 
 def profile_vector(terms, sizes) -> np.ndarray:
     """The profile over every cell (d,), row-major (callers check that d is small)."""
-    axes = tuple(range(len(sizes)))
-    return np.broadcast_to(_kron_sum(_profile_items(terms), axes, lambda i: sizes[i]), sizes).reshape(-1)
+    return _flat_sum(_profile_items(terms), sizes)
 
 
 def group_variances(terms, g: int, rows: tuple) -> np.ndarray:
@@ -164,8 +173,7 @@ def group_variances(terms, g: int, rows: tuple) -> np.ndarray:
             continue
         vecs = [(f.attrs, privacy.variances(R, f.sigma)) for f, R in zip(t.factors, t.recon[g])]
         items.append((1.0, vecs))
-    axes = tuple(range(len(rows)))
-    return np.broadcast_to(_kron_sum(items, axes, lambda i: rows[i]), rows).reshape(-1)
+    return _flat_sum(items, rows)
 
 
 def max_ratio(terms, groups, targets) -> float:
@@ -182,27 +190,34 @@ def max_ratio(terms, groups, targets) -> float:
     return worst
 
 
-def _mode(T: np.ndarray, M: np.ndarray, axis: int) -> np.ndarray:
-    """Mode product: ``M`` (r, k) applied along ``axis`` of ``T``."""
-    return np.moveaxis(np.tensordot(M, T, axes=([1], [axis])), 0, axis)
+def _mode(Z: np.ndarray, dims: list, axis: int, M: np.ndarray) -> np.ndarray:
+    """Mode product on a flat tensor: ``M`` (r, k) applied along ``axis`` of ``Z`` (prod dims,)
+    of shape ``dims`` (row-major); ``dims[axis]`` becomes r. Flat, so a term may have more
+    factors than numpy has axes."""
+    left, right = math.prod(dims[:axis]), math.prod(dims[axis + 1:])
+    out = np.einsum("rk,lkm->lrm", M, Z.reshape(left, dims[axis], right)).reshape(-1)
+    dims[axis] = M.shape[0]
+    return out
 
 
 def group_noise(terms, xis, g: int, rows: tuple) -> np.ndarray:
-    """Noise on group ``g``'s answers (m_g,) from the standard normal tensors ``xis`` (one per term).
+    """Noise on group ``g``'s answers (m_g,) from the standard normal draws ``xis`` (one per term,
+    ``prod_f k_f`` entries, any shape: read row-major over the term's factors).
 
     ``z_t = (C_{t,1} (x) ...) xi_t`` and the group's share ``(R_{g,t,1} (x) ...) z_t``, by
     mode products; the terms' noises are shared by every group that uses them, which
     gives the answers their joint covariance ``W Sigma W^T``.
     """
-    out = np.zeros(rows)
+    out = np.zeros(math.prod(rows))
     for t, xi in zip(terms, xis):
         if g not in t.recon:
             continue
-        Z = xi
+        Z, dims = np.asarray(xi, dtype=float).reshape(-1), [f.k for f in t.factors]
         for axis, (f, R) in enumerate(zip(t.factors, t.recon[g])):
-            Z = _mode(Z, R @ f.chol, axis)
-        # each factor axis holds its attributes' rows jointly: split them, then domain order
-        order = [i for f in t.factors for i in f.attrs]
+            Z = _mode(Z, dims, axis, R @ f.chol)
+        # each factor axis holds its attributes' rows jointly: split them (axes of one row
+        # dropped), then domain order
+        order = [i for f in t.factors for i in f.attrs if rows[i] > 1]
         Z = Z.reshape([rows[i] for i in order])
-        out = out + np.transpose(Z, np.argsort(order))
-    return out.reshape(-1)
+        out = out + np.transpose(Z, np.argsort(order)).reshape(-1)
+    return out
