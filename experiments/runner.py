@@ -18,7 +18,8 @@ Interfaces layer (experiments): imports ``ffu_cvx.batch``, ``ffu_cvx.files``,
 2. prints a progress line to stderr as each cell finishes, then the table (ours beside
    the paper's) to stdout;
 3. writes ``results/<name>.{csv,json,md}`` (:mod:`ffu_cvx.jsonio`: non-finite numbers
-   are ``null``), draws every figure FROM that JSON (as read back) and writes
+   are ``null``; the JSON records the command, the commit, the versions, the machine, its
+   load and the BLAS thread settings), draws every figure FROM that JSON (as read back) and writes
    ``figures/<fig>.{png,pdf}``, all atomically and with Ctrl-C held off until the last
    file is in place, so the outputs are all old or all new;
 4. prints every path it wrote.
@@ -273,7 +274,47 @@ def environment() -> dict:
     out["cpu_count"] = os.cpu_count()
     out["cpu"] = _cpu_model()
     out["blas"] = _blas()
+    out["blas_threads_env"] = {k: os.environ.get(k) for k in BLAS_THREAD_VARIABLES}
+    out["load_average"] = _load_average()
+    out["command"] = " ".join(["python", "-m", _module_name()] + sys.argv[1:]) if sys.argv else None
+    out["commit"] = _commit()
     return out
+
+
+#: The environment variables that set the BLAS's thread count; a results file records them as set.
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _load_average() -> list[float] | None:
+    """The machine's 1, 5 and 15 minute load averages when the results are written (None where unknown)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def _module_name() -> str:
+    """The module that ``python -m`` ran (``__main__``'s spec), or the script's name."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return spec.name if spec is not None and spec.name else (sys.argv[0] or "python")
+
+
+def _commit() -> str | None:
+    """The git commit of the clone the package runs from, with ``+dirty`` when tracked files differ from it;
+    None outside a git checkout or without git."""
+    import subprocess
+
+    def run(*args):
+        return subprocess.run(["git", *args], cwd=paths.REPO, capture_output=True, text=True, timeout=10)
+
+    try:
+        head = run("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return None
+        dirty = run("status", "--porcelain", "--untracked-files=no")
+        return head.stdout.strip() + ("+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def result_files(name: str, rows: Sequence[dict], table: Table, meta: dict, quick: bool) -> dict[Path, bytes]:
