@@ -13,14 +13,17 @@ Commands
     (``domain`` and ``groups``) is solved densely by the dense methods when its domain is
     small enough, or with Sigma in factors by ``kron`` (``auto`` picks the method).
 ``ffu-cvx release RESULT.json (--data HIST.csv | --records RECORDS.csv) --out ANSWERS.csv``
-    ``[--seed N] [--level 0.95] [--nonnegative] [--round] [--statement]``
+    ``[--seed N] [--level 0.95] [--nonnegative] [--round] [--overwrite]``
     Run the mechanism on a histogram (``--data``) or on microdata (``--records``: a CSV
-    with a header naming the product spec's attributes) and write the noisy answers. The
-    privacy statement goes to a JSON file beside them (``ANSWERS.privacy.json``): always
-    with ``--records``, with ``--statement`` for ``--data``. ``--nonnegative`` and
-    ``--round`` add a post-processed column (marked as post-processing). Without
-    ``--seed`` the noise comes from the operating system's entropy; a seed is for testing
-    only (whoever knows it can remove the noise).
+    with a header naming the product spec's attributes) and write the noisy answers and,
+    beside them, their privacy statement (``ANSWERS.privacy.json``, recording the answers'
+    digest), as one unit: both or neither, whatever interrupts them or writes beside them
+    (:meth:`ffu_cvx.release.Release.to_csv`). Existing files are replaced only with
+    ``--overwrite``. ``--nonnegative`` and ``--round`` add a post-processed column (marked
+    as post-processing). Without ``--seed`` the noise comes from the operating system's
+    entropy; a seed is for testing only (whoever knows it can remove the noise). What is
+    computed from the data without noise (the number of records, of non-empty cells) is
+    printed on the terminal, marked confidential, and written to no file.
 ``ffu-cvx report RESULT.json [--plot FIG.png] [--delta D]``
     Print the privacy statement and accuracy summary; optionally plot achieved against
     target variance per query and the privacy profile.
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import signal
 import sys
 import time
@@ -51,16 +55,16 @@ import numpy as np
 
 from .clifiles import InputError, check_output, read_histogram, read_json
 from .cliplot import plot_result
-from .files import Terminated, atomic_write_bytes, raise_if_signalled, signals_unwind
+from .files import Terminated, atomic_write_bytes, atomic_write_group, raise_if_signalled, signals_unwind
 from .mechanism import GaussianMechanism, problem2
 from .memory import dense_bytes, human_bytes
 from .problem import FitnessProblem
-from .product_release import release_product
+from .product_release import noise_source, release_product
 from .products import ProductProblem
-from .release import sidecar_path
-from .resultfile import (SCHEMA_VERSION, STRUCTURED, WORKLOADS, check_options, check_target, dump_result,
-                         load_result, load_spec, load_structured, product_workload, result_dict, spec_inputs,
-                         structured_result_dict)
+from .release import Release
+from .resultfile import (SCHEMA_VERSION, STRUCTURED, WORKLOADS, at_spec_targets, check_options, check_target,
+                         dump_result, load_result, load_spec, load_structured, product_workload, result_dict,
+                         spec_inputs, structured_result_dict)
 from .status import SolverError
 from .solvers import METHODS, STRUCTURED_METHODS, solve
 
@@ -218,14 +222,14 @@ def _postprocess(rel, args):
     return rel
 
 
-def _write_release(rel, args, run: _Run, out: Path, side: Path | None) -> None:
+def _write_release(rel, args, run: _Run, out: Path) -> None:
     rel = _postprocess(rel, args)
-    if side is not None:
-        run.write(side, rel.statement_bytes(out))
-    run.write(out, rel.csv_bytes())
+    group = rel.file_group(out, overwrite=args.overwrite)
+    raise_if_signalled()
+    atomic_write_group(group, written=run.written)
     run.say(" ".join(rel.statement()["text"].split()))
-    run.say(f"wrote {rel.m} answers with {100 * rel.level:g}% intervals to {out}"
-            + (f", the privacy statement to {side}" if side is not None else ""))
+    run.say(f"wrote {rel.m} answers with {100 * rel.level:g}% intervals to {out}, the privacy statement to "
+            f"{group[1][0]}")
 
 
 def _warn_targets(sol, m: int, c, run: _Run) -> None:
@@ -240,24 +244,31 @@ def _warn_targets(sol, m: int, c, run: _Run) -> None:
 def _cmd_release(args, run: _Run) -> int:
     if (args.data is None) == (args.records is None):
         raise InputError("give exactly one of --data (a histogram CSV) or --records (microdata CSV with a header)")
-    out = check_output(args.out, "--out")
-    side = sidecar_path(out) if args.records is not None or args.statement else None
     inputs = {"result": Path(args.result), "--data": args.data and Path(args.data),
               "--records": args.records and Path(args.records)}
-    if side is not None:
-        check_output(side, "the privacy statement file", inputs)
+    out = _release_outputs(args, inputs)
     if args.records is not None:
-        return _release_records(args, run, out, side, inputs)
+        return _release_records(args, run, out, inputs)
     sol, res = load_result(args.result)
-    check_output(out, "--out", inputs)
     x = read_histogram(Path(args.data), sol["problem"].d)
+    sol = at_spec_targets(sol, res)
     _warn_targets(sol, sol["problem"].m, sol["problem"].c, run)
-    mech = GaussianMechanism(sol)
-    _write_release(mech.release(x, rng=args.seed, level=args.level, delta=res["delta"]), args, run, out, side)
+    rel = GaussianMechanism(sol).release(x, rng=args.seed, level=args.level, delta=res["delta"])
+    _write_release(dataclasses.replace(rel, inputs=inputs), args, run, out)
     return EXIT_OK
 
 
-def _release_records(args, run: _Run, out: Path, side: Path, inputs: dict) -> int:
+def _release_outputs(args, inputs: dict) -> Path:
+    """``--out`` and its privacy statement, checked before any work (inputs, read-only, existing)."""
+    out = check_output(args.out, "--out", inputs)
+    try:
+        Release.check_paths(out, inputs, args.overwrite)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return out
+
+
+def _release_records(args, run: _Run, out: Path, inputs: dict) -> int:
     path = Path(args.result)
     res = read_json(path, "result")
     if res.get("kind") == STRUCTURED:
@@ -270,12 +281,16 @@ def _release_records(args, run: _Run, out: Path, side: Path, inputs: dict) -> in
             raise InputError(f"result {path} was not solved from a product spec (`domain`, `groups`): release it "
                              "with --data HIST.csv")
         wl = product_workload(res["spec"], Path(res["spec_path"]))
+        sol = at_spec_targets(sol, res)
         _warn_targets(sol, wl.m, sol["problem"].c, run)
-    check_output(out, "--out", inputs)
+    try:
+        source = noise_source(sol, wl)
+    except ValueError as exc:
+        raise InputError(f"result {path}: {exc}") from None
     counts = wl.domain.counts(Path(args.records))
-    run.say(f"{counts.n_records} records in {len(counts)} of {wl.d} cells")
-    rel = release_product(sol, wl, counts, rng=args.seed, level=args.level, delta=res["delta"])
-    _write_release(rel, args, run, out, side)
+    run.say(f"confidential, not written to any file: {counts.n_records} records in {len(counts)} of {wl.d} cells")
+    rel = release_product(source, wl, counts, rng=args.seed, level=args.level, delta=res["delta"])
+    _write_release(dataclasses.replace(rel, inputs=inputs), args, run, out)
     return EXIT_OK
 
 
@@ -344,8 +359,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", required=True, help="answers file to write (CSV)")
     r.add_argument("--seed", type=int, default=None, help="seed for reproducible noise (testing only)")
     r.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
-    r.add_argument("--statement", action="store_true",
-                   help="also write the privacy statement beside the answers (always done with --records)")
+    r.add_argument("--overwrite", action="store_true",
+                   help="replace an existing answers file and its privacy statement (never an input)")
     r.add_argument("--nonnegative", action="store_true", help="post-processing: add answers clipped at 0")
     r.add_argument("--round", action="store_true", help="post-processing: add answers rounded to integers")
     r.add_argument("--quiet", action="store_true", help="no messages on stderr")

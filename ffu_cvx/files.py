@@ -18,19 +18,34 @@ failure (``ImportError('initialization failed')``), so the solve then finished a
 its output (3 of 80 Ctrl-Cs in the SDP signal test). Inside :func:`signals_unwind` every
 signal is remembered, and a write raises the exception again before it begins and
 before its rename.
+
+Files that belong together (a release's answers and its privacy statement) are written
+by :func:`atomic_write_group`: every temporary file first, then, holding an exclusive
+lock on the folder (so that concurrent writers of the same names take turns) and with
+SIGINT and SIGTERM held back until they are done, the renames in order, so an interrupt never lands between
+them. :func:`check_output` is the one check of an output path before any work: not a
+folder, not one of the inputs, not read-only, and not an existing file unless
+``overwrite``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+import stat
 import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["Terminated", "signals_unwind", "raise_if_signalled",
-           "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["Terminated", "signals_unwind", "raise_if_signalled", "check_output",
+           "atomic_write_bytes", "atomic_write_text", "atomic_write_group"]
+
+#: Write permission for anyone: a file with none is read-only, even to root.
+_ANY_WRITE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+#: The signals held back while a group of files is renamed into place.
+_HELD = (signal.SIGINT, signal.SIGTERM)
 
 #: Signals received inside :func:`signals_unwind` (emptied when the outermost block is entered and left).
 _RECEIVED: set[int] = set()
@@ -101,34 +116,169 @@ def _sigterm_unwinds():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def check_output(path, what: str, inputs: dict | None = None, overwrite: bool = True) -> Path:
+    """``path`` as a Path, or ``ValueError`` (naming ``what`` and the path) before any work.
+
+    Refused: a folder; a missing or read-only folder; the same file as one of ``inputs``
+    (``{description: path}``; same device and inode, so links count); an existing
+    read-only file; and an existing file at all unless ``overwrite``.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{what} {p} is a directory; give a file name")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"cannot write {what} {p}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"cannot write {what} {p}: directory {parent} is not writable")
+    if not p.exists():
+        return p
+    for name, src in (inputs or {}).items():
+        if src is not None and Path(src).exists() and os.path.samefile(p, src):
+            raise ValueError(f"{what} {p} is the same file as the {name} {src}; writing it would destroy the "
+                             "input: choose another path")
+    if not os.access(p, os.W_OK) or not p.stat().st_mode & _ANY_WRITE:
+        raise ValueError(f"{what} {p} exists and is read-only; it is left as it is: choose another path or make "
+                         "it writable")
+    if not overwrite:
+        raise ValueError(f"{what} {p} exists; it is left as it is: choose another path, or pass overwrite=True "
+                         "(--overwrite) to replace it")
+    return p
+
+
+def _temporary(path: Path, data: bytes, made: list) -> None:
+    """A complete, flushed temporary copy of ``data`` beside ``path`` (umask permissions; ``mkstemp``
+    gives 0600), appended to ``made`` as soon as it exists (the caller removes what ``made`` holds)."""
+    with _held_signals():  # no signal between the file's creation and its record in ``made``
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        made.append(tmp)
+        fh = os.fdopen(fd, "wb")
+    with fh:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _remove(tmp: str | None) -> None:
+    try:
+        if tmp is not None:
+            os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+
+
+def _os_error(exc: OSError, path: Path) -> OSError:
+    """``exc`` re-raised naming the target ``path`` (never the hidden temporary file)."""
+    return type(exc)(exc.errno, f"cannot write {path}: {exc.strerror or exc}")
+
+
+@contextmanager
+def _held_signals():
+    """SIGINT and SIGTERM wait until the block ends, then take effect as they would have.
+
+    In the main thread their handlers are swapped for ones that only remember the signal
+    (a blocked signal mask would not do: CPython runs handlers in the main thread
+    whichever thread the kernel picked, e.g. a BLAS thread). Elsewhere nothing is needed:
+    a handler never runs in another thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: got.append(signum)) for sig in _HELD}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(got):
+            if callable(previous[sig]):
+                previous[sig](sig, None)
+            elif previous[sig] == signal.SIG_DFL:
+                os.kill(os.getpid(), sig)
+
+
+@contextmanager
+def _folder_lock(folder: Path):
+    """An exclusive advisory lock on ``folder`` (writers of a file group there take turns)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _replace(tmp: str, path: Path) -> None:
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise _os_error(exc, path) from None
+
+
+def atomic_write_group(items, written: list | None = None) -> list[Path]:
+    """Write each ``(path, data)`` of ``items`` (one folder) so that all appear or none change.
+
+    Every file is first written in full to a temporary file beside its target; then,
+    under an exclusive lock on the folder and with SIGINT and SIGTERM held back, the
+    temporaries are renamed into place in the given order and the folder is synced. An
+    exception (or a signal) before the renames leaves every target as it was and no
+    temporary file; a signal during them is delivered once they are done, and the paths
+    are appended to ``written`` (when given) before it is. An operating-system error
+    between two renames is the one way to part them: a reader that must never pair an
+    old file with a new one checks the digest that the last file records of the others
+    (see :func:`ffu_cvx.release.verify`).
+    """
+    items = [(Path(p), bytes(d)) for p, d in items]
+    folders = {p.resolve().parent for p, _ in items}
+    if len(folders) != 1:
+        raise ValueError(f"a file group must lie in one folder, got {sorted(map(str, folders))}")
+    tmps: list[str] = []
+    with _sigterm_unwinds():
+        try:
+            raise_if_signalled()
+            for path, data in items:
+                try:
+                    _temporary(path, data, tmps)
+                except OSError as exc:
+                    raise _os_error(exc, path) from None
+            raise_if_signalled()
+            with _folder_lock(folders.pop()) as fd, _held_signals():
+                for (path, _), tmp in zip(items, tmps):
+                    _replace(tmp, path)
+                os.fsync(fd)
+                if written is not None:
+                    written.extend(p for p, _ in items)
+        except BaseException:
+            for tmp in tmps:
+                _remove(tmp)
+            raise
+    return [p for p, _ in items]
+
+
 def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
 
     A reader never sees a half-written file, and an interrupted write (SIGINT, SIGTERM,
-    any exception) leaves no file behind. The result gets the user's umask permissions
-    (``mkstemp`` would give 0600).
+    any exception) leaves no file behind. The result gets the user's umask permissions.
     """
     path = Path(path)
     with _sigterm_unwinds():
-        tmp = None
+        tmps: list[str] = []
         try:
             raise_if_signalled()
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            raise_if_signalled()
-            os.replace(tmp, path)
-        except BaseException:
             try:
-                if tmp is not None:
-                    os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+                _temporary(path, data, tmps)
+            except OSError as exc:
+                raise _os_error(exc, path) from None
+            raise_if_signalled()
+            _replace(tmps[0], path)
+        except BaseException:
+            for tmp in tmps:
+                _remove(tmp)
             raise
     return path
 

@@ -179,7 +179,7 @@ class GaussianMechanism(privacy.GaussianPrivacy):
         return Release(answers=answers, variances=self.variances.copy(), lower=answers - half,
                        upper=answers + half, level=level, labels=self.problem.labels,
                        privacy_cost=self.privacy_cost, mechanism=self.description, name=self.problem.name,
-                       statement_delta=delta)
+                       statement_delta=delta, targets=self.problem.c)
 
     def __repr__(self) -> str:
         return (f"GaussianMechanism({self.problem.name!r}, m={self.problem.m}, d={self.problem.d}, "

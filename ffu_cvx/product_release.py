@@ -1,61 +1,104 @@
 """Release from records for a product workload: exact answers from sparse counts plus the mechanism's noise.
 
 Mechanisms layer: imports numpy, ``counts``, ``products``, ``mechanism`` (the dense
-GaussianMechanism), ``release`` and ``privacy``.
+GaussianMechanism), ``release``, ``result``, ``fingerprint`` and ``privacy``.
 
 :func:`release_product` is agnostic of the mechanism. The exact answers ``W x`` come
 from :meth:`ffu_cvx.products.ProductWorkload.apply` on sparse counts (each group needs
 only its marginal; the domain is never materialised); the noise comes from
 ``noise.sample_answer_noise(rng)`` ((m,) with covariance ``W Sigma W^T``) whatever
 provides it: a structured Solution (``method="kron"``) that samples in factored form, a
-:class:`ffu_cvx.mechanism.GaussianMechanism`, or a dense Solution (wrapped in one; its
-problem must be this workload's dense problem, so the domain is small). Its
+:class:`ffu_cvx.mechanism.GaussianMechanism`, or a dense Solution (wrapped in one). Its
 ``variances`` (m,) give the intervals and its ``privacy_cost`` the statement.
+
+A release is bound to what was solved (:func:`noise_source`): a Solution or mechanism
+is used only for the workload, domain and targets of its own problem, and any other
+noise source must carry the :func:`ffu_cvx.fingerprint.of` of the workload it was made
+for. Noise made for other queries could leave an exact combination of the true answers
+unprotected, so a mismatch is refused, naming what differs. Nothing computed from the
+counts without noise (the number of records, of non-empty cells) enters the Release.
 """
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 import numpy as np
 
-from . import privacy
+from . import fingerprint, privacy
 from .counts import Counts
 from .mechanism import GaussianMechanism
 from .products import ProductWorkload
-from .release import DEFAULT_DELTA, Release, check_level, generator, z_value
+from .release import DEFAULT_DELTA, TARGET_RTOL, Release, check_level, generator, z_value
 from .result import Solution
 
 __all__ = ["release_product", "noise_source", "WORKLOAD_RTOL"]
 
-#: Relative agreement required between a dense Solution's W and the workload's (the same queries).
+#: Relative agreement required between a dense Solution's W and c and the workload's (the same queries).
 WORKLOAD_RTOL = 1e-9
 
 
+def _refuse(what: str) -> None:
+    raise ValueError(f"`solution` was solved for another problem than this workload: {what}; solve this "
+                     "workload (ffu.solve(FitnessProblem.from_workload(wl))) and release that solution")
+
+
+def _check_dense(problem, workload: ProductWorkload) -> None:
+    """A dense problem asks the workload's queries with its targets, or the release is refused."""
+    if (problem.m, problem.d) != (workload.m, workload.d):
+        _refuse(f"it is for {problem.m} queries over {problem.d} cells, the workload has {workload.m} over "
+                f"{workload.d}")
+    W, c = workload.dense()
+    if not np.allclose(problem.W, W, rtol=WORKLOAD_RTOL, atol=WORKLOAD_RTOL * np.abs(W).max()):
+        _refuse("it answers other queries (its W differs)")
+    if not np.allclose(problem.c, c, rtol=WORKLOAD_RTOL, atol=0.0):
+        j = int(np.argmax(np.abs(problem.c - c) / c))
+        _refuse(f"its variance targets differ (query {j} ({workload.label(j)!r}): {float(problem.c[j])!r} against "
+                f"the workload's {float(c[j])!r})")
+
+
+def _check_bound(source, workload: ProductWorkload) -> None:
+    """``source`` was made for ``workload`` (its problem, or its ``fingerprint``), or ``ValueError``."""
+    problem = _field(source, "problem", None)
+    if problem is not None and hasattr(problem, "groups"):
+        diff = fingerprint.product_mismatch(problem, workload)
+        if diff is not None:
+            _refuse(diff)
+    elif problem is not None and hasattr(problem, "W"):
+        _check_dense(problem, workload)
+    else:
+        mark = _field(source, "fingerprint", None)
+        if mark is None:
+            raise ValueError(f"`solution` ({type(source).__name__}) does not say which workload it was solved for: "
+                             "a noise source needs a `problem` or a `fingerprint` (ffu_cvx.fingerprint.of(workload))")
+        if mark != fingerprint.of(workload):
+            _refuse(f"its fingerprint {str(mark)[:20]}... is not this workload's {fingerprint.of(workload)[:20]}...")
+
+
 def noise_source(solution_or_mechanism, workload: ProductWorkload):
-    """What draws the answers' noise: the object itself if it has ``sample_answer_noise``, else the
-    :class:`GaussianMechanism` of a dense Solution of ``workload`` (checked to be the same queries)."""
+    """What draws the answers' noise, checked to be made for ``workload``: a GaussianMechanism (a dense
+    Solution is wrapped in one) or any object with ``sample_answer_noise``, ``variances`` and ``privacy_cost``."""
     obj = solution_or_mechanism
-    if hasattr(obj, "sample_answer_noise"):
-        for attr in ("variances", "privacy_cost"):
-            if not hasattr(obj, attr) and not (isinstance(obj, dict) and attr in obj):
-                raise ValueError(f"`solution` samples noise but has no `{attr}`; a noise source needs "
-                                 "sample_answer_noise(rng), variances (m,) and privacy_cost")
-        return obj
-    if not isinstance(obj, Solution):
+    if isinstance(obj, Solution) and obj.get("sigma") is not None:
+        obj = GaussianMechanism(obj)
+    if not hasattr(obj, "sample_answer_noise"):
         raise ValueError(f"`solution` must be a Solution, a GaussianMechanism or an object with "
                          f"sample_answer_noise(rng), variances and privacy_cost; got {type(obj).__name__}")
-    mech = GaussianMechanism(obj)
-    problem = mech.problem
-    if (problem.m, problem.d) != (workload.m, workload.d):
-        raise ValueError(f"`solution` is for {problem.m} queries over {problem.d} cells, the workload has {workload.m} "
-                         f"over {workload.d}; solve this workload (FitnessProblem.from_workload(wl))")
-    W, _ = workload.dense()
-    if not np.allclose(problem.W, W, rtol=WORKLOAD_RTOL, atol=WORKLOAD_RTOL * np.abs(W).max()):
-        raise ValueError("`solution` answers other queries than this workload (its W differs); solve this workload")
-    return mech
+    for attr in ("variances", "privacy_cost"):
+        if not hasattr(obj, attr) and not (isinstance(obj, dict) and attr in obj):
+            raise ValueError(f"`solution` samples noise but has no `{attr}`; a noise source needs "
+                             "sample_answer_noise(rng), variances (m,) and privacy_cost")
+    _check_bound(obj, workload)
+    return obj
 
 
-def _field(obj, name: str):
-    return obj[name] if isinstance(obj, dict) and name in obj else getattr(obj, name)
+_MISSING = object()
+
+
+def _field(obj, name: str, default=_MISSING):
+    if isinstance(obj, dict) and name in obj:
+        return obj[name]
+    return getattr(obj, name) if default is _MISSING else getattr(obj, name, default)
 
 
 def _variances(source, workload: ProductWorkload) -> np.ndarray:
@@ -93,12 +136,14 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
     Returns
     -------
     Release with answers, variances, lower, upper (m,), lazy labels, each query's group and
-    the privacy statement (domain and groups in ``info``).
+    the privacy statement (domain, and per group its target and whether its answers meet
+    it, in ``info``); a path given as ``counts`` is among its ``inputs``.
     """
     if not isinstance(workload, ProductWorkload):
         raise ValueError(f"`workload` must be a ProductWorkload (ffu.workloads.product), got {type(workload).__name__}")
     level = check_level(level)
     source = noise_source(solution_or_mechanism, workload)
+    inputs = {"records": counts} if isinstance(counts, (str, PurePath)) else {}
     if not isinstance(counts, Counts):
         counts = (Counts.from_histogram(workload.domain, counts) if np.ndim(counts) == 1 and not isinstance(counts, str)
                   else workload.domain.counts(counts))
@@ -112,11 +157,21 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
         raise ValueError(f"sample_answer_noise returned shape {noise.shape}, expected ({workload.m},)")
     answers = exact + noise
     half = z_value(level) * np.sqrt(variances)
-    info = {"domain": workload.domain.spec(), "ordered": list(workload.domain.ordered), "records": counts.n_records,
-            "groups": [{"name": g.name, "target": g.target, "queries": g.m, "first_query": workload.offsets[i]}
-                       for i, g in enumerate(workload.groups)]}
+    info = {"domain": workload.domain.spec(), "ordered": list(workload.domain.ordered),
+            "groups": _group_accuracy(workload, variances)}
     neighbours = getattr(source, "neighbours", privacy.ADD_REMOVE)
     return Release(answers=answers, variances=variances, lower=answers - half, upper=answers + half, level=level,
                    labels=workload.labels, privacy_cost=float(_field(source, "privacy_cost")), neighbours=neighbours,
                    mechanism=_mechanism_text(source), name=workload.name, statement_delta=delta,
-                   groups=workload.group_index(), group_names=tuple(g.name for g in workload.groups), info=info)
+                   groups=workload.group_index(), group_names=tuple(g.name for g in workload.groups), info=info,
+                   targets=workload.c, inputs=inputs)
+
+
+def _group_accuracy(workload: ProductWorkload, variances: np.ndarray) -> list:
+    """Per group: name, target, number of queries, first query, worst variance and whether all meet the target."""
+    out = []
+    for i, g in enumerate(workload.groups):
+        worst = float(variances[workload.offsets[i]:workload.offsets[i + 1]].max())
+        out.append({"name": g.name, "target": g.target, "queries": g.m, "first_query": workload.offsets[i],
+                    "max_variance": worst, "meets_target": bool(worst <= g.target * (1 + TARGET_RTOL))})
+    return out

@@ -7,19 +7,30 @@ build a :class:`Release`.
 A Release knows what protects it: the privacy cost ``alpha = Delta_M^2`` of the
 mechanism that drew its noise, hence (eps, delta) at any delta (exact Gaussian
 mechanism, :meth:`Release.epsilon`) and rho-zCDP, the neighbouring relation, the
-mechanism, the tool's version and the time of the release. :meth:`Release.to_csv`
-writes the answers CSV and, beside it, a JSON sidecar (:func:`sidecar_path`) holding that
-statement, each atomically. Post-processing (:meth:`Release.postprocess`: non-negativity,
-rounding) never touches the answers themselves: it adds a ``postprocessed`` column, and
-the statement lists the steps as post-processing (free of privacy cost, but no longer
-unbiased, and the intervals are those of the raw answers).
+mechanism, the tool's version and the time of the release; and, where the mechanism
+was solved for variance targets, which answers meet them and by what factor the others
+miss. It holds nothing computed from the data without noise: no record count, no count
+of non-empty cells, no exact answer.
+
+:meth:`Release.to_csv` writes the answers CSV and, beside it, a JSON sidecar
+(:func:`sidecar_path`) holding that statement and the SHA-256 digest of the answers
+file, as one unit (:func:`ffu_cvx.files.atomic_write_group`: the statement is renamed
+into place last, an interrupt cannot come between the two, concurrent writers take
+turns); it never writes onto an input, a read-only file, another release's statement
+or, unless ``overwrite=True``, any existing file. :func:`verify` checks that an answers
+file sits beside its own statement. Post-processing (:meth:`Release.postprocess`:
+non-negativity, rounding) never touches the answers themselves: it adds a
+``postprocessed`` column, and the statement lists the steps as post-processing (free of
+privacy cost, but no longer unbiased, and the intervals are those of the raw answers).
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import io
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,11 +39,11 @@ import numpy as np
 from scipy import special
 
 from . import jsonio, privacy, validation
-from .files import atomic_write_bytes
+from .files import atomic_write_group, check_output
 from .version import __version__
 
 __all__ = ["Release", "DEFAULT_DELTA", "TOOL", "sidecar_path", "statement_text", "check_level", "z_value",
-           "generator", "utc_now"]
+           "generator", "utc_now", "verify", "digest", "accuracy_summary", "TARGET_RTOL"]
 
 #: delta at which a statement gives epsilon unless told otherwise.
 DEFAULT_DELTA = 1e-6
@@ -40,6 +51,8 @@ DEFAULT_DELTA = 1e-6
 TOOL = "ffu-cvx"
 #: Suffix of the privacy statement written beside an answers file.
 SIDECAR_SUFFIX = ".privacy.json"
+#: Relative slack under which a variance counts as meeting its target.
+TARGET_RTOL = 1e-6
 #: The answers CSV's columns, in order (``group`` and ``postprocessed`` only when present).
 COLUMNS = ("query", "group", "label", "answer", "variance", "std", "lower", "upper", "postprocessed")
 
@@ -76,6 +89,30 @@ def sidecar_path(path) -> Path:
     """Where the privacy statement of the answers file ``path`` goes: ``answers.csv`` -> ``answers.privacy.json``."""
     path = Path(path)
     return path.with_name(path.stem + SIDECAR_SUFFIX) if path.suffix else path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def digest(data: bytes) -> str:
+    """``"sha256:<hex>"`` of ``data`` (what a statement records of its answers file)."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def accuracy_summary(variances, targets) -> dict:
+    """Which of the answers meet their variance targets, and by what factor the others miss.
+
+    variances, targets : (m,) achieved and target variances. Returns JSON-able values:
+    ``queries``, ``within_target`` (count), ``worst_ratio`` (max variance / target),
+    ``met`` (all within ``TARGET_RTOL``) and a sentence ``text``.
+    """
+    ratio = np.asarray(variances, dtype=float) / np.asarray(targets, dtype=float)
+    within = int(np.sum(ratio <= 1 + TARGET_RTOL))
+    worst = float(ratio.max()) if ratio.size else 0.0
+    m = int(ratio.size)
+    if within == m:
+        text = f"All {m} answers meet their variance targets (worst variance/target {worst:.4g})."
+    else:
+        text = (f"Only {within} of {m} answers meet their variance targets: the worst variance is {worst:.4g} "
+                f"times its target.")
+    return {"queries": m, "within_target": within, "worst_ratio": worst, "met": within == m, "text": text}
 
 
 def statement_text(m: int, name: str, epsilon: float, delta: float, rho: float, alpha: float, neighbours: str,
@@ -119,6 +156,8 @@ class Release(privacy.GaussianPrivacy):
     postprocessing: tuple = ()
     created_utc: str = field(default_factory=utc_now)
     tool_version: str = __version__
+    targets: np.ndarray | None = None
+    inputs: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def m(self) -> int:
@@ -146,12 +185,16 @@ class Release(privacy.GaussianPrivacy):
                     "note": "post-processing of the released answers: it costs no privacy, but the postprocessed "
                             "values are no longer unbiased and the intervals are those of the raw answers"}
             text += f" Post-processing (no privacy cost): {', '.join(self.postprocessing)}."
+        accuracy = None
+        if self.targets is not None:
+            accuracy = accuracy_summary(self.variances, self.targets)
+            text += " " + accuracy["text"]
         return jsonio.jsonable({
             "epsilon": eps, "delta": delta, "rho_zcdp": self.rho, "privacy_cost": self.privacy_cost,
             "delta_m": self.delta_m, "neighbours": self.neighbours, "mechanism": self.mechanism,
             "workload": self.name, "queries": self.m, "confidence_level": self.level,
             "tool": {"name": TOOL, "version": self.tool_version}, "created_utc": self.created_utc,
-            "post_processing": post, "text": text, **self.info,
+            "post_processing": post, "accuracy": accuracy, "text": text, **self.info,
         })
 
     def postprocess(self, *, nonnegative: bool = False, round: bool = False) -> "Release":
@@ -195,21 +238,43 @@ class Release(privacy.GaussianPrivacy):
             w.writerow([repr(float(row[c])) if isinstance(row[c], (float, np.floating)) else row[c] for c in cols])
         return buf.getvalue().encode()
 
-    def statement_bytes(self, answers_path=None, delta: float | None = None) -> bytes:
-        """The sidecar JSON (the statement, and the answers file it belongs to)."""
-        doc = {"answers_file": None if answers_path is None else Path(answers_path).name, **self.statement(delta)}
+    def statement_bytes(self, answers_path=None, delta: float | None = None, answers: bytes | None = None) -> bytes:
+        """The sidecar JSON: the statement, the answers file it belongs to and that file's digest."""
+        doc = {"answers_file": None if answers_path is None else Path(answers_path).name,
+               "answers_sha256": digest(self.csv_bytes() if answers is None else answers), **self.statement(delta)}
         return (jsonio.dumps(doc, indent=1) + "\n").encode()
 
-    def to_csv(self, path, delta: float | None = None) -> tuple[Path, Path]:
+    @staticmethod
+    def check_paths(path, inputs: dict | None = None, overwrite: bool = False) -> tuple[Path, Path]:
+        """``(answers path, statement path)`` if a release may be written there (see :meth:`file_group`)."""
+        path = Path(path)
+        if path.name.endswith(SIDECAR_SUFFIX):
+            raise ValueError(f"answers file {path} has the name of a privacy statement ({SIDECAR_SUFFIX}); "
+                             "give the answers a name such as answers.csv")
+        side = sidecar_path(path)
+        check_output(path, "answers file", inputs, overwrite)
+        check_output(side, "privacy statement", inputs, overwrite)
+        return path, side
+
+    def file_group(self, path, delta: float | None = None, overwrite: bool = False) -> list[tuple[Path, bytes]]:
+        """The answers CSV at ``path`` and its statement, as ``[(path, bytes), (sidecar, bytes)]``, checked.
+
+        Refused before anything is written (``ValueError`` naming the path): a folder; a
+        name of a privacy statement (``*.privacy.json``, so no release overwrites
+        another's statement); one of :attr:`inputs`; a read-only file; an existing file
+        unless ``overwrite``.
+        """
+        path, side = self.check_paths(path, self.inputs, overwrite)
+        answers = self.csv_bytes()
+        return [(path, answers), (side, self.statement_bytes(path, delta, answers))]
+
+    def to_csv(self, path, delta: float | None = None, overwrite: bool = False) -> tuple[Path, Path]:
         """Write the answers CSV to ``path`` and the statement to :func:`sidecar_path` beside it.
 
-        Each file is written atomically (:mod:`ffu_cvx.files`), the statement first, so an
-        answers file never appears without the statement that goes with it. Returns both paths.
+        The two are one unit (see the module docstring and :meth:`file_group` for what is
+        refused); the statement records the answers' digest (:func:`verify`). Returns both paths.
         """
-        path = Path(path)
-        side = sidecar_path(path)
-        atomic_write_bytes(side, self.statement_bytes(path, delta))
-        atomic_write_bytes(path, self.csv_bytes())
+        path, side = atomic_write_group(self.file_group(path, delta, overwrite))
         return path, side
 
     def to_frame(self):
@@ -228,3 +293,23 @@ class Release(privacy.GaussianPrivacy):
         frame = pd.DataFrame({c: values[c] for c in self._columns()})
         frame.attrs["privacy"] = self.statement()
         return frame
+
+
+def verify(path) -> dict:
+    """The privacy statement of the answers file ``path``, checked to be its own.
+
+    Reads :func:`sidecar_path` of ``path`` and checks that it names this answers file and
+    records the SHA-256 digest of its bytes; ``ValueError`` naming both files otherwise.
+    """
+    path = Path(path)
+    side = sidecar_path(path)
+    try:
+        answers, doc = path.read_bytes(), json.loads(side.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot verify answers {path} against {side}: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("answers_file") != path.name:
+        raise ValueError(f"privacy statement {side} does not belong to answers file {path.name}")
+    if doc.get("answers_sha256") != digest(answers):
+        raise ValueError(f"answers file {path} is not the one its privacy statement {side} describes "
+                         "(digest differs): the pair is not one release")
+    return doc

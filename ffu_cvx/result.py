@@ -1,7 +1,7 @@
 """``Solution``: the one result type every method returns (statuses live in :mod:`ffu_cvx.status`).
 
-Core layer: imports numpy, ``privacy``, ``problem``, ``status``, ``validation`` and
-``certificate`` (for the certificate attached at construction).
+Core layer: imports numpy, ``privacy``, ``problem``, ``status``, ``validation``,
+``fingerprint`` and ``certificate`` (for the certificate attached at construction).
 
 A Solution checks itself when it is built: the profile and the variances are
 recomputed from ``sigma`` through its Cholesky factor (never an explicit inverse), and
@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from . import certificate, privacy, validation
+from . import fingerprint as _fingerprint
 from .problem import FitnessProblem
 from .status import (BASELINE, MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, STATUSES, SUCCESS,
                      SUCCESS_STATUSES, USER_STOPPED, SolverError)
@@ -39,6 +40,8 @@ class Solution(privacy.GaussianPrivacy, dict):
         the normalised cost ``privacy_cost * max_ratio``.
     lam (d,), mu (m,) : the dual multipliers of the certificate.
     status, success, message, method, nit, n_hvp, time, history, problem, info.
+    fingerprint : (property) :func:`ffu_cvx.fingerprint.of` its problem: a release checks
+        that it is asked of the workload and targets this Solution was solved for.
     """
 
     _ORDER = ("method", "status", "success", "message", "privacy_cost", "lower_bound", "gap",
@@ -105,7 +108,12 @@ class Solution(privacy.GaussianPrivacy, dict):
         return "\n".join(lines)
 
     def __dir__(self):
-        return list(self.keys())
+        return list(self.keys()) + ["fingerprint"]
+
+    @property
+    def fingerprint(self) -> str:
+        """``"sha256:..."`` of the problem solved (workload, targets, basis or domain)."""
+        return _fingerprint.of(self["problem"])
 
     @classmethod
     def from_sigma(

@@ -1,0 +1,233 @@
+"""A release keeps its promise: nothing exact in published files, a solution only for its own
+workload, answers and statement as one unit (interrupts and concurrent writers included)."""
+
+import json
+import os
+import random
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import ffu_cvx as ffu
+from ffu_cvx import files
+from ffu_cvx.cli import main
+from ffu_cvx.release import sidecar_path, verify
+
+
+@pytest.fixture(scope="module")
+def case():
+    dom = ffu.Domain({"age": 6, "sex": ["F", "M"]})
+    wl = ffu.workloads.product(dom, [({"age": "identity", "sex": "identity"}, 2.0), ({}, 1.0, "total")])
+    sol = ffu.solve(ffu.FitnessProblem.from_workload(wl), method="kron")
+    rng = np.random.default_rng(3)
+    rec = np.stack([rng.integers(0, n, 300) for n in dom.sizes], axis=1)
+    return dom, wl, sol, rec
+
+
+def _published(folder, names):
+    """The published files' JSON/CSV with the noisy answers and what follows from them blanked."""
+    out = {}
+    for name in names:
+        text = (folder / name).read_text()
+        if name.endswith(".json"):
+            doc = json.loads(text)
+            for key in ("answers_sha256", "created_utc"):
+                doc.pop(key, None)
+            out[name] = doc
+        else:
+            rows = [line.split(",") for line in text.splitlines()]
+            head = rows[0]
+            noisy = {head.index(c) for c in ("answer", "lower", "upper", "postprocessed") if c in head}
+            out[name] = [[v if j not in noisy else "*" for j, v in enumerate(r)] for r in rows[1:]] + [head]
+    return out
+
+
+# ---------------------------------------------------------------------------- nothing exact
+def test_neighbouring_records_publish_the_same_files_but_the_noisy_answers(case, tmp_path):
+    dom, wl, sol, rec = case
+    docs = []
+    for name, records in (("all", rec), ("less", rec[1:])):
+        folder = tmp_path / name
+        folder.mkdir()
+        ffu.release_product(sol, wl, records, rng=1).postprocess(nonnegative=True).to_csv(folder / "a.csv")
+        docs.append(_published(folder, ["a.csv", "a.privacy.json"]))
+        assert "records" not in json.dumps(docs[-1]["a.privacy.json"])
+    assert docs[0] == docs[1]
+
+
+@pytest.mark.parametrize("source", ["records", "data"])
+def test_cli_neighbouring_releases_differ_only_in_the_noisy_answers(tmp_path, capsys, source):
+    spec = {"domain": {"age": 4, "sex": ["F", "M"]},
+            "groups": [{"blocks": {"age": "identity", "sex": "identity"}, "variance": 2.0}, {"variance": 1.0}]}
+    (tmp_path / "s.json").write_text(json.dumps(spec))
+    method = "kron" if source == "records" else "sdp"
+    assert main(["solve", str(tmp_path / "s.json"), "--method", method, "--out", str(tmp_path / "r.json"),
+                 "--quiet"]) == 0
+    rows = [(a, s) for a in range(4) for s in "FM" for _ in range(a + 2)]
+    docs = []
+    for name, data in (("all", rows), ("less", rows[1:])):
+        folder = tmp_path / name
+        folder.mkdir()
+        if source == "records":
+            (folder / "in.csv").write_text("age,sex\n" + "".join(f"{a},{s}\n" for a, s in data))
+        else:
+            hist = np.zeros(8, dtype=int)
+            for a, s in data:
+                hist[2 * a + "FM".index(s)] += 1
+            (folder / "in.csv").write_text("".join(f"{c}\n" for c in hist))
+        args = ["release", str(tmp_path / "r.json"), f"--{source}", str(folder / "in.csv"), "--out",
+                str(folder / "a.csv"), "--seed", "4"]
+        assert main(args) == 0
+        err = capsys.readouterr().err
+        if source == "records":
+            assert f"confidential, not written to any file: {len(data)} records" in err
+        docs.append(_published(folder, ["a.csv", "a.privacy.json"]))
+    assert docs[0] == docs[1]
+
+
+# ---------------------------------------------------------------------------- bound to its problem
+def test_a_solution_is_released_only_for_its_own_workload(case):
+    dom, wl, sol, rec = case
+    # Same sizes, other queries: age prefixes instead of single ages.
+    other = ffu.workloads.product(dom, [({"age": "prefix", "sex": "identity"}, 2.0), ({}, 1.0, "total")])
+    assert other.m == wl.m
+    with pytest.raises(ValueError, match="group 0 .* other queries on attribute 'age'"):
+        ffu.release_product(sol, other, rec, rng=0)
+    # Same queries, other targets.
+    looser = ffu.workloads.product(dom, [({"age": "identity", "sex": "identity"}, 2.0), ({}, 4.0, "total")])
+    with pytest.raises(ValueError, match="group 1 .* has target 4.0"):
+        ffu.release_product(sol, looser, rec, rng=0)
+    # A dense solution of the other workload, and its mechanism.
+    dense = ffu.solve(ffu.FitnessProblem.from_workload(other).dense(), method="sdp")
+    for src in (dense, ffu.GaussianMechanism(dense)):
+        with pytest.raises(ValueError, match="other queries"):
+            ffu.release_product(src, wl, rec, rng=0)
+    assert sol.fingerprint == ffu.fingerprint.of(wl) != ffu.fingerprint.of(other)
+
+
+def test_cli_refuses_a_result_whose_spec_targets_were_edited(tmp_path, capsys):
+    spec = {"domain": {"age": 4}, "groups": [{"blocks": {"age": "identity"}, "variance": 2.0}]}
+    (tmp_path / "s.json").write_text(json.dumps(spec))
+    assert main(["solve", str(tmp_path / "s.json"), "--method", "sdp", "--out", str(tmp_path / "r.json"),
+                 "--quiet"]) == 0
+    res = json.loads((tmp_path / "r.json").read_text())
+    res["spec"]["groups"][0]["variance"] = 0.5
+    (tmp_path / "r.json").write_text(json.dumps(res))
+    (tmp_path / "rec.csv").write_text("age\n0\n1\n")
+    code = main(["release", str(tmp_path / "r.json"), "--records", str(tmp_path / "rec.csv"), "--out",
+                 str(tmp_path / "a.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and "variance targets differ" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "a.csv").exists() and not (tmp_path / "a.privacy.json").exists()
+
+
+# ---------------------------------------------------------------------------- one unit
+def test_to_csv_refuses_before_writing_anything(case, tmp_path):
+    dom, wl, sol, rec = case
+    people = tmp_path / "people.csv"
+    people.write_text("age,sex\n" + "".join(f"{a},{'FM'[s]}\n" for a, s in rec))
+    rel = ffu.release_product(sol, wl, people, rng=0)
+    before = people.read_bytes()
+    for overwrite in (False, True):
+        with pytest.raises(ValueError, match="same file as the records"):
+            rel.to_csv(people, overwrite=overwrite)
+    assert people.read_bytes() == before
+    (tmp_path / "dir.csv").mkdir()
+    with pytest.raises(ValueError, match="is a directory"):
+        rel.to_csv(tmp_path / "dir.csv")
+    with pytest.raises(ValueError, match="name of a privacy statement"):
+        rel.to_csv(tmp_path / "other.privacy.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.csv", "people.csv"]
+    out, side = rel.to_csv(tmp_path / "a.csv")
+    with pytest.raises(ValueError, match="exists; .* overwrite=True"):
+        rel.to_csv(out)
+    readonly = tmp_path / "ro.csv"
+    readonly.write_text("keep")
+    readonly.chmod(0o444)
+    with pytest.raises(ValueError, match="read-only") as info:
+        rel.to_csv(readonly, overwrite=True)
+    assert ".tmp" not in str(info.value) and readonly.read_text() == "keep"
+    again = ffu.release_product(sol, wl, rec, rng=5)
+    again.to_csv(out, overwrite=True)
+    assert verify(out)["answers_sha256"].startswith("sha256:")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_verify_tells_a_pair_from_two_releases(case, tmp_path):
+    _, wl, sol, rec = case
+    a, _ = ffu.release_product(sol, wl, rec, rng=0).to_csv(tmp_path / "a.csv")
+    b, _ = ffu.release_product(sol, wl, rec, rng=1).to_csv(tmp_path / "b.csv")
+    a.write_bytes(b.read_bytes())  # another release's answers beside a's statement
+    with pytest.raises(ValueError, match="digest differs"):
+        verify(a)
+
+
+def _interrupt_after(delay: float) -> threading.Timer:
+    timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    return timer
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_interrupted_releases_never_part_answers_from_their_statement(case, tmp_path):
+    _, wl, sol, rec = case
+    releases = [ffu.release_product(sol, wl, rec, rng=s) for s in range(4)]
+    out = tmp_path / "a.csv"
+    releases[0].to_csv(out)
+    rnd = random.Random(0)
+    interrupted = 0
+    for i in range(100):
+        try:
+            with files.signals_unwind():
+                timer = _interrupt_after(rnd.uniform(0.0, 0.004))
+                try:
+                    releases[i % 4].to_csv(out, overwrite=True)
+                finally:
+                    timer.join()  # the signal is sent inside the block whenever it lands
+                    time.sleep(0.05)  # and handled here at the latest
+        except KeyboardInterrupt:
+            interrupted += 1
+        verify(out)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "a.privacy.json"]
+    assert interrupted == 100
+
+
+def test_concurrent_releases_to_one_path_leave_one_whole_release(case, tmp_path):
+    _, wl, sol, rec = case
+    releases = [ffu.release_product(sol, wl, rec, rng=s) for s in range(2)]
+    for r in range(30):
+        out = tmp_path / f"r{r}.csv"
+        barrier = threading.Barrier(2)
+
+        def write(rel):
+            barrier.wait()
+            rel.to_csv(out, overwrite=True)
+
+        threads = [threading.Thread(target=write, args=(rel,)) for rel in releases]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        verify(out)
+    assert len(list(tmp_path.iterdir())) == 60
+
+
+def test_cli_release_refuses_to_overwrite_without_the_flag(tmp_path, capsys):
+    spec = {"domain": {"age": 4}, "groups": [{"blocks": {"age": "identity"}, "variance": 2.0}]}
+    (tmp_path / "s.json").write_text(json.dumps(spec))
+    assert main(["solve", str(tmp_path / "s.json"), "--method", "kron", "--out", str(tmp_path / "r.json"),
+                 "--quiet"]) == 0
+    (tmp_path / "rec.csv").write_text("age\n0\n1\n")
+    args = ["release", str(tmp_path / "r.json"), "--records", str(tmp_path / "rec.csv"), "--out",
+            str(tmp_path / "a.csv"), "--quiet"]
+    assert main(args) == 0
+    first = (tmp_path / "a.csv").read_bytes()
+    capsys.readouterr()
+    assert main(args) == 2 and "--overwrite" in capsys.readouterr().err
+    assert (tmp_path / "a.csv").read_bytes() == first
+    assert main(args + ["--overwrite"]) == 0 and (tmp_path / "a.csv").read_bytes() != first
+    verify(tmp_path / "a.csv")
+    assert sidecar_path(tmp_path / "a.csv").exists()
