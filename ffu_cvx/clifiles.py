@@ -167,8 +167,10 @@ def read_histogram(path: Path, d: int) -> np.ndarray:
 
     def num(line: int, s: str, col: str) -> float:
         v = _number(s)
-        if v is None:
-            raise InputError(f"data {path}, line {line}: {col} {s!r} is not a number")
+        if v is None or not math.isfinite(v):
+            what = "is not a number" if v is None else "is NaN (not a number)" if math.isnan(v) else "is infinite"
+            fix = f"give a cell index in 0..{d - 1}" if col == "cell" else "give a whole count (0 if empty)"
+            raise InputError(f"data {path}, line {line}: {col} {s!r} {what}; {fix}")
         return v
 
     if header is None and len(rows) == 1 and width == d and d > 1:

@@ -69,6 +69,11 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _is_nan(value) -> bool:
+    """Whether ``value`` is a float NaN (a missing value in a numeric or pandas column)."""
+    return isinstance(value, (float, np.floating)) and math.isnan(value)
+
+
 def _column_codes(attr, values, where, first: int = 0) -> np.ndarray:
     """Codes (n,) of one column of labels; ``where(i)`` names record ``first + i`` in errors."""
     if _is_sized(attr):
@@ -83,11 +88,37 @@ def _column_codes(attr, values, where, first: int = 0) -> np.ndarray:
         codes = np.full(len(seq), -1, dtype=np.int64)
     for i in np.flatnonzero(codes < 0):  # numbers, padded text, or unknown values
         code = lookup.get(label_key(seq[i]), -1)
+        if code < 0 and _is_nan(seq[i]):
+            raise ValueError(f"{where(first + int(i))}, column `{attr.name}`: value nan is NaN (not a number: a "
+                             f"missing value?); `{attr.name}` has {known_values(attr)}")
         if code < 0:
             raise ValueError(f"{where(first + int(i))}, column `{attr.name}`: unknown value {_plain(seq[i])!r}; "
                              f"`{attr.name}` has {known_values(attr)}")
         codes[i] = code
     return codes
+
+
+def _not_a_code(number: float, text: str | None = None) -> str:
+    """Why ``number`` (read from ``text``, where it was text) is not a code: NaN, blank, not a number, ..."""
+    if text is not None and not text.strip():
+        return "is empty (a missing value)"
+    if math.isnan(number):
+        is_nan = text is None or text.strip().lower() == "nan"
+        return "is NaN (not a number: a missing value?)" if is_nan else "is not a number"
+    if math.isinf(number):
+        return "is infinite"
+    if number != round(number):
+        return "is not a whole number (codes are integers)"
+    return "is outside the domain"
+
+
+def _not_a_count(number: float) -> str:
+    """Why ``number`` is not a count of records: NaN, infinite, negative or fractional."""
+    if math.isnan(number):
+        return "is NaN (not a number: a missing count?)"
+    if math.isinf(number):
+        return "is infinite"
+    return "is negative" if number < 0 else "is not a whole number"
 
 
 def _number(text) -> float:
@@ -100,15 +131,18 @@ def _number(text) -> float:
 def text_codes(attr, values, where, first: int = 0) -> np.ndarray:
     """Codes (n,) of a sized attribute from values written as text (``"20"``, ``"20.0"``)."""
     values = list(values) if not isinstance(values, np.ndarray) else values.ravel()
-    try:
-        numbers = np.asarray(values).astype(np.int64).astype(float)
+    try:  # fast path for text or integers; a float (1.5, NaN) must not be truncated to an integer
+        arr = np.asarray(values)
+        if arr.dtype.kind not in "iuU":
+            raise TypeError
+        numbers = arr.astype(np.int64).astype(float)
     except (ValueError, OverflowError, TypeError):
         numbers = np.fromiter((_number(v) for v in values), dtype=float, count=len(values))
     ok = (numbers >= 0) & (numbers < attr.size) & (numbers == np.round(numbers))  # NaN fails every test
     bad = np.flatnonzero(~ok)
     if bad.size:
         i = int(bad[0])
-        what = "is not a number" if np.isnan(numbers[i]) else "is outside the domain"
+        what = _not_a_code(numbers[i], str(values[i]))
         raise ValueError(f"{where(first + i)}, column `{attr.name}`: value {_plain(values[i])!r} {what}; "
                          f"`{attr.name}` has {known_values(attr)}")
     return numbers.astype(np.int64)
@@ -126,8 +160,8 @@ def _integer_codes(attr, arr: np.ndarray, where, first: int = 0) -> np.ndarray:
     if bad.size:
         i = int(bad[0])
         labels = "" if _is_sized(attr) else f" ({known_values(attr)})"
-        raise ValueError(f"{where(first + i)}, column `{attr.name}`: value {_plain(arr[i])!r} is outside the "
-                         f"domain; `{attr.name}` has codes 0..{attr.size - 1}{labels}")
+        raise ValueError(f"{where(first + i)}, column `{attr.name}`: value {_plain(arr[i])!r} "
+                         f"{_not_a_code(float(arr[i]))}; `{attr.name}` has codes 0..{attr.size - 1}{labels}")
     return arr.astype(np.int64)
 
 
@@ -276,8 +310,13 @@ class Counts:
         x = np.asarray(x)
         if x.shape != (domain.size,):
             raise ValueError(f"`x` must have shape ({domain.size},), one count per cell, got {x.shape}")
-        if not (np.all(np.isfinite(x)) and np.all(x >= 0) and np.all(x == np.round(x))):
-            raise ValueError("`x` must hold whole non-negative counts")
+        if x.dtype.kind not in "iuf":
+            raise ValueError(f"`x` must hold whole non-negative counts, got dtype {x.dtype}")
+        bad = np.flatnonzero(~(np.isfinite(x) & (x >= 0) & (x == np.round(x))))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"`x` must hold whole non-negative counts, but x[{i}] = {_plain(x[i])!r} "
+                             f"{_not_a_count(float(x[i]))}")
         cells = np.flatnonzero(x)
         return cls(domain, np.stack(np.unravel_index(cells, domain.sizes), axis=1), x[cells].astype(np.int64))
 

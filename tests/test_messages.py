@@ -1,0 +1,109 @@
+"""Hostile input ends in one clear line naming the field, group, row or file.
+
+API: a ``ValueError`` whose message names the thing. Command line: ``ffu-cvx: error: ...``
+on one line, exit status 2, and no output file written.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import ffu_cvx as ffu
+from ffu_cvx import cli
+
+DOMAIN = {"age": 4, "sex": ["F", "M"]}
+
+
+@pytest.fixture
+def dom():
+    return ffu.Domain(DOMAIN)
+
+
+def refused(capsys, tmp_path, *argv, out="out.json"):
+    """Run the command line, check the bad-input contract (status 2, one line, no output); return the line."""
+    target = tmp_path / out
+    before = set(tmp_path.iterdir())
+    code = cli.main([str(a) for a in argv] + ["--out", str(target)])
+    err = capsys.readouterr().err.strip()
+    assert code == cli.EXIT_BAD_INPUT, err
+    lines = [line for line in err.splitlines() if not line.startswith("ffu-cvx [")]
+    assert len(lines) == 1 and lines[0].startswith("ffu-cvx: error: "), err
+    assert set(tmp_path.iterdir()) == before  # nothing written: no output, no statement, no temporary file
+    return lines[0]
+
+
+def write_json(path, obj):
+    path.write_text(json.dumps(obj))
+    return path
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory):
+    """RESULT files of a dense spec (``prefix`` d = 4) and of a product spec over :data:`DOMAIN`."""
+    folder = tmp_path_factory.mktemp("solved")
+    specs = {"dense": {"workload": "prefix", "params": {"d": 4}},
+             "product": {"domain": DOMAIN, "groups": [{"blocks": {"age": "identity", "sex": "identity"},
+                                                       "variance": 1.0}]}}
+    for name, spec in specs.items():
+        spec_path = write_json(folder / f"{name}.json", spec)
+        assert cli.main(["solve", str(spec_path), "--out", str(folder / f"{name}.result.json"), "--quiet"]) == 0
+    return folder
+
+
+# ---------------------------------------------------------------------------- NaN in counts and records
+def test_nan_in_a_histogram_names_the_cell(dom):
+    x = np.zeros(dom.size)
+    x[3] = np.nan
+    with pytest.raises(ValueError, match=r"x\[3\] = nan is NaN \(not a number"):
+        ffu.Counts.from_histogram(dom, x)
+    wl = ffu.workloads.product(dom, [({"age": "identity"}, 1.0)])
+    sol = ffu.solve(wl.to_problem(), method="kron")
+    with pytest.raises(ValueError, match=r"x\[3\] = nan is NaN"):
+        ffu.release_product(sol, wl, x, rng=0)
+
+
+@pytest.mark.parametrize("records", [np.array([[0, 0], [np.nan, 1]]), {"age": [0, np.nan], "sex": ["F", "M"]},
+                                     {"age": [0, "nan"], "sex": ["F", "M"]}])
+def test_nan_in_records_names_the_row_and_column(dom, records):
+    with pytest.raises(ValueError, match=r"records row 1, column `age`: value (nan|'nan') is NaN \(not a number"):
+        dom.counts(records)
+
+
+def test_nan_in_a_labelled_column_is_not_an_unknown_label():
+    dom = ffu.Domain({"age": 3, "score": [1.5, 2.5]})
+    with pytest.raises(ValueError, match=r"row 1, column `score`: value nan is NaN"):
+        dom.counts({"age": [0, 1], "score": [1.5, np.nan]})
+
+
+@pytest.mark.parametrize("value, why", [("", "is empty"), ("1.5", "is not a whole number"), ("inf", "is infinite"),
+                                        ("x", "is not a number")])
+def test_other_bad_codes_say_what_is_wrong(dom, tmp_path, value, why):
+    path = tmp_path / "records.csv"
+    path.write_text(f"age,sex\n1,F\n{value},M\n")
+    with pytest.raises(ValueError, match=f"records {path}, line 3, column `age`: value '{value}' {why}"):
+        dom.counts(path)
+
+
+def test_a_fractional_code_is_not_truncated(dom):
+    with pytest.raises(ValueError, match="value 1.5 is not a whole number"):
+        dom["age"].code(1.5)
+
+
+@pytest.mark.parametrize("text, where", [("1\n2\nnan\n3\n", "line 3: count 'nan'"),
+                                         ("cell,count\n0,1\n1,2\n2,NaN\n3,3\n", "line 4: count 'NaN'"),
+                                         ("1,2,nan,3\n", "line 1: column 3 'nan'"),
+                                         ("cell,count\n0,1\n1,2\nnan,0\n3,3\n", "line 4: cell 'nan'")])
+def test_cli_nan_in_a_histogram_names_the_line(capsys, tmp_path, solved, text, where):
+    data = tmp_path / "hist.csv"
+    data.write_text(text)
+    line = refused(capsys, tmp_path, "release", solved / "dense.result.json", "--data", data, out="answers.csv")
+    assert f"data {data}, {where} is NaN (not a number)" in line
+
+
+def test_cli_nan_in_records_names_the_line_and_column(capsys, tmp_path, solved):
+    records = tmp_path / "records.csv"
+    records.write_text("age,sex\n1,F\nnan,M\n")
+    line = refused(capsys, tmp_path, "release", solved / "product.result.json", "--records", records,
+                   out="answers.csv")
+    assert f"records {records}, line 3, column `age`: value 'nan' is NaN (not a number" in line
