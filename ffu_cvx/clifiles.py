@@ -69,9 +69,9 @@ def check_output(path, flag: str, inputs: dict | None = None) -> Path:
 
 # ---------------------------------------------------------------------------- reading
 def read_text(path: Path, what: str) -> str:
-    """The UTF-8 text of ``path``; ``what`` names it in the error."""
+    """The UTF-8 text of ``path`` (a byte order mark at its start dropped); ``what`` names it in the error."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
@@ -123,7 +123,7 @@ def load_array(value, field: str, base: Path):
                     return z[z.files[0]]
                 raise InputError(f"`{field}`: {path} holds arrays {z.files}; name one `{field}`")
         if suffix == ".csv":
-            return np.loadtxt(path, delimiter=",", ndmin=2 if field in ("W", "basis") else 1)
+            return np.loadtxt(path, delimiter=",", ndmin=2 if field in ("W", "basis") else 1, encoding="utf-8-sig")
     except InputError:
         raise
     except (OSError, ValueError, EOFError) as exc:

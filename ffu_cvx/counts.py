@@ -208,7 +208,7 @@ def _code_columns(domain, records) -> np.ndarray:
 def _csv_codes(domain, path: Path) -> np.ndarray:
     """Validated codes (n, a) from a CSV file with a header naming the attributes."""
     try:
-        fh = open(path, newline="", encoding="utf-8")
+        fh = open(path, newline="", encoding="utf-8-sig")  # a byte order mark is not part of the header
     except OSError as exc:
         raise ValueError(f"cannot read records {path}: {exc.strerror or exc}") from None
     with fh:

@@ -107,3 +107,29 @@ def test_cli_nan_in_records_names_the_line_and_column(capsys, tmp_path, solved):
     line = refused(capsys, tmp_path, "release", solved / "product.result.json", "--records", records,
                    out="answers.csv")
     assert f"records {records}, line 3, column `age`: value 'nan' is NaN (not a number" in line
+
+
+# ---------------------------------------------------------------------------- a byte order mark
+BOM = "\ufeff"
+
+
+def test_a_byte_order_mark_before_the_records_header_is_dropped(dom, tmp_path):
+    path = tmp_path / "records.csv"
+    path.write_text(f"{BOM}age,sex\n1,F\n1,F\n3,M\n", encoding="utf-8")
+    counts = dom.counts(path)
+    assert counts.n_records == 3 and counts.marginal(["age"]).tolist() == [0, 2, 0, 1]
+
+
+def test_cli_reads_csv_files_with_a_byte_order_mark(capsys, tmp_path, solved):
+    records, hist, W = tmp_path / "records.csv", tmp_path / "hist.csv", tmp_path / "W.csv"
+    records.write_text(f"{BOM}age,sex\n1,F\n3,M\n", encoding="utf-8")
+    hist.write_text(f"{BOM}cell,count\n3,1\n2,0\n1,2\n0,5\n", encoding="utf-8")
+    W.write_text(f"{BOM}1,0\n1,1\n", encoding="utf-8")
+    spec = write_json(tmp_path / "spec.json", {"W": "W.csv", "c": 1.0})
+    spec.write_text(BOM + spec.read_text(), encoding="utf-8")
+    runs = [("release", solved / "product.result.json", "--records", records, "--out", tmp_path / "a.csv"),
+            ("release", solved / "dense.result.json", "--data", hist, "--out", tmp_path / "b.csv"),
+            ("solve", spec, "--out", tmp_path / "r.json")]
+    for argv in runs:
+        assert cli.main([str(a) for a in argv] + ["--quiet"]) == 0, capsys.readouterr().err
+    assert json.loads((tmp_path / "r.json").read_text())["problem"]["W"] == [[1, 0], [1, 1]]
