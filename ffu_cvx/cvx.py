@@ -9,7 +9,10 @@ core imports this module.
 One status map (:data:`STATUS_MAP`) and one solve (:func:`solve_model`) serve every
 model: CVXPY's ``optimal`` and ``optimal_inaccurate`` map to ours, anything else is a
 ``SolverError`` naming the solver, its own status and a remedy; an interrupt (Ctrl-C)
-during a solve raises ``KeyboardInterrupt``, whatever the solver makes of it.
+during a solve raises ``KeyboardInterrupt``, whatever the solver makes of it. CVXPY has no
+hook inside a conic solve, so a solve that runs longer than :data:`HEARTBEAT_S` says so on the
+``logging`` logger ``"ffu_cvx.cvx"`` (INFO) at that interval, and a time budget reaches the
+solver as its own time limit (:func:`time_limit_options`).
 
 Problem 1's SDP (notation of the fitness-for-use paper: ``B`` (k, d) basis with
 columns ``b_i``, ``L`` (m, k) with ``W = L B``, targets ``c`` (m,), noise covariance
@@ -45,9 +48,12 @@ multipliers ``lam`` (d,) of the privacy and ``mu`` (m,) of the variance constrai
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
+import threading
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,8 +67,8 @@ from .status import OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, SolverError
 __all__ = [
     "STATUS_MAP", "PANIC", "FORMULATIONS", "SOLVERS", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
     "solve_model", "raw_status", "reciprocal_program", "ca_program", "LevelResult", "lmi_order", "pick_solver",
-    "solver_kwargs", "solve_level", "normalise_sigma", "reject_if_far", "WARM_MAX_ITERS", "WARM_CHUNK_ITERS",
-    "WARM_WALK_FACTOR", "WARM_HIGH_SCALE", "WARM_STALL_FACTOR", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS",
+    "solver_kwargs", "time_limit_options", "HEARTBEAT_S", "solve_level", "normalise_sigma", "reject_if_far",
+    "WARM_MAX_ITERS", "WARM_CHUNK_ITERS", "WARM_WALK_FACTOR", "WARM_HIGH_SCALE", "WARM_STALL_FACTOR", "WARM_GAP_FACTOR", "WARM_EPS_FACTOR", "WARM_MIN_EPS",
     "WARM_SCS_OPTIONS", "solve_warm", "certified_gap"]
 
 #: CVXPY status -> ours. Anything unmapped (infeasible, unbounded, user limit, solver
@@ -97,6 +103,32 @@ AUTO_CLARABEL_MAX_ORDER = 48
 #: An inaccurate solve of Problem 1 whose certified relative gap exceeds this is a failure.
 FAIL_GAP = 1e-3
 
+#: A conic solve still running after this many seconds is logged (INFO) at this interval.
+HEARTBEAT_S = 30.0
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def _heartbeat(what: str, solver: str):
+    """Log (INFO) every :data:`HEARTBEAT_S` s that ``what`` is still being solved by ``solver``."""
+    if not log.isEnabledFor(logging.INFO):
+        yield
+        return
+    done, t0 = threading.Event(), time.perf_counter()
+
+    def beat():
+        while not done.wait(HEARTBEAT_S):
+            log.info("%s: %s still solving after %.0f s", what, solver, time.perf_counter() - t0)
+
+    thread = threading.Thread(target=beat, name="ffu_cvx heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
 
 def raw_status(prob) -> str:
     """The solver's own status string of a solved CVXPY problem (SCS: ``info["status"]``), else CVXPY's."""
@@ -125,7 +157,8 @@ def solve_model(prob, what: str, *, solver: str, remedy: str, verbose: bool = Fa
 
     try:
         data, chain, inverse = prob.get_problem_data(solver, verbose=verbose, solver_opts=solver_options)
-        raw = chain.solve_via_data(prob, data, False, verbose, solver_options)
+        with _heartbeat(what, solver):
+            raw = chain.solve_via_data(prob, data, False, verbose, solver_options)
         if _interrupted(raw):
             raise KeyboardInterrupt(f"{what}: {solver} was interrupted")
         prob.unpack_results(raw, chain, inverse)
@@ -230,6 +263,17 @@ def solver_kwargs(solver: str, solver_tol: float, solver_options: dict | None) -
         opts = {"eps_abs": solver_tol, "eps_rel": solver_tol, "max_iters": 200_000}
     opts.update(solver_options or {})
     return opts
+
+
+def time_limit_options(solver: str, seconds: float | None, solver_options: dict | None = None) -> dict | None:
+    """``solver_options`` with ``solver``'s own wall-clock limit set to ``seconds`` (Clarabel's
+    ``time_limit``, SCS's ``time_limit_secs``; at least 1 ms), unless they set one already or
+    ``seconds`` is None or infinite. A solve stopped there is an inaccurate result (SCS) or
+    a ``SolverError`` (Clarabel's status ``"user_limit"``)."""
+    key = {"CLARABEL": "time_limit", "SCS": "time_limit_secs"}.get(str(solver).upper())
+    if key is None or seconds is None or not math.isfinite(seconds) or key in (solver_options or {}):
+        return solver_options
+    return {**(solver_options or {}), key: max(float(seconds), 1e-3)}
 
 
 def normalise_sigma(problem: FitnessProblem, sigma: np.ndarray) -> tuple[np.ndarray, float]:
@@ -478,7 +522,7 @@ def _scs_level(problem: FitnessProblem, out: dict, f: float, **times) -> LevelRe
 
 def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: np.ndarray, *, tol: float = 1e-6,
                max_iters: int = WARM_MAX_ITERS, solver_options: dict | None = None,
-               verbose: bool = False) -> LevelResult:
+               verbose: bool = False, time_limit: float | None = None) -> LevelResult:
     """Problem 1 by SCS on the ``"inverse"`` model (:mod:`ffu_cvx.scsmodels`), started at ``sigma`` (k, k),
     ``lam`` (d,), ``mu`` (m,).
 
@@ -487,10 +531,10 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
     ``tol * WARM_EPS_FACTOR`` in chunks of :data:`WARM_CHUNK_ITERS` iterations, each
     resumed from the last point, until the certified gap is at most ``tol * WARM_GAP_FACTOR``
     or above :data:`WARM_WALK_FACTOR` times the start's, or at most ``tol`` and the last chunk
-    cut it by less than :data:`WARM_STALL_FACTOR`, or ``max_iters`` are spent;
-    converged short of that aim, the tolerance is tightened tenfold down to
-    :data:`WARM_MIN_EPS`. Returns a :class:`LevelResult` (solver ``"SCS"``, ``nit``
-    summed): ``"optimal"`` when the gap is at most ``tol``, else ``"optimal_inaccurate"``;
+    cut it by less than :data:`WARM_STALL_FACTOR`, or ``max_iters`` are spent, or ``time_limit``
+    seconds (each chunk runs under SCS's limit of the time left); converged short of that
+    aim, the tolerance is tightened tenfold down to :data:`WARM_MIN_EPS`. Returns a
+    :class:`LevelResult` (solver ``"SCS"``, ``nit`` summed): ``"optimal"`` when the gap is at most ``tol``, else ``"optimal_inaccurate"``;
     raises ``SolverError`` on a failure or a gap above :data:`FAIL_GAP`.
     """
     import scs
@@ -507,6 +551,8 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
     times, used, gap = {"nit": 0, "compile_time": time.perf_counter() - t0, "solve_time": 0.0}, 0, math.inf
     while True:
         chunk = dict(opts, eps_abs=eps, eps_rel=eps, max_iters=min(WARM_CHUNK_ITERS, max_iters - used))
+        left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+        chunk = time_limit_options("SCS", left, chunk)
         out = scs.SCS(data, cone, **chunk).solve(warm_start=True, x=x, y=y, s=s)
         info, (x, y, s) = out["info"], (out["x"], out["y"], out["s"])
         if not used and "scale" not in opts and info["res_pri"] < info["res_dual"]:
@@ -518,7 +564,8 @@ def solve_warm(problem: FitnessProblem, sigma: np.ndarray, lam: np.ndarray, mu: 
         last, gap = gap, certified_gap(problem, level)
         stalled = gap <= tol and gap > WARM_STALL_FACTOR * last
         tightest = level.status == OPTIMAL and eps <= WARM_MIN_EPS
-        if gap <= aim or gap > give_up or stalled or tightest or used >= max_iters:
+        late = time_limit is not None and time.perf_counter() - t0 >= time_limit
+        if gap <= aim or gap > give_up or stalled or tightest or used >= max_iters or late:
             break
         if level.status == OPTIMAL:
             eps, used = eps / 10.0, 0

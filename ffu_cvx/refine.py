@@ -32,8 +32,16 @@ level infeasible; a level the solver fails on is retried with the other formulat
 and a larger slack, and if all retries fail the levels found so far are returned
 with a warning (their ``Sigma`` is still an optimum of Problem 1).
 
+Progress and time: ``callback`` gets an :class:`ffu_cvx.status.IntermediateResult`
+after every level (its number, the columns fixed so far, the elapsed time), every level
+and every failed solve is logged (``logging`` logger ``"ffu_cvx.refine"``, INFO), and a
+:class:`Clock` with ``max_time`` is checked before every solve and hands the time left to
+the solver as its own limit. A refinement stopped by ``max_time`` (or by a callback
+raising ``StopIteration``) returns the ``Sigma`` of its last level, an optimum of
+Problem 1 still certified by the first level's multipliers, only not the ≺R-minimal one.
+
 Solver layer, above :mod:`ffu_cvx.cvx`: imports numpy, scipy, ``certificate``, ``privacy``, ``validation``,
-``problem``, ``status`` and ``cvx``. The level solver is an argument
+``problem``, ``status`` and ``cvx``; the standard library's ``logging`` and ``time``. The level solver is an argument
 (``solve_level=cvx.solve_level``), so this driver knows nothing of CVXPY and nothing
 above it; :mod:`ffu_cvx.sdp` builds the ``Solution`` (:func:`ffu_cvx.sdp.refine`).
 """
@@ -42,7 +50,9 @@ above it; :mod:`ffu_cvx.sdp` builds the ``Solution`` (:func:`ffu_cvx.sdp.refine`
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -51,10 +61,32 @@ from scipy import linalg
 
 from . import certificate, cvx, privacy, validation
 from .problem import FitnessProblem
-from .status import OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
+from .status import MAX_ITER, OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
 
 __all__ = ["REFINE_CLARABEL_MAX_ORDER", "RETRY_CLARABEL_OPTIONS", "RETRY_MAX_SLACK", "RefineResult", "Refinement",
-           "SINGLE_MARGIN", "single_optimum", "solver_multipliers", "read_levels", "check_options", "refine_levels", "refine_first", "tight_columns", "level_bound", "level_result", "notify"]
+           "SINGLE_MARGIN", "Clock", "single_optimum", "solver_multipliers", "read_levels", "check_options",
+           "refine_levels", "refine_first", "tight_columns", "level_bound", "level_result", "notify"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The wall-clock budget of one solve: started at ``t0`` (``time.perf_counter()``),
+    ``max_time`` seconds long (None: no limit)."""
+
+    t0: float = field(default_factory=time.perf_counter)
+    max_time: float | None = None
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def left(self) -> float:
+        """Seconds left (``inf`` without a limit, <= 0 once spent)."""
+        return math.inf if self.max_time is None else self.max_time - self.elapsed()
+
+    def spent(self) -> bool:
+        return self.left() <= 0.0
 
 
 @dataclass
@@ -69,7 +101,8 @@ class RefineResult:
     many level solves failed and were retried; failed: why the refinement stopped early
     ("" if it did not); free: the columns no level fixed (empty unless ``failed``);
     single: the number of the level whose ``Sigma`` was the only point of its optimal set
-    (:func:`single_optimum`), the later levels read off it (0: none).
+    (:func:`single_optimum`), the later levels read off it (0: none); timed_out: the
+    clock's ``max_time`` ran out before the next solve (``free`` then lists the columns left).
 
     Capping the fixed columns at their level leaves the later SDPs a very thin
     interior, so interior-point solvers often end them at their reduced tolerance;
@@ -89,6 +122,7 @@ class RefineResult:
     failed: str = ""
     free: list = field(default_factory=list)
     single: int = 0
+    timed_out: bool = False
 
 
 def level_bound(problem: FitnessProblem, level) -> float:
@@ -98,31 +132,41 @@ def level_bound(problem: FitnessProblem, level) -> float:
     return math.nan
 
 
-def level_result(problem: FitnessProblem, level, *, number: int, columns, lower_bound: float) -> IntermediateResult:
+def level_result(problem: FitnessProblem, level, *, number: int, columns, lower_bound: float, n_fixed: int = 0,
+                 elapsed: float = math.nan) -> IntermediateResult:
     """What the SDP passes to ``callback`` after level ``number`` (a :class:`ffu_cvx.cvx.LevelResult`).
 
     ``sigma`` is the level's Sigma rescaled to meet every target, ``privacy_cost`` its
     cost, ``gap`` that cost against ``lower_bound`` (Problem 1's certified bound);
-    ``level``, ``value`` (the level's optimal value) and ``columns`` (those it fixed).
+    ``level``, ``value`` (the level's optimal value), ``columns`` (those it fixed),
+    ``n_fixed`` and ``n_free`` (columns fixed by the levels so far and still free) and
+    ``elapsed`` (seconds since the solve began).
     """
     sigma, _ = cvx.normalise_sigma(problem, level.sigma)
     cost = privacy.privacy_cost(sigma, problem.B)
     return IntermediateResult(method="sdp", nit=number, privacy_cost=cost, lower_bound=lower_bound,
                               gap=cost / lower_bound - 1.0, sigma=sigma, level=number, value=float(level.value),
-                              columns=list(columns))
+                              columns=list(columns), n_fixed=int(n_fixed), n_free=problem.d - int(n_fixed),
+                              elapsed=float(elapsed))
 
 
-def notify(callback, problem: FitnessProblem, level, *, number: int, columns, first) -> bool:
-    """Call ``callback`` (if any) with :func:`level_result`, certified by Problem 1's level ``first``.
+def notify(callback, problem: FitnessProblem, level, *, number: int, columns, first, n_fixed: int = 0,
+           clock: Clock | None = None) -> bool:
+    """Log level ``number`` and call ``callback`` (if any) with :func:`level_result`, certified
+    by Problem 1's level ``first``; ``n_fixed`` columns are fixed so far, ``clock`` times the solve.
 
     Returns True when the callback raised ``StopIteration``.
     """
+    elapsed = clock.elapsed() if clock is not None else math.nan
+    log.info("SDP level %d: value %.10g, %d column(s) fixed here, %d of %d fixed in all, %.1f s", number,
+             level.value, len(columns), n_fixed, problem.d, elapsed)
     if callback is None:
         return False
     try:
-        callback(level_result(problem, level, number=number, columns=columns,
-                              lower_bound=level_bound(problem, first)))
+        callback(level_result(problem, level, number=number, columns=columns, lower_bound=level_bound(problem, first),
+                              n_fixed=n_fixed, elapsed=elapsed))
     except StopIteration:
+        log.info("SDP level %d: the callback raised StopIteration", number)
         return True
     return False
 
@@ -150,6 +194,7 @@ def refine_levels(
     threshold: float = 1e-3,
     profile_rtol: float = 1e-4,
     cost_rtol: float = 1e-6,
+    clock: Clock | None = None,
 ) -> RefineResult:
     """Run the refinement from a solved Problem 1 ``first`` (:class:`ffu_cvx.cvx.LevelResult`).
 
@@ -162,8 +207,11 @@ def refine_levels(
     level by a relative ``max(cost_rtol, 2 slack)``, is retried (:func:`_retry_plan`); if every retry
     fails, the levels found so far are returned with ``failed`` set and a
     ``RuntimeWarning``. ``callback`` gets :func:`level_result` after every level.
+    ``clock`` (default: no limit) times the levels; once its ``max_time`` is spent no
+    further solve starts and the levels found so far are returned with ``timed_out`` set.
     """
     slack, threshold = check_options(slack, threshold)
+    clock = Clock() if clock is None else clock
     d = problem.d
     free = np.ones(d, dtype=bool)
     fixed_at = np.zeros(d)  # level value of each fixed column; caps are fixed_at * (1 + slack)
@@ -186,7 +234,8 @@ def refine_levels(
         fixed_at[cols] = out.levels[-1]["value"]
         free &= ~new
         out.sigma = level.sigma
-        if notify(callback, problem, level, number=len(out.levels), columns=cols.tolist(), first=first):
+        if notify(callback, problem, level, number=len(out.levels), columns=cols.tolist(), first=first,
+                  n_fixed=int(np.count_nonzero(~free)), clock=clock):
             out.stopped = True
             return out
         if not free.any():
@@ -194,14 +243,15 @@ def refine_levels(
         if single_optimum(problem.B, level.lam, ~free, noise=max(level_tol, _noise(level.lam, free))):
             out.single = len(out.levels)
             read_levels(problem, out, level, p, free, rtol=100.0 * out.slack + 10.0 * level_tol,
-                        callback=callback, first=first)
+                        callback=callback, first=first, clock=clock)
             return out
         level = _solve_with_retries(problem, out, free, fixed_at, solve_level=solve_level, formulation=formulation,
                                     solver=solver, solver_tol=solver_tol, solver_options=solver_options,
-                                    verbose=verbose, cost_rtol=cost_rtol)
+                                    verbose=verbose, cost_rtol=cost_rtol, clock=clock)
         if level is None:
             out.free = np.flatnonzero(free).tolist()
-            warnings.warn(f"refine: {out.failed}", RuntimeWarning, stacklevel=4)
+            if not out.timed_out:
+                warnings.warn(f"refine: {out.failed}", RuntimeWarning, stacklevel=4)
             return out
 
 
@@ -274,7 +324,7 @@ def _noise(lam: np.ndarray, free: np.ndarray) -> float:
 
 
 def read_levels(problem: FitnessProblem, out: RefineResult, level, profile: np.ndarray, free: np.ndarray, *,
-                rtol: float, callback, first) -> None:
+                rtol: float, callback, first, clock: Clock | None = None) -> None:
     """Add the levels of the ``free`` columns, read off ``profile`` (d,) of ``level``'s ``Sigma``.
 
     For a level whose optimum is unique (:func:`single_optimum`): the free columns in
@@ -283,6 +333,7 @@ def read_levels(problem: FitnessProblem, out: RefineResult, level, profile: np.n
     sees each level as if solved; ``out.stopped`` is set when it stops.
     """
     order = [int(i) for i in np.flatnonzero(free)[np.argsort(-profile[free], kind="stable")]]
+    n_fixed = problem.d - len(order)
     while order:
         top = float(profile[order[0]])
         group = [i for i in order if profile[i] >= top * (1.0 - rtol)]
@@ -292,7 +343,9 @@ def read_levels(problem: FitnessProblem, out: RefineResult, level, profile: np.n
         else:
             out.levels.append({"value": top, "columns": sorted(group)})
         shown = dataclasses.replace(level, value=out.levels[-1]["value"])
-        if notify(callback, problem, shown, number=len(out.levels), columns=sorted(group), first=first):
+        n_fixed += len(group)
+        if notify(callback, problem, shown, number=len(out.levels), columns=sorted(group), first=first,
+                  n_fixed=n_fixed, clock=clock):
             out.stopped = True
             return
 
@@ -332,17 +385,28 @@ def _retry_plan(out: RefineResult, formulation: str, solver: str, solver_options
 
 
 def _solve_with_retries(problem, out: RefineResult, free, fixed_at, *, solve_level, formulation, solver, solver_tol,
-                        solver_options, verbose, cost_rtol):
-    """Solve the next level, retrying a ``SolverError`` as :func:`_retry_plan` says.
-    Returns ``None`` (and sets ``out.failed``) when every attempt fails."""
-    errors = []
+                        solver_options, verbose, cost_rtol, clock: Clock):
+    """Solve the next level, retrying a ``SolverError`` as :func:`_retry_plan` says, each
+    attempt limited to the time ``clock`` has left. Returns ``None`` when every attempt
+    fails (setting ``out.failed``) or the clock is spent first (setting ``out.timed_out``)."""
+    errors, number = [], len(out.levels) + 1
     for s, form, opts in _retry_plan(out, formulation, solver, solver_options):
         label = f"{form}/slack {s:g}" + ("/regularised" if opts is not solver_options else "")
+        if clock.spent():
+            out.timed_out = True
+            out.retries += len(errors)
+            log.info("SDP level %d: max_time = %g s spent after %.1f s; the refinement stops with %d of %d columns "
+                     "fixed", number, clock.max_time, clock.elapsed(), np.count_nonzero(~free), problem.d)
+            return None
+        t = time.perf_counter()
+        limited = opts if clock.max_time is None else \
+            cvx.time_limit_options(cvx.pick_solver(problem, solver, form), clock.left(), opts)
         try:
             level = solve_level(problem, free=free, caps=fixed_at * (1.0 + s), formulation=form, solver=solver,
-                                solver_tol=solver_tol, solver_options=opts, verbose=verbose)
+                                solver_tol=solver_tol, solver_options=limited, verbose=verbose)
         except SolverError as exc:
             errors.append(f"{label}: {exc.status}")
+            log.info("SDP level %d: %s failed (%s) in %.1f s", number, label, exc.status, time.perf_counter() - t)
             continue
         cost = privacy.privacy_cost(cvx.normalise_sigma(problem, level.sigma)[0], problem.B)
         if not (level.value <= out.levels[-1]["value"] * (1.0 + 1e-4)
@@ -352,6 +416,7 @@ def _solve_with_retries(problem, out: RefineResult, free, fixed_at, *, solve_lev
             # outside the caps.
             errors.append(f"{label}: {level.raw_status} with value {level.value:.6g} and cost {cost:.10g} "
                           f"above the levels found")
+            log.info("SDP level %d: %s rejected (%s) in %.1f s", number, label, errors[-1], time.perf_counter() - t)
             continue
         out.slack = s
         out.retries += len(errors)
@@ -381,8 +446,10 @@ class Refinement:
 
     sigma (k, k): the Sigma to return (refined, or the unrefined optimum when the
     refinement was rejected); first: Problem 1's level (its multipliers certify
-    ``sigma``); status: ``first.status``, or ``"user_stopped"``; nit: solver iterations
-    over all levels; info: ``refine_*`` entries added to the caller's info.
+    ``sigma``); status: ``first.status``, ``"user_stopped"`` (a callback) or
+    ``"max_iter"`` (``max_time`` ran out); nit: solver iterations over all levels; info:
+    ``refine_*`` entries added to the caller's info; message: why the refinement
+    stopped short ("" when it did not).
     """
 
     sigma: np.ndarray
@@ -390,6 +457,7 @@ class Refinement:
     status: str
     nit: int
     info: dict
+    message: str = ""
 
 
 def solver_multipliers(lam, mu) -> tuple:
@@ -421,6 +489,7 @@ def refine_first(
     slack: float = 1e-8,
     threshold: float = 1e-3,
     tol: float = 1e-6,
+    clock: Clock | None = None,
 ) -> Refinement:
     """Refine a solved Problem 1 ``first`` (:class:`ffu_cvx.cvx.LevelResult`) with ``solve_level``.
 
@@ -433,10 +502,18 @@ def refine_first(
     ``Sigma`` costs more than ``first``'s by a relative ``max(tol, 2 slack)``, or costs more
     and is no longer certified to ``tol`` (the slack of retried levels adds up), the
     unrefined optimum is returned with a warning and ``info["refine_failed"]``.
+
+    ``clock`` (default: no limit) is checked before every solve: once its ``max_time`` is
+    spent, the Sigma of the last level is returned with status ``"max_iter"`` (a callback
+    raising ``StopIteration``: ``"user_stopped"``). Either way ``info["refine_complete"]``
+    says whether every column was fixed, and a stopped refinement adds
+    ``info["refine_stopped"]`` (``"max_time"`` or ``"callback"``) and ``info["refine_free"]``.
     """
+    clock = Clock() if clock is None else clock
     if str(solver).lower() == "auto":
         solver = "CLARABEL" if cvx.lmi_order(problem, formulation) <= REFINE_CLARABEL_MAX_ORDER else "SCS"
-    if solver.upper() == "CLARABEL" and first.solver != "CLARABEL" and not _all_tight(problem, first, threshold):
+    if solver.upper() == "CLARABEL" and first.solver != "CLARABEL" and not _all_tight(problem, first, threshold) \
+            and not clock.spent():
         # The levels read tight columns off maximally complementary multipliers, which an
         # interior-point solve gives and a first-order one (SCS) does not: re-solve
         # Problem 1 with Clarabel, keeping the first solve if that fails. Not needed when
@@ -445,18 +522,19 @@ def refine_first(
         # there is a single level (prefix: the re-solve cost 90 s at d = 64).
         try:
             first = solve_level(problem, formulation=formulation, solver="CLARABEL", solver_tol=solver_tol,
-                                solver_options=solver_options, verbose=verbose)
+                                solver_options=cvx.time_limit_options("CLARABEL", clock.left(), solver_options),
+                                verbose=verbose)
             info = dict(info, refine_resolved=True, compile_time=info.get("compile_time", 0.0) + first.compile_time,
                         solve_time=info.get("solve_time", 0.0) + first.solve_time)
         except SolverError:
             pass
     ref = refine_levels(problem, first, solve_level=solve_level, callback=callback, formulation=formulation,
                         solver=solver, solver_tol=solver_tol, solver_options=solver_options, verbose=verbose,
-                        slack=slack, threshold=threshold, cost_rtol=tol)
+                        slack=slack, threshold=threshold, cost_rtol=tol, clock=clock)
     info = dict(info, refine_levels=ref.levels, refine_inaccurate=ref.inaccurate, refine_solver=solver,
                 refine_retries=ref.retries, refine_slack=ref.slack, refine_single=ref.single,
                 compile_time=info.get("compile_time", 0.0) + ref.compile_time,
-                solve_time=info.get("solve_time", 0.0) + ref.solve_time)
+                solve_time=info.get("solve_time", 0.0) + ref.solve_time, **_stop_info(problem, ref))
     if ref.failed:
         info["refine_failed"] = ref.failed
         info["refine_free"] = ref.free
@@ -471,5 +549,28 @@ def refine_first(
         warnings.warn(f"refine: {info['refine_failed']}; returning the unrefined optimum. "
                       "Try solver='CLARABEL' for the refinement", RuntimeWarning, stacklevel=4)
         sigma = first.sigma
-    return Refinement(sigma=sigma, first=first, status=USER_STOPPED if ref.stopped else first.status,
-                      nit=(first.nit or 0) + ref.nit, info=info)
+        info["refine_complete"] = False
+    status = USER_STOPPED if ref.stopped else MAX_ITER if ref.timed_out else first.status
+    return Refinement(sigma=sigma, first=first, status=status, nit=(first.nit or 0) + ref.nit, info=info,
+                      message=_stop_message(problem, ref, clock))
+
+
+def _stop_info(problem: FitnessProblem, ref: RefineResult) -> dict:
+    """``refine_complete`` and, for a refinement stopped short, ``refine_stopped`` and ``refine_free``."""
+    free = sorted(set(range(problem.d)).difference(*(lev["columns"] for lev in ref.levels)))
+    out = {"refine_complete": not free and not ref.failed}
+    if ref.stopped or ref.timed_out:
+        out.update(refine_stopped="callback" if ref.stopped else "max_time", refine_free=free)
+    return out
+
+
+def _stop_message(problem: FitnessProblem, ref: RefineResult, clock: Clock) -> str:
+    """Why a refinement stopped short, for the Solution's message ("" when it did not)."""
+    if not (ref.stopped or ref.timed_out):
+        return ""
+    fixed = sum(len(lev["columns"]) for lev in ref.levels)
+    why = "a callback raised StopIteration" if ref.stopped else f"max_time = {clock.max_time:g} s ran out"
+    what = "the unique ≺R-minimal optimum of Problem 1" if fixed == problem.d else \
+        "an optimum of Problem 1, certified by the first level, but not its unique ≺R-minimal one"
+    return (f"{why} after {len(ref.levels)} refinement level(s), {fixed} of {problem.d} columns fixed "
+            f"({clock.elapsed():.1f} s): Sigma is {what}")

@@ -11,6 +11,14 @@ Problem 1 solved once (:func:`first_level`: SCS warm-started from SM-II by
 ``Sigma`` rescaled to meet every target, certified by the first level's multipliers,
 the status decided by the certificate, and the ``Solution`` built once.
 
+Time and progress: ``max_time`` (seconds, default None: no limit) bounds the whole solve.
+The time left reaches each conic solve as the solver's own limit, no new solve (a
+fallback, a refinement level) starts once it is spent, and a refinement stopped by it
+returns status ``"max_iter"`` with the last level's ``Sigma``, an optimum of Problem 1
+certified by the first SDP's multipliers, only not the ≺R-minimal one. Every solve and
+level is logged (``logging`` loggers ``"ffu_cvx.sdp"``, ``"ffu_cvx.refine"``,
+``"ffu_cvx.cvx"``; INFO), and ``callback`` gets every level.
+
 Two tolerances, two names: ``tol`` is the certified relative gap the result must
 reach (as for every method of :func:`ffu_cvx.solve`); ``solver_tol`` is CVXPY's
 stopping tolerance (gap and feasibility, default
@@ -23,23 +31,26 @@ The model's names (``FORMULATIONS``, ``SOLVERS``, ``STATUS_MAP``, ``LevelResult`
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 
 from . import certificate, validation
 from .cvx import (AUTO_CLARABEL_MAX_ORDER, DEFAULT_SOLVER_TOL, FAIL_GAP, FORMULATIONS, SOLVERS, STATUS_MAP,
                   WARM_HIGH_SCALE, LevelResult, certified_gap, lmi_order, normalise_sigma, pick_solver, reject_if_far,
-                  solve_level, solve_warm, solver_kwargs)
+                  solve_level, solve_warm, solver_kwargs, time_limit_options)
 from .problem import FitnessProblem
-from .refine import REFINE_CLARABEL_MAX_ORDER, check_options, notify, refine_first, solver_multipliers
+from .refine import REFINE_CLARABEL_MAX_ORDER, Clock, check_options, notify, refine_first, solver_multipliers
 from .result import Solution
 from .smii import solve_smii
-from .status import OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, USER_STOPPED, SolverError
+from .status import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, STOPPED, USER_STOPPED, SolverError
 
 __all__ = ["FORMULATIONS", "SOLVERS", "STATUS_MAP", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
            "WARM_STARTS", "WARM_SMII_TOL_FACTOR", "WARM_WIDE_ORDER", "FALLBACK_ITERS_FACTOR",
            "LevelResult", "lmi_order", "pick_solver", "solve_level", "normalise_sigma", "solve_sdp", "first_level",
            "refine", "refine_from", "finish"]
+
+log = logging.getLogger(__name__)
 
 
 def _first_info(first: LevelResult, formulation: str) -> dict:
@@ -60,6 +71,7 @@ def solve_sdp(
     verbose: bool = False,
     solver_options: dict | None = None,
     warm_start="auto",
+    max_time: float | None = None,
 ) -> Solution:
     """Solve Problem 1 exactly as a semidefinite program (the reference solver).
 
@@ -107,28 +119,39 @@ def solve_sdp(
         (any method) is used as given. ``"auto"`` (default) is ``"smii"`` where
         ``solver="auto"`` resolves to SCS and ``formulation`` is ``"pair"`` or
         ``"inverse"``, else None (CVXPY's model, cold). The certificate is the SDP's own.
+    max_time : float, optional
+        Wall-clock limit in seconds for the whole solve (default None: none). The time
+        left is each conic solve's own limit (Clarabel's ``time_limit``, SCS's
+        ``time_limit_secs``) and no fallback or refinement level starts after it. Spent
+        during the refinement, the result is the last level's ``Sigma`` with status
+        ``"max_iter"``, ``info["refine_complete"]`` False, ``info["refine_stopped"]``
+        ``"max_time"`` and ``info["refine_free"]`` the columns no level fixed: still an
+        optimum of Problem 1 certified by the first SDP (``gap`` <= ``tol`` when that
+        solve reached it), only not the unique ≺R-minimal one. Spent before Problem 1 is
+        solved to a usable point: ``SolverError`` with status ``"max_iter"``.
 
     Returns
     -------
     Solution
         ``sigma`` (k, k) with ``max_ratio == 1``, certified by the SDP multipliers
         ``lam`` (d,) and ``mu`` (m,); ``info`` holds the solver, formulation, timings
-        and, with ``refine=True``, ``refine_levels``.
+        and, with ``refine=True``, ``refine_levels`` and ``refine_complete``.
     """
     if not isinstance(problem, FitnessProblem):
         raise ValueError(f"`problem` must be a FitnessProblem, got {type(problem).__name__}")
     if formulation not in FORMULATIONS:
         raise ValueError(f"`formulation` must be one of {FORMULATIONS}, got {formulation!r}")
     tol = validation.positive(tol, "tol")
-    t0 = time.perf_counter()
+    clock = Clock(max_time=validation.positive(max_time, "max_time", allow_none=True, allow_inf=True))
     opts = dict(solver=solver, solver_tol=solver_tol, solver_options=solver_options, verbose=verbose)
-    first, info = first_level(problem, formulation=formulation, warm_start=warm_start, tol=tol, **opts)
+    first, info = first_level(problem, formulation=formulation, warm_start=warm_start, tol=tol, clock=clock, **opts)
     if refine:
-        return refine_from(problem, first, t0=t0, callback=callback, tol=tol, info=info,
+        return refine_from(problem, first, t0=clock.t0, callback=callback, tol=tol, info=info, clock=clock,
                            formulation="pair" if formulation == "dual" else formulation, **opts)
-    stopped = notify(callback, problem, first, number=1, columns=[], first=first)
+    stopped = notify(callback, problem, first, number=1, columns=[], first=first, clock=clock)
     return finish(problem, first.sigma, first.lam, first.mu, status=USER_STOPPED if stopped else first.status,
-                  nit=first.nit, t0=t0, tol=tol, **info)
+                  nit=first.nit, t0=clock.t0, tol=tol, stopped="a callback raised StopIteration" if stopped else "",
+                  out_of_time=clock.spent(), **info)
 
 
 #: SM-II's certified gap for a warm start, relative to ``tol``: tol / 4 leaves SCS a
@@ -162,15 +185,18 @@ def _warm_options(problem: FitnessProblem, solver_options: dict | None) -> dict 
     return {"scale": WARM_HIGH_SCALE, **(solver_options or {})}
 
 
-def _warm_point(problem: FitnessProblem, warm_start, tol: float):
-    """``(sigma, lam, mu, label)`` of a warm start, or None when SM-II fails (the caller solves cold)."""
+def _warm_point(problem: FitnessProblem, warm_start, tol: float, clock: Clock):
+    """``(sigma, lam, mu, label)`` of a warm start, or None when SM-II fails (the caller solves cold);
+    SM-II runs at most the time ``clock`` has left."""
     if isinstance(warm_start, Solution):
         if warm_start.lam is None or warm_start.mu is None or warm_start.problem is not problem:
             raise ValueError("`warm_start` must be a Solution of this problem with multipliers (lam, mu), got one "
                              f"of method {warm_start.get('method')!r}; pass warm_start='smii' instead")
         return warm_start.sigma, warm_start.lam, warm_start.mu, f"solution ({warm_start.get('method')})"
     try:
-        start = solve_smii(problem, tol=tol * WARM_SMII_TOL_FACTOR, refine=False)
+        left = clock.left()
+        start = solve_smii(problem, tol=tol * WARM_SMII_TOL_FACTOR, refine=False,
+                           max_time=max(left, 1e-3) if left < float("inf") else None)
     except SolverError:
         return None
     if start.lam is None or start.mu is None:
@@ -179,8 +205,9 @@ def _warm_point(problem: FitnessProblem, warm_start, tol: float):
 
 
 def _attempts(problem: FitnessProblem, *, formulation, solver, warm_start, tol, solver_tol, solver_options,
-              verbose) -> list:
-    """``(label, formulation, solve())`` in the order :func:`first_level` tries them."""
+              verbose, clock: Clock) -> list:
+    """``(label, formulation, solve())`` in the order :func:`first_level` tries them, each
+    solve limited to the time ``clock`` has left when it starts."""
     if not (warm_start in WARM_STARTS or isinstance(warm_start, Solution)):
         raise ValueError(f"`warm_start` must be one of {WARM_STARTS} or a Solution, got {warm_start!r}")
     name = pick_solver(problem, solver, formulation)
@@ -192,16 +219,17 @@ def _attempts(problem: FitnessProblem, *, formulation, solver, warm_start, tol, 
     opts = dict(solver_tol=solver_tol, verbose=verbose)
 
     def cold(solver_name, options=solver_options):
-        return lambda: solve_level(problem, formulation=formulation, solver=solver_name, solver_options=options,
-                                   **opts)
+        return lambda: solve_level(problem, formulation=formulation, solver=solver_name,
+                                   solver_options=time_limit_options(solver_name, clock.left(), options), **opts)
 
     def warm():
-        point = _warm_point(problem, warm_start, tol)
+        point = _warm_point(problem, warm_start, tol, clock)
         if point is None:
             raise SolverError("warm start: SM-II gave no multipliers", status=SOLVER_ERROR)
         sigma, lam, mu, label = point
+        left = clock.left()
         return solve_warm(problem, sigma, lam, mu, tol=tol, solver_options=_warm_options(problem, solver_options),
-                          verbose=verbose), label
+                          verbose=verbose, time_limit=left if left < float("inf") else None), label
 
     first = [("SCS warm", "inverse", warm)] if warm_start is not None else [(name, formulation, cold(name))]
     if not auto:
@@ -216,22 +244,31 @@ def _attempts(problem: FitnessProblem, *, formulation, solver, warm_start, tol, 
 
 
 def first_level(problem: FitnessProblem, *, formulation: str, solver: str, warm_start, tol: float,
-                solver_tol: float | None, solver_options: dict | None, verbose: bool) -> tuple[LevelResult, dict]:
+                solver_tol: float | None, solver_options: dict | None, verbose: bool,
+                clock: Clock | None = None) -> tuple[LevelResult, dict]:
     """Solve Problem 1 once, falling back as ``solver="auto"`` says (see :func:`solve_sdp`).
 
     Each attempt is judged by its certified gap: the first at most ``tol`` is returned;
     if none is, the best one (the post-check then marks it inaccurate). Returns
-    ``(level, info)``; raises the last ``SolverError`` (naming every attempt) when all fail.
+    ``(level, info)``; raises the last ``SolverError`` (naming every attempt) when all fail,
+    with status ``"max_iter"`` when ``clock``'s ``max_time`` ran out first (no attempt
+    starts after it; the first always does).
     """
+    clock = Clock() if clock is None else clock
     failed, best = [], None
     for label, form, run in _attempts(problem, formulation=formulation, solver=solver, warm_start=warm_start,
                                       tol=tol, solver_tol=solver_tol, solver_options=solver_options,
-                                      verbose=verbose):
+                                      verbose=verbose, clock=clock):
+        if failed and clock.spent():
+            failed.append(f"{label}: not tried, max_time = {clock.max_time:g} s spent")
+            break
         t = time.perf_counter()
+        log.info("SDP on %r: Problem 1 by %s (%s), %.1f s so far", problem, label, form, clock.elapsed())
         try:
             level = run()
         except SolverError as exc:
             failed.append(f"{label}: {exc.status} ({time.perf_counter() - t:.1f} s)")
+            log.info("SDP on %r: %s", problem, failed[-1])
             last = exc
             continue
         level, start = level if isinstance(level, tuple) else (level, None)
@@ -246,6 +283,9 @@ def first_level(problem: FitnessProblem, *, formulation: str, solver: str, warm_
             best = (level, info, gap)
     if best is not None:
         return best[0], dict(best[1], fallbacks=failed)
+    if clock.spent():
+        raise SolverError(f"SDP on {problem!r}: max_time = {clock.max_time:g} s ran out before Problem 1 was solved "
+                          f"({'; '.join(failed)}); {last}", status=MAX_ITER, nit=getattr(last, "nit", None))
     if len(failed) == 1:
         raise last
     raise SolverError(f"SDP on {problem!r}: every solver failed ({'; '.join(failed)}); {last}", status=last.status,
@@ -253,14 +293,16 @@ def first_level(problem: FitnessProblem, *, formulation: str, solver: str, warm_
 
 
 def finish(problem: FitnessProblem, sigma, lam, mu, *, status: str, nit: int | None, t0: float, tol: float,
-           **info) -> Solution:
+           stopped: str = "", out_of_time: bool = False, **info) -> Solution:
     """Post-check a solver's ``sigma`` (k, k) and build the ``Solution`` (once).
 
     Rescales ``sigma`` to meet every target exactly, certifies it with the multipliers
     ``lam`` (d,), ``mu`` (m,), then decides the status: an inaccurate solve certified
     worse than :data:`ffu_cvx.cvx.FAIL_GAP` raises ``SolverError``; one certified to
     ``tol`` is ``"optimal"``; an accurate one whose gap exceeds ``tol`` is
-    ``"optimal_inaccurate"`` (with a ``RuntimeWarning``).
+    ``"optimal_inaccurate"`` (with a ``RuntimeWarning``), or ``"max_iter"`` when
+    ``out_of_time`` (``max_time`` was spent). A stopped status (``"user_stopped"``,
+    ``"max_iter"``) is kept; ``stopped`` says why in the message.
     """
     sigma, ratio = normalise_sigma(problem, sigma)
     info["rescaled_by"] = ratio
@@ -278,7 +320,11 @@ def finish(problem: FitnessProblem, sigma, lam, mu, *, status: str, nit: int | N
     elif status == OPTIMAL and not gap <= tol:
         status = OPTIMAL_INACCURATE
         message = f"certified gap {gap:.2e} exceeds tol={tol:g}"
-    if status == OPTIMAL_INACCURATE:
+    if status == OPTIMAL_INACCURATE and out_of_time:
+        status, stopped = MAX_ITER, stopped or f"max_time ran out with the certified gap {gap:.2e} above tol={tol:g}"
+    if status in STOPPED:
+        message = f"{stopped or 'stopped'}; certified gap {gap:.1e}"
+    elif status == OPTIMAL_INACCURATE:
         message = message or f"solver {solver} stopped short of its tolerance"
         warnings.warn(f"solve_sdp: result is inaccurate ({message}); certified gap {gap:.2e}",
                       RuntimeWarning, stacklevel=3)
@@ -292,18 +338,20 @@ def finish(problem: FitnessProblem, sigma, lam, mu, *, status: str, nit: int | N
 def refine_from(problem: FitnessProblem, first: LevelResult, *, t0: float, info: dict, callback=None,
                 formulation: str = "pair", solver: str = "auto", solver_tol: float | None = None,
                 solver_options: dict | None = None, verbose: bool = False, slack: float = 1e-8,
-                threshold: float = 1e-3, tol: float = 1e-6) -> Solution:
+                threshold: float = 1e-3, tol: float = 1e-6, clock: Clock | None = None) -> Solution:
     """Refine a solved Problem 1 ``first`` (:func:`ffu_cvx.refine.refine_first` with this
     module's :func:`solve_level`) and build the Solution (:func:`finish`).
 
     Never raises once ``first`` is solved; ``info`` is the caller's info (solver,
-    timings), extended with the ``refine_*`` entries.
+    timings), extended with the ``refine_*`` entries. ``clock`` (default: started at
+    ``t0``, no limit) carries ``max_time``.
     """
+    clock = Clock(t0=t0) if clock is None else clock
     ref = refine_first(problem, first, info=info, solve_level=solve_level, callback=callback,
                        formulation=formulation, solver=solver, solver_tol=solver_tol, solver_options=solver_options,
-                       verbose=verbose, slack=slack, threshold=threshold, tol=tol)
+                       verbose=verbose, slack=slack, threshold=threshold, tol=tol, clock=clock)
     return finish(problem, ref.sigma, ref.first.lam, ref.first.mu, status=ref.status, nit=ref.nit, t0=t0, tol=tol,
-                  **ref.info)
+                  stopped=ref.message, out_of_time=clock.spent(), **ref.info)
 
 
 def refine(
@@ -319,6 +367,7 @@ def refine(
     slack: float = 1e-8,
     threshold: float = 1e-3,
     tol: float = 1e-6,
+    max_time: float | None = None,
 ) -> Solution:
     """The unique ≺R-minimal optimum of Problem 1 (Theorem 5), as a ``Solution``.
 
@@ -331,8 +380,9 @@ def refine(
         (``solve_sdp(problem, refine=False)``): its ``sigma`` and multipliers seed the
         first level. Otherwise Problem 1 is solved first, because the levels rely on
         exact multipliers.
-    formulation, solver, solver_tol, solver_options, callback, verbose, tol
-        As in :func:`solve_sdp` (``formulation`` must be a primal one).
+    formulation, solver, solver_tol, solver_options, callback, verbose, tol, max_time
+        As in :func:`solve_sdp` (``formulation`` must be a primal one; ``max_time``
+        counts from this call, a seeding ``solution``'s own time not included).
         ``solver="auto"`` solves the levels after the first with Clarabel up to LMI
         order :data:`ffu_cvx.refine.REFINE_CLARABEL_MAX_ORDER`.
     slack : float
@@ -349,7 +399,7 @@ def refine(
         raise ValueError(f"`formulation` must be 'pair', 'schur' or 'inverse' for the refinement, got {formulation!r}")
     slack, threshold = check_options(slack, threshold)
     tol = validation.positive(tol, "tol")
-    t0 = time.perf_counter()
+    clock = Clock(max_time=validation.positive(max_time, "max_time", allow_none=True, allow_inf=True))
     opts = dict(solver=solver, solver_tol=solver_tol, solver_options=solver_options, verbose=verbose)
     seeded = (isinstance(solution, Solution) and solution.get("method") == "sdp"
               and solution.get("problem") is problem and solution.get("lam") is not None
@@ -360,6 +410,7 @@ def refine(
                             nit=solution.nit or 0, compile_time=0.0, solve_time=0.0,
                             raw_status=solution.info.get("solver_status", ""))
     else:
-        first = solve_level(problem, formulation=formulation, **opts)
-    return refine_from(problem, first, t0=t0, info=_first_info(first, formulation), callback=callback,
-                       formulation=formulation, slack=slack, threshold=threshold, tol=tol, **opts)
+        first = solve_level(problem, formulation=formulation, **dict(opts, solver_options=time_limit_options(
+            pick_solver(problem, solver, formulation), clock.left(), solver_options)))
+    return refine_from(problem, first, t0=clock.t0, info=_first_info(first, formulation), callback=callback,
+                       formulation=formulation, slack=slack, threshold=threshold, tol=tol, clock=clock, **opts)

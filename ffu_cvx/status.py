@@ -19,7 +19,10 @@ __all__ = [
 OPTIMAL = "optimal"
 #: Stopped short of ``tol`` with a usable result; a ``RuntimeWarning`` is issued.
 OPTIMAL_INACCURATE = "optimal_inaccurate"
-#: An iteration or time limit was reached; feasible but not certified to ``tol``.
+#: An iteration or time limit (``maxiter``, ``max_time``) was reached; feasible, certified
+#: only as far as the Solution's ``gap`` says. The exact SDP stopped by ``max_time`` during
+#: its ≺R refinement is an optimum of Problem 1 certified to ``gap`` (<= ``tol`` once the
+#: first SDP has solved), only not the ≺R-minimal one (``info["refine_complete"]`` False).
 MAX_ITER = "max_iter"
 #: A fixed strategy (GM, HM, CA, ...) rather than an optimiser of Problem 1.
 BASELINE = "baseline"
