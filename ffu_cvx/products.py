@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
+from numbers import Integral, Real
 from typing import Mapping
 
 import numpy as np
@@ -75,13 +76,25 @@ def _intervals(attr: Attribute, pairs, what: str) -> Block:
     return Block(what, A, labels, attr.name)
 
 
+def _is_code(value) -> bool:
+    """Whether ``value`` is a whole number usable as a code (``3`` or ``3.0``; not ``0.5``, ``True`` or ``"3"``)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Integral, Real)):
+        return False
+    return isinstance(value, Integral) or (math.isfinite(value) and value == int(value))
+
+
 def _given_ranges(attr: Attribute, pairs) -> list:
     out = []
     for p in pairs:
         try:
-            lo, hi = (int(v) for v in p)
+            lo, hi = p
         except (TypeError, ValueError):
             raise ValueError(f"attribute `{attr.name}`: ranges must be (lo, hi) pairs of codes, got {p!r}") from None
+        bad = [v for v in (lo, hi) if not _is_code(v)]
+        if bad:
+            raise ValueError(f"attribute `{attr.name}`: `ranges` entry {p!r} has the bound {bad[0]!r}, not an "
+                             f"integer; bounds are whole-number codes in 0..{attr.size - 1} (both included)")
+        lo, hi = int(lo), int(hi)
         if not 0 <= lo <= hi < attr.size:
             raise ValueError(f"attribute `{attr.name}`: range {p!r} is outside 0..{attr.size - 1} or empty")
         out.append((lo, hi))
@@ -303,6 +316,14 @@ class ProductWorkload:
         return f"ProductWorkload({self.name!r}: {len(self.groups)} groups, m = {self.m}, over {self.domain!r})"
 
 
+def _group_blocks(domain: Domain, specs: Mapping, group: str) -> tuple:
+    """One block per attribute of ``domain`` (the total where ``specs`` names none); errors name ``group``."""
+    try:
+        return tuple(block(a, specs.get(a.name, "total")) for a in domain.attributes)
+    except ValueError as exc:
+        raise ValueError(f"{group}: {exc}") from None
+
+
 def product(domain: Domain, groups, name: str = "product") -> ProductWorkload:
     """The product workload of ``groups``: a list of ``(blocks, target)`` or ``(blocks, target, name)``
     with ``blocks`` a mapping {attribute: block spec} (attributes not named get the total)
@@ -328,7 +349,7 @@ def product(domain: Domain, groups, name: str = "product") -> ProductWorkload:
         if unknown:
             raise ValueError(f"group {g}: unknown attribute {unknown[0]!r}; the domain has {list(domain.names)}")
         target = validation.positive(target, f"group {g} target")
-        blocks = tuple(block(a, specs.get(a.name, "total")) for a in domain.attributes)
+        blocks = _group_blocks(domain, specs, f"group {g}" + (f" ({name_[0]!r})" if name_ else ""))
         label = " x ".join(f"{a.name} {specs[a.name] if isinstance(specs[a.name], str) else b.kind}"
                            for a, b in zip(domain.attributes, blocks) if a.name in specs) or "total"
         out.append(ProductGroup(blocks, target, name_[0] if name_ else label))

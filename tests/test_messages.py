@@ -133,3 +133,24 @@ def test_cli_reads_csv_files_with_a_byte_order_mark(capsys, tmp_path, solved):
     for argv in runs:
         assert cli.main([str(a) for a in argv] + ["--quiet"]) == 0, capsys.readouterr().err
     assert json.loads((tmp_path / "r.json").read_text())["problem"]["W"] == [[1, 0], [1, 1]]
+
+
+# ---------------------------------------------------------------------------- range bounds
+@pytest.mark.parametrize("bound", [0.5, True, "1"])
+def test_range_bounds_that_are_not_integers_are_refused_naming_group_and_attribute(dom, bound):
+    groups = [({}, 1.0), ({"age": {"ranges": [[0, 1], [bound, 3]]}}, 2.0, "young")]
+    with pytest.raises(ValueError, match=r"group 1 \('young'\): attribute `age`: `ranges` entry .* has the bound "
+                                         f"{bound!r}, not an integer"):
+        ffu.workloads.product(dom, groups)
+
+
+def test_whole_float_range_bounds_are_codes(dom):
+    wl = ffu.workloads.product(dom, [({"age": {"ranges": [[0.0, 2.0]]}}, 1.0)])
+    assert wl.groups[0].blocks[0].matrix.tolist() == [[1, 1, 1, 0]]
+
+
+def test_cli_fractional_range_bound_names_spec_group_and_attribute(capsys, tmp_path):
+    spec = write_json(tmp_path / "spec.json", {"domain": DOMAIN, "groups": [
+        {"blocks": {"age": {"ranges": [[0.5, 3]]}}, "variance": 1.0}]})
+    line = refused(capsys, tmp_path, "solve", spec)
+    assert f"spec {spec}: `groups`: group 0: attribute `age`: `ranges` entry [0.5, 3] has the bound 0.5" in line
