@@ -133,6 +133,11 @@ def block(attr: Attribute, spec) -> Block:
     if A.shape[1] != n or A.shape[0] == 0:
         raise ValueError(f"attribute `{attr.name}`: a block matrix must have {n} columns (the attribute's size) "
                          f"and at least one row, got shape {A.shape}")
+    zero = np.flatnonzero(~A.any(axis=1))
+    if zero.size:
+        which = "every row" if zero.size == A.shape[0] else f"row {int(zero[0])}"
+        raise ValueError(f"attribute `{attr.name}`: {which} of the block matrix is all zero, so the group's queries "
+                         "built on it are identically zero (they need no noise): drop the zero rows")
     return Block("matrix", A, tuple(f"row {r}" for r in range(A.shape[0])), attr.name)
 
 

@@ -154,3 +154,17 @@ def test_cli_fractional_range_bound_names_spec_group_and_attribute(capsys, tmp_p
         {"blocks": {"age": {"ranges": [[0.5, 3]]}}, "variance": 1.0}]})
     line = refused(capsys, tmp_path, "solve", spec)
     assert f"spec {spec}: `groups`: group 0: attribute `age`: `ranges` entry [0.5, 3] has the bound 0.5" in line
+
+
+# ---------------------------------------------------------------------------- all-zero blocks
+@pytest.mark.parametrize("matrix, which", [([[1, 0], [0, 0]], "row 1"), ([[0, 0]], "every row")])
+def test_an_all_zero_block_is_refused_when_the_workload_is_built(dom, matrix, which):
+    with pytest.raises(ValueError, match=f"group 1: attribute `sex`: {which} of the block matrix is all zero"):
+        ffu.workloads.product(dom, [({}, 1.0), ({"age": "identity", "sex": matrix}, 1.0)])
+
+
+def test_cli_all_zero_block_names_spec_group_and_attribute(capsys, tmp_path):
+    spec = write_json(tmp_path / "spec.json", {"domain": DOMAIN, "groups": [
+        {"variance": 1.0}, {"blocks": {"sex": [[0, 0]]}, "variance": 2.0, "name": "nobody"}]})
+    line = refused(capsys, tmp_path, "solve", spec, "--method", "kron")
+    assert f"spec {spec}: `groups`: group 1 ('nobody'): attribute `sex`: every row of the block matrix is all zero" in line
