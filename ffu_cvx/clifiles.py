@@ -9,7 +9,8 @@ with exit status 2.
   read-only file and, above all, any path that is one of the command's inputs (the same
   file by name, through a symbolic link or as a hard link: compared by device and inode).
 - JSON: :func:`read_json` refuses ``NaN``, ``Infinity`` and numbers too large for a
-  double (``1e400``) instead of reading them as non-finite floats.
+  double (``1e400``) instead of reading them as non-finite floats, and a key given twice
+  in one object instead of keeping the last.
 - Arrays given by path (``.npy``, ``.npz``, ``.csv``): :func:`load_array`.
 - Histograms: :func:`read_histogram` honours a ``cell`` column (any order, each cell
   once, none missing, none outside 0..d-1).
@@ -79,7 +80,8 @@ def read_text(path: Path, what: str) -> str:
 
 
 def read_json(path: Path, what: str) -> dict:
-    """A JSON object from ``path``, with every number finite (``NaN``, ``Infinity``, ``1e400`` refused)."""
+    """A JSON object from ``path``, with every number finite (``NaN``, ``Infinity``, ``1e400`` refused)
+    and every key once in its object."""
     text = read_text(path, what)
 
     def constant(name: str):
@@ -93,8 +95,17 @@ def read_json(path: Path, what: str) -> dict:
                              "(about 1.8e308); rescale the input")
         return value
 
+    def unique(pairs: list) -> dict:
+        obj = {}
+        for key, value in pairs:
+            if key in obj:
+                raise InputError(f"{what} {path}: the key {key!r} appears twice in one object; give each key once "
+                                 "(JSON readers keep only one of them)")
+            obj[key] = value
+        return obj
+
     try:
-        obj = json.loads(text, parse_constant=constant, parse_float=finite)
+        obj = json.loads(text, parse_constant=constant, parse_float=finite, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON in {what} {path}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:

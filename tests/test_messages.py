@@ -168,3 +168,26 @@ def test_cli_all_zero_block_names_spec_group_and_attribute(capsys, tmp_path):
         {"variance": 1.0}, {"blocks": {"sex": [[0, 0]]}, "variance": 2.0, "name": "nobody"}]})
     line = refused(capsys, tmp_path, "solve", spec, "--method", "kron")
     assert f"spec {spec}: `groups`: group 1 ('nobody'): attribute `sex`: every row of the block matrix is all zero" in line
+
+
+# ---------------------------------------------------------------------------- duplicate JSON keys
+@pytest.mark.parametrize("text, key", [
+    ('{"workload": "prefix", "params": {"d": 4}, "c": 1, "c": 2}', "c"),
+    ('{"domain": {"age": 4}, "groups": [{"variance": 1}], "groups": [{"variance": 2}]}', "groups"),
+    ('{"domain": {"age": 4}, "groups": [{"variance": 1, "variance": 2}]}', "variance"),
+])
+def test_cli_a_key_given_twice_is_refused_naming_key_and_file(capsys, tmp_path, text, key):
+    spec = tmp_path / "spec.json"
+    spec.write_text(text)
+    line = refused(capsys, tmp_path, "solve", spec)
+    assert f"spec {spec}: the key '{key}' appears twice in one object" in line
+
+
+def test_cli_a_result_with_a_key_given_twice_is_refused(capsys, tmp_path, solved):
+    text = (solved / "dense.result.json").read_text()
+    edited = tmp_path / "edited.json"
+    edited.write_text(text.replace('"delta":', '"delta": 0.5, "delta":', 1))
+    hist = tmp_path / "hist.csv"
+    hist.write_text("1\n2\n3\n4\n")
+    line = refused(capsys, tmp_path, "release", edited, "--data", hist, out="answers.csv")
+    assert f"result {edited}: the key 'delta' appears twice" in line
