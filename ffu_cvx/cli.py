@@ -61,7 +61,7 @@ from .memory import dense_bytes, human_bytes
 from .problem import FitnessProblem
 from .product_release import noise_source, release_product
 from .products import ProductProblem
-from .release import Release
+from .release import TARGET_RTOL, Release
 from .resultfile import (SCHEMA_VERSION, STRUCTURED, WORKLOADS, at_spec_targets, check_options, check_target,
                          dump_result, load_result, load_spec, load_structured, product_workload, result_dict,
                          spec_inputs, structured_result_dict)
@@ -80,8 +80,6 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 128 + signal.SIGINT
 #: SIGTERM (128 + SIGTERM).
 EXIT_TERMINATED = 128 + signal.SIGTERM
-#: Relative slack under which a variance counts as meeting its target.
-TARGET_RTOL = 1e-6
 #: The method when neither --method nor the spec names one.
 DEFAULT_METHOD = "sdp"
 #: The structured solver a large product spec needs.
@@ -168,7 +166,11 @@ def _problem_for(problem, method: str, spec_path: Path):
 
 
 def _solve_spec(problem, method: str, options: dict, target, run: _Run):
-    """Solve Problem 1 (then Problem 2 under a ``target``): ``(solution, target_info)``."""
+    """Solve Problem 1 (then Problem 2 under a ``target``): ``(solution, target_info)``.
+
+    Under a target a dense solution is returned at the scaled targets ``k c`` (a dense
+    RESULT records those), a structured one at the spec's own targets (``max_ratio`` k).
+    """
     t1 = time.perf_counter()
     sol = _solve(problem, method, options, run)
     run.say(f"solved in {time.perf_counter() - t1:.1f} s: status {sol['status']}, alpha = "
@@ -179,8 +181,10 @@ def _solve_spec(problem, method: str, options: dict, target, run: _Run):
     p2 = problem2(sol, *target)
     sol = p2.scaled_targets_solution or p2.solution
     run.say(f"Problem 2: ({p2.epsilon:g}, {p2.delta:g})-DP at alpha = {p2.privacy_cost:.10g}; "
-            f"every variance <= k c with k = {p2.k:.6g} (lower bound {sol['lower_bound']:.10g})")
-    return sol, {"epsilon": p2.epsilon, "delta": p2.delta, "k": p2.k, "k_lower_bound": p2.k_lower_bound}
+            f"every variance <= k c with k = {p2.k:.6g} (certified k >= {p2.k_lower_bound:.6g})")
+    run.say(("" if p2.met else "warning: ") + p2.summary)
+    return sol, {"epsilon": p2.epsilon, "delta": p2.delta, "k": p2.k, "k_lower_bound": p2.k_lower_bound,
+                 "met": p2.met}
 
 
 def _cmd_solve(args, run: _Run) -> int:
@@ -270,13 +274,10 @@ def _release_outputs(args, inputs: dict) -> Path:
 
 def _release_records(args, run: _Run, out: Path, inputs: dict) -> int:
     path = Path(args.result)
-    res = read_json(path, "result")
-    if res.get("kind") == STRUCTURED:
-        run.say("re-solving the recorded structured mechanism (deterministic) ...")
-        sol, wl, res = load_structured(path, res, lambda pr, method, options, target:
-                                       _solve_spec(pr, method, options, target, run)[0])
+    sol, res = _load_any(path, run)
+    if sol.get("sigma") is None:
+        wl = sol["problem"].workload
     else:
-        sol, res = load_result(path)
         if not isinstance(res["spec"], dict) or "domain" not in res["spec"]:
             raise InputError(f"result {path} was not solved from a product spec (`domain`, `groups`): release it "
                              "with --data HIST.csv")
@@ -294,28 +295,58 @@ def _release_records(args, run: _Run, out: Path, inputs: dict) -> int:
     return EXIT_OK
 
 
-def _report_lines(sol, res: dict, mech: GaussianMechanism, delta: float) -> list[str]:
+def _report_lines(sol, res: dict, delta: float) -> list[str]:
+    """The report of a dense or structured solution ``sol`` of the RESULT ``res``: accuracy at the spec's targets."""
     problem = sol["problem"]
-    ratio = sol["variances"] / problem.c
     target = res["target"]
+    structured = sol.get("sigma") is None
+    variances, c = _variances_and_targets(sol, res)
+    ratio = variances / c
     cert = res["certificate"]
     lower = np.nan if cert["lower_bound"] is None else cert["lower_bound"]
     gap = np.nan if cert["gap"] is None else cert["gap"]
+    shape = (f"{len(problem.groups)} groups over {list(problem.domain.names)}, structure "
+             f"{sol['info'].get('structure', sol['method'])}" if structured
+             else f"k={problem.k}, basis {res['problem']['basis']}")
     lines = [
-        f"workload      {problem.name}: m={problem.m}, d={problem.d}, k={problem.k}, basis {res['problem']['basis']}",
+        f"workload      {problem.name}: m={problem.m}, d={problem.d}, {shape}",
         f"method        {sol['method']} (status {sol['status']})",
-        f"privacy cost  alpha = {mech.privacy_cost:.10g}, Delta_M = {mech.delta_m:.10g}",
-        f"privacy       ({mech.epsilon(delta):.6g}, {delta:g})-DP, {mech.rho:.6g}-zCDP",
-        f"neighbours    {mech.neighbours} (histograms differing by one in one cell)",
-        f"accuracy      max variance/{'(k target)' if target else 'target'} = {ratio.max():.6g}; "
-        f"{int(np.sum(ratio <= 1 + TARGET_RTOL))}/{problem.m} queries within it",
+        f"privacy cost  alpha = {sol['privacy_cost']:.10g}, Delta_M = {sol.delta_m:.10g}",
+        f"privacy       ({sol.epsilon(delta):.6g}, {delta:g})-DP, {sol.rho:.6g}-zCDP",
+        f"neighbours    {sol.neighbours} (histograms differing by one in one cell)",
+        f"accuracy      max variance/target = {ratio.max():.6g}; "
+        f"{int(np.sum(ratio <= 1 + TARGET_RTOL))}/{problem.m} queries within their targets",
         f"certificate   lower bound {lower:.10g} on alpha at these targets, gap {gap:.2e}",
     ]
     if target:
         klb = np.nan if target["k_lower_bound"] is None else target["k_lower_bound"]
-        lines.append(f"Problem 2     target ({target['epsilon']:g}, {target['delta']:g}): targets scaled by "
-                     f"k = {target['k']:.6g} (certified k >= {klb:.6g})")
+        verdict = "every target met" if target["met"] else f"targets MISSED by up to a factor {target['k']:.6g}"
+        lines.append(f"Problem 2     target ({target['epsilon']:g}, {target['delta']:g}): {verdict} (best uniform "
+                     f"scaling k = {target['k']:.6g}, certified k >= {klb:.6g})")
     return lines
+
+
+def _variances_and_targets(sol, res: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(m,) variances and the spec's own targets (a dense RESULT under Problem 2 records ``k c``)."""
+    problem = sol["problem"]
+    if sol.get("sigma") is None:
+        variances = sol["variances"]
+        if variances is None:
+            variances = np.concatenate([sol.group_variances(g) for g in range(len(problem.groups))])
+        return np.asarray(variances, dtype=float), problem.workload.c
+    k = res["target"]["k"] if res["target"] else 1.0
+    return sol["variances"], problem.c / k
+
+
+def _load_any(path: Path, run: _Run) -> tuple:
+    """``(solution, res)`` of a dense RESULT, or of a structured one solved again (deterministic)."""
+    res = read_json(path, "result")
+    if res.get("kind") != STRUCTURED:
+        return load_result(path)
+    run.say("solving the recorded structured mechanism again (deterministic) ...")
+    sol, _, res = load_structured(path, res, lambda pr, method, options, target:
+                                  _solve_spec(pr, method, options, target, run))
+    return sol, res
 
 
 def _cmd_report(args, run: _Run) -> int:
@@ -324,15 +355,17 @@ def _cmd_report(args, run: _Run) -> int:
         raise InputError(f"--plot {plot} must end in .png, .pdf or .svg")
     if args.delta is not None:
         _check_delta(args.delta)
-    sol, res = load_result(args.result)
+    sol, res = _load_any(Path(args.result), run)
     if plot is not None:
+        if sol.get("sigma") is None:
+            raise InputError(f"--plot draws a dense solution's profile; result {args.result} is structured: "
+                             "report it without --plot")
         check_output(plot, "--plot", {"result": Path(args.result)})
     delta = args.delta if args.delta is not None else res["delta"]
-    mech = GaussianMechanism(sol)
-    print("\n".join(_report_lines(sol, res, mech, delta)))
+    print("\n".join(_report_lines(sol, res, delta)))
     if plot is not None:
         k = res["target"]["k"] if res["target"] else 1.0
-        plot_result(sol, plot, epsilon=mech.epsilon(delta), delta=delta, k=k)
+        plot_result(sol, plot, epsilon=sol.epsilon(delta), delta=delta, k=k)
         run.written.append(plot)
         print(f"plot          {plot}")
     return EXIT_OK

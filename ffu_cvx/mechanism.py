@@ -38,7 +38,7 @@ from scipy import linalg
 from . import privacy
 from .problem import FitnessProblem
 from .products import ProductProblem
-from .release import DEFAULT_DELTA, Release, check_level, generator, statement_text, z_value
+from .release import DEFAULT_DELTA, TARGET_RTOL, Release, check_level, generator, statement_text, z_value
 from .result import Solution
 from .solvers import solve
 
@@ -199,8 +199,10 @@ class Problem2Result:
     normalised cost ``privacy_cost * k`` (Problem 1 at ``c``); scaled_targets_solution :
     the same mechanism as the Solution of Problem 1 at the scaled targets ``k c``
     (``max_ratio`` 1), whose ``lower_bound`` bounds its own ``privacy_cost`` (about the
-    target's, not Problem 1's); epsilon, delta : the target; delta_m : the largest
-    Delta_M meeting it; privacy_cost : ``delta_m ** 2``.
+    target's, not Problem 1's; None for a structured Solution, whose ``solution`` is
+    released against the workload's own targets); epsilon, delta : the target; delta_m :
+    the largest Delta_M meeting it; privacy_cost : ``delta_m ** 2``; :attr:`met` and
+    :attr:`summary` say whether the targets are met at the target, or by what factor not.
     """
 
     k: float
@@ -212,15 +214,30 @@ class Problem2Result:
     privacy_cost: float
     scaled_targets_solution: Solution | None = None
 
+    @property
+    def met(self) -> bool:
+        """Whether every target is met at (epsilon, delta): ``k <= 1`` (within :data:`TARGET_RTOL`)."""
+        return self.k <= 1 + TARGET_RTOL
+
+    @property
+    def summary(self) -> str:
+        """One sentence: whether (epsilon, delta) meets the targets, and by what factor they are missed."""
+        budget = f"At ({self.epsilon:g}, {self.delta:g})-DP"
+        if self.met:
+            return f"{budget} every variance target is met (every variance <= {self.k:.4g} x its target)."
+        return (f"{budget} the targets cannot all be met: the best mechanism misses them by up to a factor "
+                f"k = {self.k:.4g} in variance ({math.sqrt(self.k):.4g} in standard deviation); a larger epsilon or "
+                "looser targets are needed.")
+
 
 def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "sdp", **options) -> Problem2Result:
     """Solve Problem 2: meet (epsilon, delta) exactly with the smallest uniform scaling of c.
 
     Parameters
     ----------
-    problem_or_solution : FitnessProblem or Solution
+    problem_or_solution : FitnessProblem, ProductProblem or Solution
         A problem is first solved with ``ffu_cvx.solve(problem, method, **options)``; a
-        Solution of Problem 1 is used as it is.
+        Solution of Problem 1 (dense, or structured with Sigma in factors) is used as it is.
     epsilon, delta : the privacy target (epsilon > 0, 0 < delta < 1).
 
     Theorem 8: the largest admissible cost is ``alpha* = gaussian_max_delta_m(eps, delta)^2``;
@@ -234,11 +251,13 @@ def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "s
         problem = problem.for_method(method)
     if isinstance(problem, (FitnessProblem, ProductProblem)):
         sol = solve(problem, method=method, **options)
+    elif isinstance(problem, Solution) and problem.get("sigma") is None and "problem" in problem:
+        sol = problem  # a structured Solution (Sigma in factors): scaled in its factors
     else:
         sol = _check_solution(problem_or_solution)
     target = delta_m * delta_m
     scaled = sol.scaled(target)
-    if not isinstance(scaled.get("problem"), FitnessProblem):  # a structured Solution: no dense Sigma to rebuild
+    if not isinstance(scaled.get("problem"), FitnessProblem):  # structured: the release uses ``solution``
         return Problem2Result(k=float(scaled["max_ratio"]), k_lower_bound=_k_bound(scaled, target), solution=scaled,
                               epsilon=float(epsilon), delta=float(delta), delta_m=float(delta_m),
                               privacy_cost=float(target))

@@ -1,7 +1,7 @@
 """The command line's two file formats: SPEC (a workload to solve) and RESULT (a solved mechanism).
 
 Interfaces layer: imports numpy, ``workloads``, ``domain``, ``products``, ``problem``, ``result``, ``status``,
-``privacy``, ``jsonio``, ``version`` and ``clifiles``. Every error is an
+``privacy``, ``fingerprint``, ``release`` (``TARGET_RTOL``), ``jsonio``, ``version`` and ``clifiles``. Every error is an
 :class:`~ffu_cvx.clifiles.InputError` naming the file and the field.
 
 SPEC (JSON object; relative paths are resolved against the spec's directory)
@@ -28,9 +28,11 @@ a matrix), and ``name``, ``method``, ``options``, ``target`` as above. Its RESUL
 dense one below when a dense method solved it (its ``spec`` rebuilds the domain to count
 records); a structured solution (``method="kron"``) is recorded as :data:`STRUCTURED`.
 
-RESULT (JSON, ``schema_version`` 2; non-finite numbers are written as null)
+RESULT (JSON, ``schema_version`` 3; non-finite numbers are written as null)
 -------------------------------------------------------------------------------
-- ``schema_version`` (2), ``tool`` {name, version}, ``created_utc``, ``spec_path``, ``spec``.
+- ``schema_version`` (3), ``tool`` {name, version}, ``created_utc``, ``spec_path``, ``spec``.
+- ``fingerprint``: :func:`ffu_cvx.fingerprint.of` the problem solved (W, c, B; for a
+  structured RESULT the spec's workload): a release is refused for anything else.
 - ``problem``: ``name``, ``m``, ``d``, ``k``, ``basis`` (name of the basis used), ``labels``
   (m,), ``W`` (m, d), ``c`` (m,), ``B`` (k, d). ``c`` holds the targets of the problem the
   mechanism solves: the spec's, times ``target.k`` under a Problem 2 target. ``L`` is not
@@ -43,11 +45,15 @@ RESULT (JSON, ``schema_version`` 2; non-finite numbers are written as null)
 - ``profile`` (d,), ``variances`` (m,), ``max_ratio`` (max variance / c).
 - ``certificate``: ``lower_bound`` (certified lower bound on the optimal alpha at the
   targets ``c``) and ``gap`` (relative).
-- ``target``: null, or ``epsilon``, ``delta``, ``k`` and ``k_lower_bound`` of Problem 2.
+- ``target``: null, or ``epsilon``, ``delta``, ``k``, ``k_lower_bound`` and ``met`` (``k <= 1``:
+  whether the spec's targets are met at that privacy target) of Problem 2.
 - ``timings``: ``load_s``, ``solve_s``, ``total_s`` (wall-clock seconds).
 
 :func:`load_result` checks all of it at once (types, shapes, ``W = L B``, ``sigma``
-positive definite and reproducing every recorded number) before anything is used.
+positive definite and reproducing every recorded number) before anything is used. A
+:data:`STRUCTURED` RESULT (spec, method, fingerprint and the recorded numbers, no
+matrices) is solved again by :func:`load_structured`, and every recorded number is
+checked against the new solution in the same way.
 """
 
 from __future__ import annotations
@@ -58,12 +64,13 @@ from pathlib import Path
 
 import numpy as np
 
-from . import jsonio, privacy, workloads
+from . import fingerprint, jsonio, privacy, workloads
 from .clifiles import InputError, load_array, read_json
 from .domain import Domain
 from .problem import FitnessProblem
 from .products import ProductProblem, ProductWorkload, product
 from .result import Solution
+from .release import TARGET_RTOL
 from .status import STATUSES, SUCCESS, SolverError
 from .version import __version__
 
@@ -71,7 +78,7 @@ __all__ = ["SCHEMA_VERSION", "WORKLOADS", "STRUCTURED", "load_spec", "product_wo
            "structured_result_dict", "load_structured", "check_target", "check_options",
            "result_dict", "dump_result", "load_result", "at_spec_targets"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Built-in workload builders a SPEC may name.
 WORKLOADS = ("prefix", "random_ranges", "random_pm1", "pl94", "age_pyramid", "marginals_a", "marginals_b")
 SPEC_KEYS = {"workload", "params", "W", "c", "basis", "labels", "name", "method", "options", "target"}
@@ -232,6 +239,7 @@ def result_dict(sol: Solution, spec: dict, spec_path: Path, delta: float, target
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "spec_path": str(spec_path),
         "spec": spec,
+        "fingerprint": sol.fingerprint,
         "problem": {"name": problem.name, "m": problem.m, "d": problem.d, "k": problem.k,
                     "basis": problem.basis, "labels": list(problem.labels), "W": problem.W,
                     "c": problem.c, "B": problem.B},
@@ -261,7 +269,8 @@ def structured_result_dict(sol, spec: dict, spec_path: Path, method: str, delta:
         "schema_version": SCHEMA_VERSION, "kind": STRUCTURED,
         "tool": {"name": "ffu-cvx", "version": __version__},
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "spec_path": str(spec_path), "spec": spec, "method": method, "status": _get(sol, "status"),
+        "spec_path": str(spec_path), "spec": spec, "fingerprint": fingerprint.of(sol["problem"]), "method": method,
+        "status": _get(sol, "status"),
         "privacy_cost": alpha, "delta_m": delta_m, "rho": privacy.zcdp_rho(delta_m), "delta": delta,
         "epsilon": privacy.gaussian_epsilon(delta, delta_m),
         "neighbours": getattr(sol, "neighbours", privacy.ADD_REMOVE),
@@ -275,31 +284,56 @@ def structured_result_dict(sol, spec: dict, spec_path: Path, method: str, delta:
 def load_structured(path, res: dict, resolve) -> tuple:
     """The structured solution of a :data:`STRUCTURED` RESULT ``res`` read from ``path``, re-solved.
 
-    ``resolve(problem, method, options, target) -> solution`` solves the recorded spec again
-    (the structured solver is deterministic); every recorded number must agree with the
-    new solution. Returns ``(solution, workload, res)``.
+    ``resolve(problem, method, options, target) -> (solution, target_info)`` solves the
+    recorded spec again (the structured solver is deterministic); every recorded number
+    (schema version, fingerprint, status, privacy cost, Delta_M, rho, epsilon, neighbours,
+    variances, max ratio, certificate, Problem 2's target) must agree with the new
+    solution. Returns ``(solution, workload, res)``.
     """
     path = Path(path)
     ck = _Checker(path)
+    _check_version(ck, res)
     spec = ck.object(res, "spec", "spec")
     method = ck.string(res, "method", "method")
     wl = product_workload(spec, Path(ck.string(res, "spec_path", "spec_path")))
-    sol = resolve(wl.to_problem(), method, check_options(spec), check_target(spec))
-    ck.agrees(ck.number(res, "privacy_cost", "privacy_cost"), float(_get(sol, "privacy_cost")), "privacy_cost")
+    recorded = ck.string(res, "fingerprint", "fingerprint")
+    if recorded != fingerprint.of(wl):
+        ck.fail("fingerprint", "is not the fingerprint of the recorded spec's workload")
+    sol, target_info = resolve(wl.to_problem(), method, check_options(spec), check_target(spec))
+    status = ck.string(res, "status", "status")
+    if status != _get(sol, "status"):
+        ck.fail("status", f"is {status!r}, but solving the spec again gives {_get(sol, 'status')!r}")
+    _check_privacy(ck, res, sol)
     new = _get(sol, "variances")
     if new is None:  # above KronSolution.VARIANCES_MAX queries: the worst ratio stands for them
         if res.get("variances") is not None:
             ck.fail("variances", f"must be null for {wl.m} queries (too many to record)")
-        ck.agrees(ck.number(res, "max_ratio", "max_ratio"), float(_get(sol, "max_ratio")), "max_ratio")
     else:
         var = ck.array(res, "variances", "variances", (wl.m,))
         new = np.asarray(new, dtype=float)
         worst = int(np.argmax(np.abs(var - new)))
         ck.agrees(float(var[worst]), float(new[worst]), f"variances[{worst}]", scale=float(np.max(new)))
-    delta = ck.number(res, "delta", "delta")
-    if not 0 < delta < 1:
-        ck.fail("delta", f"must be in (0, 1), got {delta!r}")
+    ck.agrees(ck.number(res, "max_ratio", "max_ratio"), float(_get(sol, "max_ratio")), "max_ratio")
+    cert = ck.object(res, "certificate", "certificate")
+    for key in ("lower_bound", "gap"):
+        ck.agrees(ck.number(cert, key, f"certificate.{key}", null=True), float(_get(sol, key)), f"certificate.{key}",
+                  scale=max(abs(float(_get(sol, key))), 1e-12))
+    _check_target_info(ck, res, target_info)
     return sol, wl, res
+
+
+def _check_target_info(ck: "_Checker", res: dict, target_info) -> None:
+    """The recorded ``target`` equals what solving Problem 2 again gives."""
+    target = ck.object(res, "target", "target", null=True)
+    if (target is None) != (target_info is None):
+        ck.fail("target", "does not match the spec's `target`")
+    for key, value in (target_info or {}).items():
+        if isinstance(value, bool):
+            if ck.get(target, key, f"target.{key}") is not value:
+                ck.fail(f"target.{key}", f"must be {value!r}")
+        else:
+            ck.agrees(ck.number(target, key, f"target.{key}", null=True), float(value), f"target.{key}",
+                      scale=abs(float(value)))
 
 
 def dump_result(res: dict) -> str:
@@ -309,6 +343,13 @@ def dump_result(res: dict) -> str:
 
 
 # ---------------------------------------------------------------------------- RESULT: reading
+def _check_version(ck: "_Checker", res: dict) -> None:
+    version = res.get("schema_version")
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        raise InputError(f"result {ck.path}: schema_version {version!r} is not {SCHEMA_VERSION}; "
+                         "re-run `ffu-cvx solve` with this version")
+
+
 class _Checker:
     """Typed access to a RESULT's fields; every failure names the file and the field."""
 
@@ -426,8 +467,8 @@ def _check_certificate(ck: _Checker, res: dict, sol: Solution) -> None:
               scale=1.0)
 
 
-def _check_recorded(ck: _Checker, res: dict, sol: Solution) -> float:
-    """Every recorded privacy and accuracy number against ``sol``; returns the recorded delta."""
+def _check_privacy(ck: _Checker, res: dict, sol) -> float:
+    """The recorded privacy cost, Delta_M, rho, delta, epsilon and neighbours against ``sol``; returns delta."""
     ck.agrees(ck.number(res, "privacy_cost", "privacy_cost"), sol["privacy_cost"], "privacy_cost")
     ck.agrees(ck.number(res, "delta_m", "delta_m"), sol.delta_m, "delta_m")
     ck.agrees(ck.number(res, "rho", "rho"), sol.rho, "rho")
@@ -438,6 +479,12 @@ def _check_recorded(ck: _Checker, res: dict, sol: Solution) -> float:
     neighbours = ck.string(res, "neighbours", "neighbours")
     if neighbours != sol.neighbours:
         ck.fail("neighbours", f"is {neighbours!r}, but this mechanism's statements hold for {sol.neighbours!r}")
+    return delta
+
+
+def _check_recorded(ck: _Checker, res: dict, sol: Solution) -> float:
+    """Every recorded privacy and accuracy number against ``sol``; returns the recorded delta."""
+    delta = _check_privacy(ck, res, sol)
     problem = sol["problem"]
     for key, n in (("profile", problem.d), ("variances", problem.m)):
         arr = ck.array(res, key, key, (n,))
@@ -459,7 +506,26 @@ def _check_target(ck: _Checker, res: dict, sol: Solution) -> None:
     if not k > 0:
         ck.fail("target.k", f"must be > 0, got {k!r}")
     ck.number(target, "k_lower_bound", "target.k_lower_bound", null=True)
+    if ck.get(target, "met", "target.met") is not bool(k <= 1 + TARGET_RTOL):
+        ck.fail("target.met", f"must be {bool(k <= 1 + TARGET_RTOL)} for k = {k!r}")
     ck.agrees(sol["privacy_cost"], privacy.gaussian_max_delta_m(eps, delta) ** 2, "privacy_cost (or target)")
+    spec_c = _spec_targets(res["spec"], res["spec_path"])
+    if spec_c is not None and spec_c.shape == sol["problem"].c.shape:
+        worst = int(np.argmax(np.abs(sol["problem"].c - k * spec_c) / sol["problem"].c))
+        ck.agrees(float(sol["problem"].c[worst]), float(k * spec_c[worst]), f"target.k (or problem.c[{worst}])")
+
+
+def _spec_targets(spec: dict, spec_path: str):
+    """The spec's own targets (m,) where the RESULT holds them (a product spec, or ``c`` inline), else None."""
+    try:
+        if "groups" in spec:
+            return product_workload(spec, Path(spec_path)).c
+        c = spec.get("c")
+        if isinstance(c, (int, float, list)) and not isinstance(c, bool):
+            return np.asarray(c, dtype=float).reshape(-1)
+    except (InputError, TypeError, ValueError):
+        pass
+    return None
 
 
 def load_result(path) -> tuple[Solution, dict]:
@@ -478,10 +544,7 @@ def load_result(path) -> tuple[Solution, dict]:
     if res.get("kind") == STRUCTURED:
         raise InputError(f"result {path} holds a structured (factored) solution of a product spec: release it "
                          "with `ffu-cvx release RESULT --records RECORDS.csv`")
-    version = res.get("schema_version")
-    if version != SCHEMA_VERSION or isinstance(version, bool):
-        raise InputError(f"result {path}: schema_version {version!r} is not {SCHEMA_VERSION}; "
-                         "re-run `ffu-cvx solve` with this version")
+    _check_version(ck, res)
     for key in ("spec", "tool", "timings"):
         ck.object(res, key, key)
     ck.string(res, "spec_path", "spec_path")
@@ -491,6 +554,8 @@ def load_result(path) -> tuple[Solution, dict]:
     _check_recorded(ck, res, sol)
     _check_certificate(ck, res, sol)
     _check_target(ck, res, sol)
+    if ck.string(res, "fingerprint", "fingerprint") != fingerprint.of(problem):
+        ck.fail("fingerprint", "is not the fingerprint of the recorded problem (W, c, B)")
     return sol, res
 
 

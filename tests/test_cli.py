@@ -81,7 +81,7 @@ def test_round_trip_on_the_example(tmp_path, capsys):
     fig = tmp_path / "fig.png"
     code, out, err = _run(capsys, "report", result, "--plot", fig)
     assert code == 0, err
-    assert f"alpha = {alpha:.10g}" in out and "16/16 queries within it" in out
+    assert f"alpha = {alpha:.10g}" in out and "16/16 queries within their targets" in out
     assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and fig.stat().st_size > 10_000
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["prefix16.result.json", "answers.csv", "again.csv", "fresh.csv", "fig.png", "answers.privacy.json",
@@ -246,8 +246,12 @@ def test_problem2_example(tmp_path, capsys):
     assert res["target"]["k"] == pytest.approx(alpha1 / dm ** 2, rel=1e-7)
     assert res["target"]["k_lower_bound"] == pytest.approx(res["target"]["k"], rel=1e-6)
     assert privacy.gaussian_delta(1.0, math.sqrt(res["privacy_cost"])) == pytest.approx(1e-6, rel=1e-9)
+    # At epsilon = 1 the targets are missed 22.5x: the solve, the RESULT and the report say so.
+    assert res["target"]["k"] > 22 and res["target"]["met"] is False
+    assert "warning: At (1, 1e-06)-DP the targets cannot all be met" in err
     code, report, _ = _run(capsys, "report", out)
-    assert code == 0 and "9/9 queries within it" in report
+    assert code == 0 and "0/9 queries within their targets" in report
+    assert f"targets MISSED by up to a factor {res['target']['k']:.6g}" in report
 
 
 def test_module_entry_point_exit_status(tmp_path):

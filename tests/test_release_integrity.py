@@ -231,3 +231,61 @@ def test_cli_release_refuses_to_overwrite_without_the_flag(tmp_path, capsys):
     assert main(args + ["--overwrite"]) == 0 and (tmp_path / "a.csv").read_bytes() != first
     verify(tmp_path / "a.csv")
     assert sidecar_path(tmp_path / "a.csv").exists()
+
+
+# ---------------------------------------------------------------------------- Problem 2 everywhere
+EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_problem2_of_a_structured_solution_matches_the_dense_one():
+    wl = ffu.resultfile.product_workload(json.loads((EXAMPLES / "people_product.json").read_text()),
+                                         EXAMPLES / "people_product.json")
+    kron = ffu.mechanism.problem2(ffu.solve(wl.to_problem(), method="kron", tol=1e-8), 1.0, 1e-6)
+    dense = ffu.mechanism.problem2(wl.to_problem().dense(), 1.0, 1e-6, method="sdp")
+    assert kron.k == pytest.approx(dense.k, rel=1e-5) and kron.k_lower_bound <= dense.k * (1 + 1e-6)
+    assert not kron.met and "cannot all be met" in kron.summary and f"{kron.k:.4g}" in kron.summary
+    assert kron.solution.privacy_cost == pytest.approx(kron.privacy_cost, rel=1e-12)
+    assert ffu.mechanism.problem2(kron.solution, 20.0, 1e-6).met
+
+
+@pytest.mark.parametrize("method", ["kron", "auto"])
+def test_cli_product_spec_with_a_privacy_target(tmp_path, capsys, method):
+    out = tmp_path / "r.json"
+    assert main(["solve", str(EXAMPLES / "people_product.json"), "--method", method, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    res = json.loads(out.read_text())
+    assert res["kind"] == "structured" and res["target"]["met"] is False and res["max_ratio"] > 11
+    assert "warning: At (1, 1e-06)-DP the targets cannot all be met" in err
+    assert main(["report", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert "0/10 queries within their targets" in report and "targets MISSED by up to a factor 11.2" in report
+    answers = tmp_path / "a.csv"
+    assert main(["release", str(out), "--records", str(EXAMPLES / "people_records.csv"), "--out", str(answers),
+                 "--quiet"]) == 0
+    doc = verify(answers)
+    assert doc["epsilon"] == pytest.approx(1.0, rel=1e-9) and doc["accuracy"]["met"] is False
+    assert "Only 0 of 10 answers meet their variance targets" in doc["text"]
+    assert [g["meets_target"] for g in doc["groups"]] == [False, False, False]
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("epsilon", 2.0, "`epsilon`"), ("rho", 0.001, "`rho`"), ("status", "optimal_inaccurate", "`status`"),
+    ("neighbours", "replace one record", "`neighbours`"), ("max_ratio", 1.0, "`max_ratio`"),
+    ("schema_version", 2, "schema_version"), ("fingerprint", "sha256:00", "`fingerprint`"),
+    ("certificate", {"lower_bound": 1.0, "gap": 0.0}, "`certificate.lower_bound`"),
+    ("target", {"epsilon": 1.0, "delta": 1e-6, "k": 1.0, "k_lower_bound": 1.0, "met": True}, "`target.k`"),
+])
+def test_an_edited_structured_result_is_refused(tmp_path, capsys, field, value, needle):
+    out = tmp_path / "r.json"
+    assert main(["solve", str(EXAMPLES / "people_product.json"), "--method", "kron", "--out", str(out),
+                 "--quiet"]) == 0
+    res = json.loads(out.read_text())
+    res[field] = value
+    out.write_text(json.dumps(res))
+    capsys.readouterr()
+    for command in (["report", str(out)], ["release", str(out), "--records", str(EXAMPLES / "people_records.csv"),
+                                           "--out", str(tmp_path / "a.csv"), "--quiet"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert needle in err[-1] and err[-1].startswith("ffu-cvx: error: result")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
