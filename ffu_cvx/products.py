@@ -103,36 +103,60 @@ def _given_ranges(attr: Attribute, pairs) -> list:
     return out
 
 
-def block(attr: Attribute, spec) -> Block:
-    """The block of ``spec`` over ``attr``: a name in :data:`BLOCKS`, ``{"bands": w}``,
-    ``{"ranges": [(lo, hi), ...]}`` (inclusive codes) or a matrix (r, attr.size)."""
+def _check_block_fits(attr: Attribute, kind: str, rows: int) -> None:
+    """Refuse, before forming it, a dense (rows, attr.size) ``kind`` block that cannot fit in memory."""
+    check_dense(rows, attr.size, f"the {kind} block of attribute `{attr.name}` ({attr.size} values)", attr.name,
+                f"every block is formed densely over its attribute's values: give `{attr.name}` fewer values "
+                "(coarser codes)")
+
+
+def _named_block(attr: Attribute, spec: str) -> Block:
+    """The block named ``spec`` (one of :data:`BLOCKS` but the given ranges) over ``attr``."""
     n = attr.size
-    if isinstance(spec, str):
-        if spec == "identity":
-            return Block("identity", np.eye(n), tuple(attr.label(i) for i in range(n)), attr.name)
-        if spec == "total":
-            return Block("total", np.ones((1, n)), ("all",), attr.name)
-        if spec in ("prefix", "ranges") and not attr.ordered:
-            raise ValueError(f"attribute `{attr.name}` is categorical: block {spec!r} needs ordered values "
-                             "(Domain(..., ordered=[...]))")
-        if spec == "prefix":
-            return _intervals(attr, [(0, hi) for hi in range(n)], "prefix")
-        if spec == "ranges":
-            return _intervals(attr, [(lo, hi) for lo in range(n) for hi in range(lo, n)], "ranges")
+    rows = {"identity": n, "total": 1, "prefix": n, "ranges": n * (n + 1) // 2}.get(spec)
+    if rows is None:
         raise ValueError(f"attribute `{attr.name}`: unknown block {spec!r}; use one of {BLOCKS[:4]}, "
                          "{'bands': width}, {'ranges': [(lo, hi), ...]} or a matrix")
+    if spec in ("prefix", "ranges") and not attr.ordered:
+        raise ValueError(f"attribute `{attr.name}` is categorical: block {spec!r} needs ordered values "
+                         "(Domain(..., ordered=[...]))")
+    _check_block_fits(attr, spec, rows)
+    if spec == "identity":
+        return Block("identity", np.eye(n), tuple(attr.label(i) for i in range(n)), attr.name)
+    if spec == "total":
+        return Block("total", np.ones((1, n)), ("all",), attr.name)
+    if spec == "prefix":
+        return _intervals(attr, [(0, hi) for hi in range(n)], "prefix")
+    return _intervals(attr, [(lo, hi) for lo in range(n) for hi in range(lo, n)], "ranges")
+
+
+def _mapping_block(attr: Attribute, spec: Mapping) -> Block:
+    """The block of ``{"bands": w}`` or ``{"ranges": [(lo, hi), ...]}`` over ``attr``."""
+    n = attr.size
+    if set(spec) == {"bands"}:
+        w = validation.positive_int(spec["bands"], f"{attr.name}.bands")
+        _check_block_fits(attr, "bands", -(-n // w))
+        return _intervals(attr, [(lo, min(lo + w, n) - 1) for lo in range(0, n, w)], "bands")
+    if set(spec) == {"ranges"}:
+        pairs = _given_ranges(attr, spec["ranges"])
+        _check_block_fits(attr, "given ranges", len(pairs))
+        return _intervals(attr, pairs, "given ranges")
+    raise ValueError(f"attribute `{attr.name}`: a block mapping is {{'bands': w}} or {{'ranges': [...]}}, "
+                     f"got keys {sorted(spec)}")
+
+
+def block(attr: Attribute, spec) -> Block:
+    """The block of ``spec`` over ``attr``: a name in :data:`BLOCKS`, ``{"bands": w}``,
+    ``{"ranges": [(lo, hi), ...]}`` (inclusive codes) or a matrix (r, attr.size). A block
+    too large for memory (an attribute of 10^12 values) is refused before it is formed."""
+    if isinstance(spec, str):
+        return _named_block(attr, spec)
     if isinstance(spec, Mapping):
-        if set(spec) == {"bands"}:
-            w = validation.positive_int(spec["bands"], f"{attr.name}.bands")
-            return _intervals(attr, [(lo, min(lo + w, n) - 1) for lo in range(0, n, w)], "bands")
-        if set(spec) == {"ranges"}:
-            return _intervals(attr, _given_ranges(attr, spec["ranges"]), "given ranges")
-        raise ValueError(f"attribute `{attr.name}`: a block mapping is {{'bands': w}} or {{'ranges': [...]}}, "
-                         f"got keys {sorted(spec)}")
+        return _mapping_block(attr, spec)
     A = validation.finite_array(spec, f"{attr.name} block", ndim=2)
-    if A.shape[1] != n or A.shape[0] == 0:
-        raise ValueError(f"attribute `{attr.name}`: a block matrix must have {n} columns (the attribute's size) "
-                         f"and at least one row, got shape {A.shape}")
+    if A.shape[1] != attr.size or A.shape[0] == 0:
+        raise ValueError(f"attribute `{attr.name}`: a block matrix must have {attr.size} columns (the attribute's "
+                         f"size) and at least one row, got shape {A.shape}")
     zero = np.flatnonzero(~A.any(axis=1))
     if zero.size:
         which = "every row" if zero.size == A.shape[0] else f"row {int(zero[0])}"

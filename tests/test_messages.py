@@ -11,6 +11,7 @@ import pytest
 
 import ffu_cvx as ffu
 from ffu_cvx import cli
+from ffu_cvx import memory as ffu_memory
 
 DOMAIN = {"age": 4, "sex": ["F", "M"]}
 
@@ -191,3 +192,26 @@ def test_cli_a_result_with_a_key_given_twice_is_refused(capsys, tmp_path, solved
     hist.write_text("1\n2\n3\n4\n")
     line = refused(capsys, tmp_path, "release", edited, "--data", hist, out="answers.csv")
     assert f"result {edited}: the key 'delta' appears twice" in line
+
+
+# ---------------------------------------------------------------------------- an attribute of 10^12 values
+@pytest.fixture
+def memory_16gb(monkeypatch):
+    monkeypatch.setattr(ffu_memory, "physical_memory", lambda: 16 * 10**9)
+
+
+@pytest.mark.parametrize("blocks, kind, rows", [({"s": "identity"}, "total", 1), ({"x": "identity"}, "identity", 10**12),
+                                                ({"x": {"bands": 10**6}}, "bands", 10**6),
+                                                ({"x": "ranges"}, "ranges", 10**12 * (10**12 + 1) // 2)])
+def test_a_block_over_a_huge_attribute_is_refused_before_it_is_formed(memory_16gb, blocks, kind, rows):
+    dom = ffu.Domain({"x": 10**12, "s": 2})
+    with pytest.raises(ValueError, match=f"group 0: `x`: the {kind} block of attribute `x` \\(1000000000000 values\\) "
+                                         f"is a dense {rows} x 1000000000000 matrix"):
+        ffu.workloads.product(dom, [(blocks, 1.0)])
+
+
+def test_cli_huge_attribute_names_the_attribute(capsys, tmp_path, memory_16gb):
+    spec = write_json(tmp_path / "spec.json", {"domain": {"x": 10**12, "s": 2},
+                                               "groups": [{"blocks": {"s": "identity"}, "variance": 1.0}]})
+    line = refused(capsys, tmp_path, "solve", spec, "--method", "kron")
+    assert "group 0: `x`: the total block of attribute `x` (1000000000000 values)" in line and "8 TB" in line
