@@ -5,6 +5,8 @@ import json
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -108,19 +110,21 @@ def test_a_solution_is_released_only_for_its_own_workload(case):
     assert sol.fingerprint == ffu.fingerprint.of(wl) != ffu.fingerprint.of(other)
 
 
-def test_cli_refuses_a_result_whose_spec_targets_were_edited(tmp_path, capsys):
+@pytest.mark.parametrize("key, value, needle", [("variance", 0.5, "variance targets differ"),
+                                                 ("blocks", {"age": "prefix"}, "other queries")])
+def test_cli_refuses_a_result_whose_spec_was_edited(tmp_path, capsys, key, value, needle):
     spec = {"domain": {"age": 4}, "groups": [{"blocks": {"age": "identity"}, "variance": 2.0}]}
     (tmp_path / "s.json").write_text(json.dumps(spec))
     assert main(["solve", str(tmp_path / "s.json"), "--method", "sdp", "--out", str(tmp_path / "r.json"),
                  "--quiet"]) == 0
     res = json.loads((tmp_path / "r.json").read_text())
-    res["spec"]["groups"][0]["variance"] = 0.5
+    res["spec"]["groups"][0][key] = value  # same number of queries, other queries or targets
     (tmp_path / "r.json").write_text(json.dumps(res))
     (tmp_path / "rec.csv").write_text("age\n0\n1\n")
     code = main(["release", str(tmp_path / "r.json"), "--records", str(tmp_path / "rec.csv"), "--out",
                  str(tmp_path / "a.csv")])
     err = capsys.readouterr().err
-    assert code == 2 and "variance targets differ" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "a.csv").exists() and not (tmp_path / "a.privacy.json").exists()
 
 
@@ -289,3 +293,33 @@ def test_an_edited_structured_result_is_refused(tmp_path, capsys, field, value, 
         err = capsys.readouterr().err.strip().splitlines()
         assert needle in err[-1] and err[-1].startswith("ffu-cvx: error: result")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+# ---------------------------------------------------------------------------- the same through the CLI
+def _cli(*args) -> subprocess.Popen:
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(EXAMPLES.parent))
+    return subprocess.Popen([sys.executable, "-m", "ffu_cvx.cli", *map(str, args)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_cli_releases_interrupted_or_concurrent_stay_whole(tmp_path):
+    result = tmp_path / "r.json"
+    assert _cli("solve", EXAMPLES / "people_product.json", "--method", "kron", "--out", result).wait() == 0
+    release = ("release", result, "--records", EXAMPLES / "people_records.csv", "--overwrite")
+    out = tmp_path / "a.csv"
+    assert _cli(*release, "--out", out).wait() == 0
+    rnd = random.Random(1)
+    for _ in range(12):
+        proc = _cli(*release, "--out", out)
+        proc.stderr.readline()  # the command is running (imports done)
+        time.sleep(rnd.uniform(0.0, 0.1))
+        proc.send_signal(signal.SIGINT)
+        # 130: stopped; 0: done first; -SIGINT: the signal came while the interpreter shut down, after the command
+        assert proc.wait(timeout=120) in (0, 130, -signal.SIGINT), proc.stderr.read()
+        verify(out)
+    for r in range(4):
+        both = [_cli(*release, "--out", tmp_path / f"c{r}.csv") for _ in range(2)]
+        assert [p.wait(timeout=120) for p in both] == [0, 0]
+        verify(tmp_path / f"c{r}.csv")
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
