@@ -1,0 +1,190 @@
+"""The documentation's tables of measured numbers, generated from the committed results files.
+
+``python -m experiments.perf_tables [--check] [--readme]``
+
+Interfaces layer (experiments): imports the standard library and :mod:`experiments.paths` only.
+Reads ``results/<name>.json`` (written by the experiments, see :mod:`experiments.runner`) and
+writes one reStructuredText table per file into ``docs/generated/`` (included by
+``docs/performance.rst`` and ``docs/reproduction.rst``), each followed by the run's provenance:
+the command, the commit, the date, the processor, the load and the BLAS thread setting. A
+number in the documentation is therefore always the number in a committed results file; to
+update it, run the experiment again, commit its results file and run this module.
+
+``--check`` writes nothing and exits 1 when a generated file differs from what the results
+files give (the documentation's test runs it); ``--readme`` prints the README's short
+performance table (Markdown) instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import paths
+
+RESULTS = paths.REPO / "results"
+OUT = paths.REPO / "docs" / "generated"
+#: Results files the documentation draws on; each must be committed (see ``.gitignore``).
+SOURCES = ("table2", "bench_smii", "census", "bench_kron_scale")
+
+
+def load(name: str) -> dict:
+    """The results file ``results/<name>.json`` of the clone (never the ``FFU_CVX_EXPERIMENTS_OUT`` folder)."""
+    with open(RESULTS / f"{name}.json", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _num(x, fmt: str) -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def _cell(text: str) -> str:
+    return text if text.strip() else "–"
+
+
+def list_table(header: list[str], rows: list[list[str]], widths: str | None = None) -> str:
+    """An rST ``list-table`` with one header row."""
+    lines = [".. list-table::", "   :header-rows: 1"]
+    if widths:
+        lines.append(f"   :widths: {widths}")
+    lines.append("")
+    for row in [header] + rows:
+        for j, value in enumerate(row):
+            lines.append(("   * - " if j == 0 else "     - ") + _cell(str(value)))
+    return "\n".join(lines) + "\n"
+
+
+def provenance(data: dict, name: str) -> str:
+    """One paragraph: where the numbers come from and the conditions of the run."""
+    env = data.get("environment", {})
+    load_avg = env.get("load_average")
+    threads = (env.get("blas_threads_env") or {}).get("OPENBLAS_NUM_THREADS")
+    commit = env.get("commit")
+    parts = [f"From ``results/{name}.json``"]
+    if env.get("command"):
+        parts.append(f"written by ``{env['command']}``")
+    facts = []
+    if commit:
+        facts.append(f"commit ``{commit[:12]}{'+dirty' if commit.endswith('+dirty') else ''}``")
+    if env.get("time_utc"):
+        facts.append(env["time_utc"][:10])
+    if env.get("cpu"):
+        facts.append(f"{env.get('cpu_count')} cores of an {env['cpu']}")
+    if load_avg:
+        facts.append(f"load average {load_avg[0]:.1f}")
+    facts.append(f"OPENBLAS_NUM_THREADS={threads}" if threads else "default BLAS threads")
+    return " ".join(parts) + " (" + "; ".join(facts) + ").\n"
+
+
+def table2(data: dict) -> str:
+    header = ["d", "exact SDP α", "SM-II α", "paper", "rel. difference", "Σ rel. difference", "SDP gap",
+              "SM-II gap", "SDP time (s)", "SM-II time (s)"]
+    rows = []
+    for r in data["rows"]:
+        rows.append([str(r["d"]), _num(r.get("IP"), ".4f"), _num(r.get("SM-II"), ".4f"), _num(r.get("IP_paper"), ".2f"),
+                     _num(r.get("rel_diff"), ".1e"), _num(r.get("sigma_rel_diff"), ".1e"), _num(r.get("IP_gap"), ".1e"), _num(r.get("SM-II_gap"), ".1e"),
+                     _num(r.get("IP_time"), ".2f"), _num(r.get("SM-II_time"), ".2f")])
+    return list_table(header, rows)
+
+
+def bench_smii(data: dict) -> str:
+    header = ["workload", "d", "k", "m", "wall (s)", "CPU (s)", "Newton steps", "Hessian products", "α",
+              "certified gap", "peak MB", "status"]
+    rows = [[r["workload"], str(r["d"]), str(r["k"]), str(r["m"]), _num(r.get("time_s"), ".1f"),
+             _num(r.get("cpu_s"), ".1f"), str(r.get("nit")), str(r.get("n_hvp")), _num(r.get("alpha"), ".4f"),
+             _num(r.get("gap"), ".1e"), _num(r.get("peak_mb"), ".0f"), r.get("status", "")]
+            for r in data["rows"]]
+    tol = data.get("meta", {}).get("tol")
+    return (f"SM-II at ``tol = {tol}``, random targets for the range workloads.\n\n" if tol else "") \
+        + list_table(header, rows)
+
+
+def census(data: dict) -> str:
+    header = ["mechanism", "privacy cost α", "ε at δ = 1e-6", "worst variance / target at the optimum's α",
+              "solve time (s)"]
+    rows = [[r["mechanism"], _num(r.get("privacy_cost"), ".4g"), _num(r.get("epsilon_1e-6"), ".3g"),
+             _num(r.get("ratio"), ".3g"), _num(r.get("time_s"), ".2f")] for r in data["rows"]]
+    cells = data.get("meta", {}).get("cells")
+    first = data["rows"][0]
+    intro = (f"The census-like example (``examples/census.json``, {cells:,} cells): the Kronecker solver's "
+             f"optimum, certified to a gap of {first.get('gap'):.1e}, against the Kronecker strategies "
+             f"that reach that scale, each compared at the optimum's privacy cost.\n\n") if cells else ""
+    return intro + list_table(header, rows)
+
+
+def bench_kron_scale(data: dict) -> str:
+    header = ["case", "cells", "queries", "structure", "privacy cost", "certified gap", "time (s)", "peak MB"]
+    rows = [[r["case"], f"{r['cells']:,}", f"{r['queries']:,}", r.get("structure", ""), _num(r.get("privacy_cost"), ".4g"),
+             _num(r.get("gap"), ".1e"), _num(r.get("time_s"), ".2f"), _num(r.get("peak_MB"), ".1f")]
+            for r in data["rows"]]
+    return list_table(header, rows)
+
+
+BUILDERS = {"table2": table2, "bench_smii": bench_smii, "census": census, "bench_kron_scale": bench_kron_scale}
+
+
+def generated() -> dict[Path, str]:
+    """``docs/generated/<name>.rst`` -> its text, for every results file in :data:`SOURCES`."""
+    out = {}
+    for name in SOURCES:
+        data = load(name)
+        text = ".. Generated by python -m experiments.perf_tables from results/{0}.json; do not edit.\n\n".format(name)
+        out[OUT / f"{name}.rst"] = text + BUILDERS[name](data) + "\n" + provenance(data, name)
+    return out
+
+
+def readme_table() -> str:
+    """The README's short performance table (Markdown), one line per headline number."""
+    t2 = {r["d"]: r for r in load("table2")["rows"]}
+    smii = {(r["workload"], r["d"]): r for r in load("bench_smii")["rows"]}
+    kron = {r["case"]: r for r in load("bench_kron_scale")["rows"]}
+    lines = ["| problem | method | result | time (s) | results file |", "|---|---|---|---|---|"]
+    for d in (64, 128):
+        if d in t2:
+            r = t2[d]
+            lines.append(f"| prefix d = {d} | `sdp` (exact, refined) | α = {r['IP']:.4f}, gap {r['IP_gap']:.0e} | "
+                         f"{r['IP_time']:.2f} | `results/table2.json` |")
+    for (w, d) in (("prefix", 1024), ("ranges", 1024)):
+        if (w, d) in smii:
+            r = smii[(w, d)]
+            name = "prefix" if w == "prefix" else "random ranges"
+            lines.append(f"| {name} d = {d:,} | `smii`, tol 1e-3 | α = {r['alpha']:.4f}, gap {r['gap']:.0e} | "
+                         f"{r['time_s']:.1f} wall, {r['cpu_s']:.1f} CPU | `results/bench_smii.json` |")
+    for case, what in (("census", "census-like union, 1.46 x 10⁶ cells"), ("big", "one product group, 10⁹ cells")):
+        if case in kron:
+            r = kron[case]
+            lines.append(f"| {what} | `kron` | α = {r['privacy_cost']:.4g}, gap {r['gap']:.0e} | "
+                         f"{r['time_s']:.2f} | `results/bench_kron_scale.json` |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.perf_tables", description=__doc__.split("\n")[0])
+    p.add_argument("--check", action="store_true", help="exit 1 when a generated table is out of date")
+    p.add_argument("--readme", action="store_true", help="print the README's performance table")
+    args = p.parse_args(argv)
+    if args.readme:
+        print(readme_table())
+        return 0
+    stale = []
+    for path, text in generated().items():
+        old = path.read_text(encoding="utf-8") if path.exists() else None
+        if old == text:
+            continue
+        if args.check:
+            stale.append(path)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(paths.REPO)}")
+    if stale:
+        print("out of date (run python -m experiments.perf_tables): "
+              + ", ".join(str(s.relative_to(paths.REPO)) for s in stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
