@@ -51,12 +51,22 @@ from typing import Any, Callable, Iterator, Sequence
 from . import solvers, validation
 from .status import SolverError
 
-__all__ = ["BACKENDS", "Failure", "Finished", "completed", "solve_many"]
+__all__ = ["BACKENDS", "METHODS", "SCHEMES", "CONNECT_TIMEOUT_S", "Failure", "Finished", "check_address",
+           "completed", "solve_many"]
 
 #: joblib backends a batch may run on: worker processes, threads, a Dask cluster.
 BACKENDS = ("loky", "threading", "dask")
 #: The extra that provides each backend (``pip install 'ffu-cvx[<extra>]'``).
 EXTRAS = {"loky": "parallel", "threading": "parallel", "dask": "dask"}
+#: The methods :func:`solve_many` takes: every one :func:`ffu_cvx.solvers.solve` takes.
+METHODS = (*sorted(solvers.METHODS), *sorted(solvers.STRUCTURED_METHODS), "auto")
+#: The address schemes distributed connects by (``tcp`` when an address has none); ``inproc``
+#: addresses (``inproc://host/pid/n``) reach a scheduler in this process.
+SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
+#: Seconds to wait for a Dask scheduler given by its address before giving up (distributed's
+#: default is 30 s, retried): a scheduler that answers at all answers within a second or two.
+CONNECT_TIMEOUT_S = 10
+_ADDRESS_FORMS = "'tcp://host:port' or 'host:port' (also tls://, ws://, wss://, ucx://), or 'inproc://host/pid/n'"
 
 
 @dataclass(frozen=True)
@@ -147,15 +157,81 @@ def _n_jobs(n_jobs) -> int:
     return validation.positive_int(n_jobs, "n_jobs")
 
 
+def _bad_address(address: str, why: str):
+    raise ValueError(f"`scheduler` {address!r} is not a Dask scheduler address: {why}; give {_ADDRESS_FORMS}")
+
+
+def _check_port(address: str, port: str) -> None:
+    if not (port.isdigit() and 0 < int(port) < 65536):
+        _bad_address(address, f"the port {port!r} is not a number in 1..65535" if port else "it has no port")
+
+
+def _check_host_port(address: str, loc: str) -> None:
+    """``host:port`` or ``[ipv6]:port``, as distributed's ``parse_host_port`` reads them (a port required)."""
+    if loc.startswith("["):
+        host, sep, tail = loc[1:].partition("]")
+        if not sep or (tail and not tail.startswith(":")):
+            _bad_address(address, "an IPv6 host is written [host]:port")
+        port = tail[1:]
+    else:
+        host, _, port = loc.partition(":")
+        if ":" in port:
+            _bad_address(address, "it has more than one ':' (write an IPv6 host as [host]:port)")
+    if not host or any(ch.isspace() or ch == "/" for ch in host):
+        _bad_address(address, f"the host {host!r} is empty or holds a space or '/'")
+    _check_port(address, port)
+
+
+def check_address(address: str) -> str:
+    """``address`` if it has a form distributed connects to (:data:`SCHEMES`), else ``ValueError``.
+
+    Checked before dask is imported or any connection is tried: ``[scheme://]host:port``
+    (``tcp`` when no scheme is given; a port is required) or ``inproc://host/pid/n``.
+    """
+    scheme, sep, loc = address.partition("://")
+    if not sep:
+        scheme, loc = "tcp", address
+    if scheme not in SCHEMES:
+        _bad_address(address, f"distributed has no scheme {scheme!r} (it has {', '.join(SCHEMES)})")
+    if "://" in loc:
+        _bad_address(address, "it has two schemes")
+    if scheme != "inproc":
+        _check_host_port(address, loc)
+    elif len(loc.split("/")) != 3 or not all(loc.split("/")):
+        _bad_address(address, "an inproc address is inproc://host/pid/n (a cluster's `scheduler_address`)")
+    return address
+
+
+def _check_scheduler(scheduler) -> None:
+    """A scheduler is an address (its form checked), a ``distributed.Client`` or a cluster."""
+    if isinstance(scheduler, str):
+        check_address(scheduler)
+    elif not (hasattr(scheduler, "submit") or hasattr(scheduler, "scheduler_address")):
+        raise ValueError(f"`scheduler` must be a Dask scheduler's address ({_ADDRESS_FORMS}), a distributed.Client "
+                         f"or a cluster, got {type(scheduler).__name__} {scheduler!r:.60}")
+
+
 def _backend(backend, scheduler, n_jobs) -> str | None:
     """The joblib backend to use, or None for the serial loop."""
     if backend is None:
         backend = "dask" if scheduler is not None else "loky"
     validation.choice(backend, "backend", BACKENDS)
+    if scheduler is not None:
+        _check_scheduler(scheduler)
     if scheduler is not None and backend != "dask":
         raise ValueError(f"`scheduler` ({scheduler!r}) is a Dask scheduler's address: use it with backend='dask', "
                          f"got backend={backend!r}")
     return backend if backend == "dask" or n_jobs > 1 else None
+
+
+def _connect(distributed, scheduler):
+    """A client of the scheduler at ``scheduler`` (an address or a cluster), waiting at most :data:`CONNECT_TIMEOUT_S`."""
+    try:
+        return distributed.Client(scheduler, set_as_default=False, timeout=CONNECT_TIMEOUT_S)
+    except OSError as exc:  # distributed's timeout is an OSError too
+        where = scheduler if isinstance(scheduler, str) else getattr(scheduler, "scheduler_address", scheduler)
+        raise OSError(f"cannot connect to the Dask scheduler at {where!r} within {CONNECT_TIMEOUT_S} s "
+                      f"({' '.join(str(exc).split())}); check that it runs and that the address is right") from None
 
 
 @contextlib.contextmanager
@@ -173,7 +249,7 @@ def _dask_client(scheduler):
     elif isinstance(scheduler, distributed.Client):
         yield scheduler
     else:
-        client = distributed.Client(scheduler, set_as_default=False)
+        client = _connect(distributed, scheduler)
         try:
             yield client
         finally:
@@ -224,7 +300,9 @@ def completed(fn: Callable[..., Any], tasks: Sequence[dict], *, n_jobs: int = 1,
     ``n_jobs`` workers (1: in this process, in order; -1: one per CPU) on ``backend``
     (``"loky"`` processes, the default; ``"threading"``; ``"dask"``, on the cluster at
     ``scheduler``, an address or a ``distributed.Client``, whose workers decide the
-    parallelism, so ``n_jobs`` is not used; a ``scheduler`` alone implies ``"dask"``).
+    parallelism, so ``n_jobs`` is not used; a ``scheduler`` alone implies ``"dask"``). An
+    address's form is checked first (:func:`check_address`), and the connection waits at
+    most :data:`CONNECT_TIMEOUT_S` seconds.
     ``blas_threads`` BLAS threads per worker (None: leave them). Exceptions of the
     types in ``catch`` become a :class:`Failure` result; any other one stops the batch
     and propagates (the tasks already yielded stay with the caller). ``fn`` and the
@@ -251,6 +329,8 @@ def solve_many(problems, method: str = "smii", *, n_jobs: int = 1, backend: str 
                raise_errors: bool = False, **options) -> list:
     """Solve every problem with ``solve(problem, method, **options)``; one result each, in order.
 
+    ``method`` is any method :func:`ffu_cvx.solvers.solve` takes (:data:`METHODS`: the
+    dense ones, ``"kron"`` for product problems and ``"auto"``).
     Each result is the problem's Solution or, for a problem whose solve raised, a
     :class:`Failure` (type, message, index) in its place: the other problems are solved
     all the same (``raise_errors=True`` instead stops the batch at the first failure
@@ -267,8 +347,8 @@ def solve_many(problems, method: str = "smii", *, n_jobs: int = 1, backend: str 
     [1.3333, 1.7586]
     """
     name = str(method).lower()
-    if name not in solvers.METHODS:
-        raise ValueError(f"unknown method {method!r}; valid methods are {sorted(solvers.METHODS)}")
+    if name not in METHODS:
+        raise ValueError(f"unknown method {method!r}; valid methods are {list(METHODS)}")
     tasks = [dict(problem=problem, method=name, **options) for problem in problems]
     results: list = [None] * len(tasks)
     for finished in completed(solvers.solve, tasks, n_jobs=n_jobs, backend=backend, scheduler=scheduler,

@@ -215,3 +215,47 @@ def test_cli_huge_attribute_names_the_attribute(capsys, tmp_path, memory_16gb):
                                                "groups": [{"blocks": {"s": "identity"}, "variance": 1.0}]})
     line = refused(capsys, tmp_path, "solve", spec, "--method", "kron")
     assert "group 0: `x`: the total block of attribute `x` (1000000000000 values)" in line and "8 TB" in line
+
+
+# ---------------------------------------------------------------------------- batches
+def test_solve_many_takes_every_method_solve_takes(dom):
+    dense = [ffu.FitnessProblem.from_workload(ffu.workloads.prefix(d)) for d in (2, 3)]
+    assert [s.method for s in ffu.solve_many(dense, method="auto")] == ["sdp", "sdp"]
+    wl = ffu.workloads.product(dom, [({"age": "prefix"}, 1.0), ({"sex": "identity"}, 2.0)])
+    (kron,) = ffu.solve_many([wl.to_problem()], method="kron", raise_errors=True)
+    assert kron.privacy_cost == pytest.approx(ffu.solve(wl.to_problem(), method="kron").privacy_cost)
+    assert set(ffu.batch.METHODS) == {*ffu.METHODS, *ffu.solvers.STRUCTURED_METHODS, "auto"}
+
+
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:8786", "127.0.0.1:8786", "localhost:8786", "tls://[::1]:8786",
+                                     "ws://scheduler.example:80", "inproc://10.0.0.1/4242/1"])
+def test_scheduler_addresses_distributed_reads_pass(address):
+    assert ffu.batch.check_address(address) == address
+
+
+@pytest.mark.parametrize("address, why", [
+    ("localhost", "it has no port"), ("tcp://host:", "it has no port"), ("tcp://host:abc", "the port 'abc'"),
+    ("tcp://host:0", "the port '0'"), ("tcp://host:70000", "the port '70000'"), ("tcp://:8786", "the host ''"),
+    ("http://host:8786", "no scheme 'http'"), ("ipc:///tmp/sock", "no scheme 'ipc'"), ("a b:1", "the host 'a b'"),
+    ("tcp://tcp://h:1", "two schemes"), ("fe80::1:8786", "more than one ':'"), ("inproc://x", "inproc://host/pid/n"),
+    ("", "the host ''"),
+])
+def test_a_malformed_scheduler_address_is_refused_at_once_without_dask(monkeypatch, address, why):
+    monkeypatch.setitem(__import__("sys").modules, "distributed", None)  # the check needs no dask
+    problems = [ffu.FitnessProblem.from_workload(ffu.workloads.prefix(2))]
+    with pytest.raises(ValueError, match=f"`scheduler` {address!r} is not a Dask scheduler address: .*{why}"):
+        ffu.solve_many(problems, scheduler=address)
+
+
+def test_a_scheduler_that_is_neither_address_nor_client_is_refused():
+    with pytest.raises(ValueError, match="`scheduler` must be a Dask scheduler's address .* got int 8786"):
+        ffu.solve_many([], scheduler=8786)
+
+
+def test_an_unreachable_scheduler_fails_within_the_connection_timeout(monkeypatch):
+    pytest.importorskip("distributed")
+    pytest.importorskip("joblib")
+    monkeypatch.setattr(ffu.batch, "CONNECT_TIMEOUT_S", 1)
+    problems = [ffu.FitnessProblem.from_workload(ffu.workloads.prefix(2))]
+    with pytest.raises(OSError, match="cannot connect to the Dask scheduler at 'tcp://127.0.0.1:1' within 1 s"):
+        ffu.solve_many(problems, scheduler="tcp://127.0.0.1:1")
