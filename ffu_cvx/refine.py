@@ -88,6 +88,10 @@ class Clock:
     def spent(self) -> bool:
         return self.left() <= 0.0
 
+    def limit(self) -> float | None:
+        """A solver's time limit: the seconds left, at least 1 ms (None without a limit)."""
+        return None if self.max_time is None or math.isinf(self.max_time) else max(self.left(), 1e-3)
+
 
 @dataclass
 class RefineResult:
@@ -520,6 +524,8 @@ def refine_first(
         # the first solve's multipliers already mark every column tight: by complementary
         # slackness a column with a positive multiplier is tight in every optimum, so
         # there is a single level (prefix: the re-solve cost 90 s at d = 64).
+        log.info("SDP on %r: Problem 1 again by CLARABEL for the levels' multipliers, %.1f s so far", problem,
+                 clock.elapsed())
         try:
             first = solve_level(problem, formulation=formulation, solver="CLARABEL", solver_tol=solver_tol,
                                 solver_options=cvx.time_limit_options("CLARABEL", clock.left(), solver_options),

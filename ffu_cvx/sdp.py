@@ -194,9 +194,7 @@ def _warm_point(problem: FitnessProblem, warm_start, tol: float, clock: Clock):
                              f"of method {warm_start.get('method')!r}; pass warm_start='smii' instead")
         return warm_start.sigma, warm_start.lam, warm_start.mu, f"solution ({warm_start.get('method')})"
     try:
-        left = clock.left()
-        start = solve_smii(problem, tol=tol * WARM_SMII_TOL_FACTOR, refine=False,
-                           max_time=max(left, 1e-3) if left < float("inf") else None)
+        start = solve_smii(problem, tol=tol * WARM_SMII_TOL_FACTOR, refine=False, max_time=clock.limit())
     except SolverError:
         return None
     if start.lam is None or start.mu is None:
@@ -227,9 +225,8 @@ def _attempts(problem: FitnessProblem, *, formulation, solver, warm_start, tol, 
         if point is None:
             raise SolverError("warm start: SM-II gave no multipliers", status=SOLVER_ERROR)
         sigma, lam, mu, label = point
-        left = clock.left()
         return solve_warm(problem, sigma, lam, mu, tol=tol, solver_options=_warm_options(problem, solver_options),
-                          verbose=verbose, time_limit=left if left < float("inf") else None), label
+                          verbose=verbose, time_limit=clock.limit()), label
 
     first = [("SCS warm", "inverse", warm)] if warm_start is not None else [(name, formulation, cold(name))]
     if not auto:
@@ -324,6 +321,8 @@ def finish(problem: FitnessProblem, sigma, lam, mu, *, status: str, nit: int | N
         status, stopped = MAX_ITER, stopped or f"max_time ran out with the certified gap {gap:.2e} above tol={tol:g}"
     if status in STOPPED:
         message = f"{stopped or 'stopped'}; certified gap {gap:.1e}"
+        if status == MAX_ITER and not gap <= tol:
+            warnings.warn(f"solve_sdp: {message} > tol={tol:g}", RuntimeWarning, stacklevel=3)
     elif status == OPTIMAL_INACCURATE:
         message = message or f"solver {solver} stopped short of its tolerance"
         warnings.warn(f"solve_sdp: result is inaccurate ({message}); certified gap {gap:.2e}",

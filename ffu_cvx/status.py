@@ -21,8 +21,9 @@ OPTIMAL = "optimal"
 OPTIMAL_INACCURATE = "optimal_inaccurate"
 #: An iteration or time limit (``maxiter``, ``max_time``) was reached; feasible, certified
 #: only as far as the Solution's ``gap`` says. The exact SDP stopped by ``max_time`` during
-#: its ≺R refinement is an optimum of Problem 1 certified to ``gap`` (<= ``tol`` once the
-#: first SDP has solved), only not the ≺R-minimal one (``info["refine_complete"]`` False).
+#: its ≺R refinement is an optimum of Problem 1 certified to its ``gap`` (at most ``tol``
+#: when the first SDP reached it), only not the ≺R-minimal one (``info["refine_complete"]``
+#: False).
 MAX_ITER = "max_iter"
 #: A fixed strategy (GM, HM, CA, ...) rather than an optimiser of Problem 1.
 BASELINE = "baseline"
@@ -70,7 +71,8 @@ class IntermediateResult:
     ``lower_bound`` and ``gap`` (the best certified bound so far and the relative gap;
     NaN before the first certificate), ``sigma`` (k, k) the rescaled iterate (read-only).
     Each method adds its own fields (SM-II: ``t1``, ``t2``, ``objective``, ``alpha``,
-    ``ratio``, ``step``, ``n_cg``; SDP levels: ``level``, ``value``, ``columns``).
+    ``ratio``, ``step``, ``n_cg``; SDP levels: ``level``, ``value``, ``columns``, ``n_fixed``,
+    ``n_free``, ``elapsed``).
     Fields are read as attributes or items (``r.nit == r["nit"]``).
     """
 

@@ -160,3 +160,19 @@ def test_long_solves_log_a_heartbeat(monkeypatch, caplog):
             time.sleep(0.1)
     beats = [r.getMessage() for r in caplog.records if "still solving" in r.getMessage()]
     assert beats and beats[0].startswith("SDP (pair) on test: CLARABEL still solving after")
+
+
+def test_an_inaccurate_first_sdp_cut_by_max_time_says_so():
+    from ffu_cvx.sdp import finish
+    from ffu_cvx.status import OPTIMAL_INACCURATE
+
+    problem = spread_problem()
+    first = cvx.solve_level(problem, solver="CLARABEL")
+    sigma = first.sigma + 1e-4 * np.eye(problem.k)  # feasible after rescaling, certified gap ~1e-4
+    args = dict(status=OPTIMAL_INACCURATE, nit=1, t0=time.perf_counter(), tol=1e-6, solver="CLARABEL")
+    with pytest.warns(RuntimeWarning, match="max_time ran out"):
+        cut = finish(problem, sigma, first.lam, first.mu, out_of_time=True, **args)
+    assert cut.status == MAX_ITER and 1e-6 < cut.gap < 1e-3 and "max_time" in cut.message
+    with pytest.warns(RuntimeWarning, match="inaccurate"):
+        slow = finish(problem, sigma, first.lam, first.mu, **args)
+    assert slow.status == OPTIMAL_INACCURATE and slow.gap == pytest.approx(cut.gap)
