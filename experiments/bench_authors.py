@@ -1,4 +1,4 @@
-"""SM-II on the workloads of the seed authors' scripts (README "Side by side with the authors' code").
+"""SM-II on the workloads of the paper's authors' public scripts (docs/performance.rst, "Other benchmarks").
 
 ``python -m experiments.bench_authors [--quick] [--seeds S ...] [--tol 1e-4] [--workloads ...]``
 
@@ -7,7 +7,8 @@ The authors' public SM-II code ships six scripts (``1_range.py`` ... ``6_related
 this module rebuilds the workload each one solves, from its description and at its
 sizes, in this project's own code, and solves it with ``method="smii"`` (default
 options: the ≺R polish runs for ``k <= 32`` within its Hessian-product budget). Their
-code is not run here (time it by hand; the README gives the commands and numbers).
+code is not run here: time it by hand with ``OPENBLAS_NUM_THREADS=1 /usr/bin/time python <script>.py`` in a
+checkout of cmla-psu/matrixqueries (numpy >= 1.24 needs ``numpy.int = int`` patched in first).
 
 - ``range``: ``2 d`` random ranges on ``d = 64`` (end points uniform, sorted), targets 1;
 - ``discrete``: ``2 d`` rows of random +-1 entries on ``d = 64``, each +1 with

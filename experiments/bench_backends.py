@@ -17,8 +17,8 @@ counted. torch runs on ``--torch-threads`` CPU threads (default 1, to match
 
 On a GPU give ``--blas-threads N``: the start and the certificate's bound run on the device
 (from k = 1,000 and past k = 256), but the Solution's checks and the polish stay on numpy:
-prefix d = 4,096 on an H200 took 8.29 s with 16 host threads and 11.5 s with one (README
-"GPU: one H200").
+so the host's BLAS threads still count (prefix d = 4,096 on an H200: 8.29 s with 16 host threads,
+11.5 s with one).
 
 torch and CuPy are optional (``pip install 'ffu-cvx[gpu]'`` for array-api-compat, then
 torch or CuPy); without them the table has numpy's rows only.

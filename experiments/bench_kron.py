@@ -1,8 +1,8 @@
-"""Benchmark of the Kronecker solver (README "Product workloads: the Kronecker solver").
+"""Benchmark of the Kronecker solver (docs/design/kron.rst).
 
 ``python -m experiments.bench_kron [--quick] [--cases bank census big] [--force]``
 
-- ``bank``: small unions of product groups (d <= 1,024, the two of issue 14 included):
+- ``bank``: ten small unions of product groups (d <= 1,024):
   ``method="kron"`` against the dense optimum (SM-II at tol 1e-7 on ``problem.dense()``),
   beside the two simple structures (one Kronecker Sigma by block-coordinate descent,
   independent per-group products); columns ``kron_excess`` = kron / dense - 1 and
@@ -32,9 +32,9 @@ CELL_VERSION = 1
 
 #: The bank: name -> (domain, [(blocks, target), ...]).
 BANK = {
-    "issue (12,2) prefix x total + identity x identity": (
+    "(12,2) prefix x total + identity x identity": (
         {"a": 12, "b": 2}, [({"a": "prefix", "b": "total"}, 1.0), ({"a": "identity", "b": "identity"}, 4.0)]),
-    "issue (8,3) three groups": (
+    "(8,3) prefix x identity + identity x total + total x identity": (
         {"a": 8, "b": 3}, [({"a": "prefix", "b": "identity"}, 2.0), ({"a": "identity", "b": "total"}, 0.5),
                            ({"a": "total", "b": "identity"}, 1.0)]),
     "(16,4) ranges x total + prefix x identity": (

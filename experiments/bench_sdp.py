@@ -1,4 +1,4 @@
-"""Benchmark of the exact SDP formulations (README "Performance: exact SDP").
+"""Benchmark of the exact SDP formulations and solvers (docs/design/sdp.rst).
 
 ``python -m experiments.bench_sdp [--formulations pair schur inverse dual]
 [--solvers auto CLARABEL SCS] [--sizes 16 32 64 128] [--workloads prefix ranges related authors_range ...]

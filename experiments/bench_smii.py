@@ -1,4 +1,4 @@
-"""Benchmark of SM-II at scale (README "Performance: SM-II").
+"""Benchmark of SM-II at scale (docs/performance.rst, "SM-II at scale").
 
 ``python -m experiments.bench_smii [--large] [--quick] [--sizes ...] [--tol 1e-3]
 [--max-time 600] [--float32 | --float64] [--no-precondition] [--profile D] [--seeds S ...] [--draws N]``
@@ -18,8 +18,7 @@ cached under ``results/cache/bench_smii`` (timings included: ``--force`` re-meas
 ``--no-precondition`` runs the paper's plain CG (see :func:`ffu_cvx.smii.solve_smii`).
 ``--draws N`` solves each cell N times, draw ``j`` with every target multiplied by
 ``1 + j DRAW_STEP`` (a few units in the last place): from d = 2,048 on, rounding of that size
-moves SM-II's Newton steps by up to 2x (random ranges d = 2,048, seed 0: 29-63 steps, README
-"Performance"), so one run of a cell is one draw; compare code versions over the same draws.
+moves SM-II's Newton steps by up to 2x (random ranges d = 2,048, seed 0: 29-63 steps), so one run of a cell is one draw; compare code versions over the same draws.
 On a shared machine run it as ``OPENBLAS_NUM_THREADS=1 python -m experiments.bench_smii``:
 oversubscribed BLAS threads slow small products down many times over.
 """

@@ -1,4 +1,4 @@
-"""SM-II across workload classes (README "Performance: SM-II", issue 15 item 2).
+"""SM-II across workload classes: targets over decades, trees, mixed scales and dense W beside prefix and ranges.
 
 ``python -m experiments.bench_workloads [--quick] [--sizes 256 512] [--workloads ...]
 [--seeds S ...] [--tol 1e-4] [--max-time 600] [--no-cache]``

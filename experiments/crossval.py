@@ -1,4 +1,4 @@
-"""Cross-validation of SM-II against the exact SDP (issue 3).
+"""Cross-validation of SM-II against the exact SDP, workload by workload.
 
 ``python -m experiments.crossval [--quick] [--sizes 8 16 32] [--tol 1e-4] [--cases prefix ...]``
 

@@ -1,7 +1,7 @@
 """Dual lower bound on the optimal privacy cost of Problem 1, and the optimality gap.
 
 For multipliers ``lam`` (d,) in the simplex over the columns of ``B`` (k, d) and
-``mu`` (m,) >= 0 over the queries, weak duality gives (DESIGN.md § duality)
+``mu`` (m,) >= 0 over the queries, weak duality gives (docs/guide/concepts.rst, "The certificate")
 
     alpha* >= F(P, Q)^2 / (mu . c),   F(P, Q) = tr((P^{1/2} Q P^{1/2})^{1/2}),
     P = B diag(lam) B^T (k, k),  Q = L^T diag(mu) L (k, k),

@@ -38,7 +38,7 @@ def check_smii(row):
         assert row[f"{mech}_cost"] >= row["smii_lower_bound"] * (1 - 1e-6)
 
 
-# Recorded from `python -m experiments.<name> --quick` (see REPRODUCTION.md).
+# Recorded from `python -m experiments.<name> --quick` (see docs/reproduction.rst).
 PINNED = {
     "table4": {"mini PL94": (2.812121, 14.48276, 4.961123, 14.0),
                "mini PL94, targets 1 (authors' code)": (2.909091, 14.48276, 4.961123, 14.0)},

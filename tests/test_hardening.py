@@ -1,4 +1,4 @@
-"""Issue 13, categories 1-4 and 9: hostile inputs get one line, a documented exit status, and no file."""
+"""Hostile inputs (malformed files, fields, arguments and sizes) get one line, a documented exit status, and no file."""
 
 import json
 import os

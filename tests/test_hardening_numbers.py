@@ -1,4 +1,4 @@
-"""Issue 13, categories 8, 10 and 11, and issue 12's report figure: numbers a new user sees are right."""
+"""Numbers a new user sees are right: extreme values, statements, reports and the report figure."""
 
 import json
 import math
@@ -118,7 +118,7 @@ def test_every_privacy_statement_names_the_relation(tmp_path, capsys):
     assert privacy.ADD_REMOVE in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------------------- issue 12: the report figure
+# ---------------------------------------------------------------------------- the report figure
 def _figure(problem, **kw):
     sol = ffu.solve(problem, method="smii")
     return sol, cliplot.result_figure(sol, epsilon=sol.epsilon(1e-6), delta=1e-6, **kw)

@@ -1,4 +1,4 @@
-"""Issue 13, categories 5 (CLI part) and 6: SIGINT and SIGTERM stop cleanly and leave no file behind."""
+"""SIGINT and SIGTERM stop the command line cleanly and leave no file behind."""
 
 import json
 import os

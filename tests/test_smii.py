@@ -497,7 +497,7 @@ def test_restarts_resume_from_the_least_cost_iterate_of_any_step(monkeypatch):
     # Newton step (driver.Lowest), which may lie inside a sub-problem rather than at its end;
     # the point rebuilt from its sigma costs exactly that. Which restarts resume inside a
     # sub-problem is the trajectory's draw: random ranges d = 32 seeds 1, 2 and 4 restart
-    # (1, 1 and 3 times since stop 43's SETTLE_GAP; seed 2 inside), so at least one of them must.
+    # (1, 1 and 3 times with SETTLE_GAP; seed 2 inside), so at least one of them must.
     monkeypatch.setattr(driver, "REGRESS", 1.0)
     restart, end = driver.Run._restart_point, driver.Run._end_subproblem
     inside = 0

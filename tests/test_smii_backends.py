@@ -8,10 +8,10 @@ trajectory itself is chaotic (a relative change of 1e-15 in the numpy start alon
 grows to 1e-4 by the tenth Newton step), so there each step is compared from the same
 iterate: one Newton step of each backend from every iterate of the numpy run.
 
-On one H200 (torch 2.11.0+cu130, CuPy 14.2.0, array-api-compat 1.15.0; README "GPU: one
-H200") every ``torch:cuda`` and ``cupy`` test here passed in stop 37; in stop 38 a whole run
-of prefix(32) on CUDA ended 1.1e-10 from numpy's objective, so whole runs on CUDA are held
-to 1e-9 (torch's CPU backend, the one CI can test, to 1e-10).
+cuBLAS and cuSOLVER round differently from the host's BLAS: on an H200 (torch 2.11.0+cu130,
+CuPy 14.2.0, array-api-compat 1.15.0) a whole run of prefix(32) on CUDA ends 1.1e-10 from numpy's
+objective, so whole runs on CUDA are held to 1e-9 (torch's CPU backend, the one CI can test, to
+1e-10).
 """
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The ≺R polish's Hessian-product budget (issue 15): a bounded polish, then the certified main result."""
+"""The ≺R polish's Hessian-product budget: a bounded polish, then the certified main result."""
 
 import math
 

@@ -80,9 +80,9 @@ def test_ascent_start_run_begins_at_t_shift_with_its_bound(capsys):
 
 def test_kkt_steps_may_finish_from_the_first_unshifted_end(monkeypatch):
     # From the dual-ascent start the first end (unshifted, t = 30) of this Gaussian workload already
-    # certifies 4e-2, under kkt.START: KKT steps finish from there. (At stop 42 such steps stalled at
-    # 2e-4 on mixed scales d = 512 and waited for a shifted end; since stop 43's steps, taken from the
-    # first end, mixed scales d = 512 seeds 0-8 need 1-3 Newton steps instead of 19-25.)
+    # certifies 4e-2, under kkt.START: KKT steps finish from there. (Taken from the first end, they
+    # finish mixed scales d = 512 seeds 0-8 in 1-3 Newton steps, where waiting for a shifted end
+    # takes 19-25.)
     from ffu_cvx.smii import driver
     seen, original = [], driver.Run._kkt
 
@@ -101,7 +101,7 @@ def test_a_start_too_stiff_for_t_shift_goes_one_level_down(monkeypatch):
     # only short steps (one CG iteration, line searches of 1/16) and the first sub-problem ends
     # without a full step; the run then continues at t = 10 (d = 512: 155 -> 72 Newton steps over
     # seeds 0-2). Targets over decades take a full step there and stay at t = 30. (KKT steps off:
-    # since stop 44 they finish this run from that first end.)
+    # with them, they finish this run from that first end.)
     from ffu_cvx.smii import kkt
     monkeypatch.setattr(kkt, "START", 0.0)
     stiff = ffu.solve(build("mixed", 256, 1), method="smii", refine=False, start="ascent")

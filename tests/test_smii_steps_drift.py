@@ -83,8 +83,8 @@ def _steps_per_subproblem(log: str) -> list[int]:
 
 
 def test_no_subproblem_takes_more_than_sub_maxit_steps(monkeypatch, capsys):
-    # Seed 1: one sub-problem takes 7 Newton steps uncapped (seed 0 took at most 5 once CG was
-    # preconditioned at d = 64, stop 31).
+    # Seed 1: one sub-problem takes 7 Newton steps uncapped (seed 0, with CG preconditioned at
+    # d = 64, takes at most 5).
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=1))
     ffu.solve(problem, method="smii", refine=False, verbose=True)
     free = _steps_per_subproblem(capsys.readouterr().out)

@@ -1,4 +1,4 @@
-"""SM-II on the workload classes of issue 15 item 2: targets over decades, trees, dense real W.
+"""SM-II on the harder workload classes: targets over decades, trees, dense real W.
 
 Each against the exact SDP at a small size (certified, alpha to 1e-4), and the
 benchmark's builders (:mod:`experiments.bench_workloads`) against their definitions.
@@ -72,8 +72,8 @@ def test_benchmark_cell_reports_a_certified_row():
     assert bench_workloads.run_cell("tree", 64, 0, tol=1e-4, max_time=60.0)["polish_s"] is None  # k > 32: none
 
 
-# Cells that ended uncertified before stop 31 (tol 1e-4, refine off): targets over decades
-# with plain CG (t_max or maxiter: alpha stuck 1.4e-4 above the SDP's at t = 1e9, CG at its
+# Cells that end uncertified without preconditioned CG or a bounded run of certificate skips
+# (tol 1e-4, refine off): targets over decades with plain CG (t_max or maxiter: alpha stuck 1.4e-4 above the SDP's at t = 1e9, CG at its
 # cap every step) and a tree whose bound was never recomputed (smii.bounds.CERTIFY_MAX_SKIPS).
 STUCK = [("prefix-decades", 64, 0), ("prefix-decades", 96, 5), ("prefix-decades", 96, 10), ("tree", 48, 8)]
 

@@ -27,10 +27,10 @@ from .model import Point
 #: A sub-problem's end reuses the best bound instead of certifying, for at most
 #: ``CERTIFY_MAX_SKIPS`` sub-problems in a row, when the gap it gives is above
 #: ``CERTIFY_SKIP`` times ``tol`` or the last certificate moved the bound by less than
-#: ``CERTIFY_STALL`` times ``tol``. Skips used to be unlimited once a certificate had
-#: raised the bound by less than 0.1 tol with the gap above 3 tol: the bound then never
-#: moved again, and a 4-ary tree (d = 48, seed 8, tol 1e-4) ended at t_max with gap
-#: 2.6e-3 while its alpha was 4e-8 above the SDP's.
+#: ``CERTIFY_STALL`` times ``tol``. The limit matters: with unlimited skips once a certificate
+#: raises the bound by less than 0.1 tol with the gap above 3 tol, the bound never moves again,
+#: and a 4-ary tree (d = 48, seed 8, tol 1e-4) ends at t_max with gap 2.6e-3 while its alpha is
+#: 4e-8 above the SDP's.
 CERTIFY_SKIP = 3.0
 CERTIFY_STALL = 0.01
 CERTIFY_MAX_SKIPS = 3

@@ -31,7 +31,7 @@ history, the callback's ``sigma``, the certificate and the Solution are numpy. B
   begins at ``t_shift``, one level lower where its first sub-problem takes no full step.
 - Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): an iterate that does not certify ``tol`` is mixed with the
   best end, the least-cost iterate and the last ``MIX_ENDS`` ends; a mix whose exact cost certifies ``tol``
-  ends the run (README "Mixing every step").
+  ends the run.
 """
 
 from __future__ import annotations
@@ -81,12 +81,12 @@ SETTLE_GAP = 1e-2
 #: finish from the best end where its gap is under ``kkt.start(k)`` (``kkt.pays`` aside: its forecast
 #: of the multiplier phase has just failed); else the solver goes back to the cheapest iterate
 #: (:class:`Lowest`, or the best end), sharpens ``t`` by ``SHIFT_GROW`` and no longer ends
-#: sub-problems by ``SETTLE`` (README "Restarts from the cheapest iterate").
+#: sub-problems by ``SETTLE``.
 REGRESS = 3.0
 #: A shifted sub-problem does not end by ``SETTLE`` after its first step when that step's
 #: iterate has a gap over this multiple of the best gap so far: after a multiplier update one
 #: full step can land far from the new minimiser while ``F`` barely moves, and ending there hands
-#: the next update poor weights (README "Fewer restarts of the multiplier phase").
+#: the next update poor weights.
 DRIFT = 3.0
 #: Sub-problem ends kept to be mixed with later iterates (:mod:`~ffu_cvx.smii.mixing`), besides
 #: the best one, within ``MIX_BYTES`` of covariances (at k = 4,096 two ends, 268 MB).
@@ -103,8 +103,8 @@ RESCALE_MIN_K = 1000
 #: A sub-problem has stalled (it ends without another direction) when the last step
 #: decreased ``F`` by less than this fraction of the Newton-decrement threshold.
 STALL = 0.1
-#: A sub-problem ends after this many Newton steps (SM-II only; README "At most 50 Newton steps a
-#: sub-problem": mixed scales d = 64 seed 1 took 1,084 steps and ended at maxiter, capped 232).
+#: A sub-problem ends after this many Newton steps (SM-II only): without a cap, a slow sub-problem
+#: can spend the whole run (mixed scales d = 64, seed 1: 1,084 steps and no certificate; capped, 232).
 SUB_MAXIT = 50
 #: A failed line search along a direction whose derivative is below this fraction of
 #: ``|F|`` is rounding, not failure: the sub-problem ends.
@@ -311,7 +311,7 @@ class Run:
             gap = self.mix_iterate(p, gap)
         if gap < (before := math.inf if self.best is None else self.best.gap):
             self.best = Best(gap, p, self.kappa)
-        # Unshifted ends too: stop 42's stall there is gone (README "KKT steps once a run goes astray").
+        # Unshifted ends too: KKT steps finish from any end whose gap is under kkt.start(k), shifted or not.
         if opts.tol < gap <= self.kkt_below and kkt.pays(gap, before, opts.tol, self.sub_steps,
                 self.problem.k, kkt.qp_order(self.bk.to_numpy(p.g), self.bk.to_numpy(p.h))):
             gap = min(gap, self._kkt(p, gap))

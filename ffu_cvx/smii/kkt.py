@@ -67,11 +67,10 @@ __all__ = ["START", "start", "MIN_K", "MAX_K", "RETRY", "WORTH", "WORTH_K", "pay
 #: ``START`` (and over ``tol``) by KKT steps, for bases of ``MIN_K`` to ``MAX_K``; when they stop short of
 #: ``tol``, again only once the gap is ``RETRY`` times lower. From the dual-ascent start (whose bound is
 #: within about 1% of the optimum) the first shifted end certifies 5-7e-2, and KKT steps from there took
-#: d = 1,024, tol 1e-3, decades seeds 0-1 from 37 Newton steps to 15 (README "Earlier KKT steps"). Past
-#: ``WORTH_K`` :func:`pays` decides; there they began at 5e-2 until stop 44, when random ranges
-#: (d = 2,048, seeds 0 and 2) ended their first shifted sub-problems at 5.5e-2 and 5.4e-2, went
-#: astray and restarted: 306 and 249 s, against 219 and 146 s from 0.1, which finishes such a run
-#: from its best end (README "KKT steps once a run goes astray").
+#: d = 1,024, tol 1e-3, decades seeds 0-1 from 37 Newton steps to 15. Past ``WORTH_K`` :func:`pays`
+#: decides. A lower threshold (5e-2) misses runs like random ranges at d = 2,048 (seeds 0 and 2), whose
+#: first shifted ends certify 5.5e-2 and 5.4e-2 and which then go astray and restart (306 and 249 s);
+#: from 0.1 KKT steps finish them from their best end (219 and 146 s).
 START = 0.1
 MIN_K = 64
 MAX_K = 2100
@@ -83,8 +82,8 @@ RETRY = 0.1
 #: 5 s). At d = 2,048, tol 1e-3, seed 0, this takes targets over decades from 2.7e-2 (order 1.90 k:
 #: a forecast of 15.2 Newton steps against 10.8) and leaves random ranges to the multiplier phase at
 #: 2.1e-2 (2.48 k: 13.4 against 18.5; three KKT steps there had cost 167.5 -> 210.5 s). Up to
-#: ``WORTH_K`` they paid wherever the gap was under ``START`` (stop 40, same run, tol 1e-3, one
-#: thread, d = 1,024, four classes, seeds 0-1: 266.4 s with a rule, 234.5 s without).
+#: ``WORTH_K`` they pay wherever the gap is under ``START`` (same run, tol 1e-3, one thread, d = 1,024,
+#: four classes, seeds 0-1: 266.4 s with such a rule, 234.5 s without).
 WORTH = 3.0
 WORTH_K = 1024
 #: Columns and constraints within this fraction of the largest profile value / of ratio 1
@@ -96,10 +95,10 @@ ACTIVE = 0.3
 #: ``rho`` from ``RHO`` to 1e-6 or 1e-4, one matrix and QP a growth: starting at 1e-6 took d = 1,024
 #: decades and trees, seeds 0-1, from 148.2 to 132.9 s with the same steps, same run). Growing 10-fold
 #: (``RHO_GROW``), singular steps mostly ended at 1e-5: starting there took the ``bench_workloads`` sets
-#: d = 512 / 1,024 from 46.9 / 121.9 to 43.8 / 109.8 s, the same Newton steps (README "Earlier KKT steps").
-#: ``SINGULAR`` was 1e-9 until stop 45: targets over decades d = 512 begin with ``M``'s least eigenvalue at
-#: about 2e-8 of its largest and grew ``rho`` three times in their first step (0.97 s against 0.33 s);
-#: at 1e-7 the same steps, decades d = 512 seeds 0-5 19.65 -> 15.93 s (README "Nearly singular").
+#: d = 512 / 1,024 from 46.9 / 121.9 to 43.8 / 109.8 s, the same Newton steps. ``SINGULAR`` counts
+#: nearly singular ``M`` too: targets over decades d = 512 begin with ``M``'s least eigenvalue at about
+#: 2e-8 of its largest, and a threshold of 1e-9 let their first step grow ``rho`` three times (0.97 s
+#: against 0.33 s); at 1e-7, the same steps, decades d = 512 seeds 0-5 take 15.93 s against 19.65 s.
 RHO = 1e-8
 RHO_SINGULAR = 1e-5
 SINGULAR = 1e-7

@@ -13,8 +13,7 @@ which needs the four vectors only (O(d + m) per ``theta``; :func:`pair_bound`). 
 multiplier phase hands out iterates that overshoot in turn on different columns and
 queries; a mix of two sub-problems' ends can then cost less than either. On random
 ranges d = 1,024 (tol 1e-3), ends at certified gaps 1.37e-2 and 1.48e-3 mixed to 8.8e-4,
-and near gaps of 1e-3 the bound was within about 1% of the mix's exact gap (README
-"Stopping on a mix of two sub-problem ends"). The driver keeps the last few ends
+and near gaps of 1e-3 the bound is within about 1% of the mix's exact gap. The driver keeps the last few ends
 (:class:`EndPool`) and stops on a mix that certifies ``tol`` (its exact cost recomputed
 from its own Cholesky factor).
 """

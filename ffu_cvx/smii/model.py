@@ -21,7 +21,7 @@ Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``certificate
   ranges; on prefix, whose columns are all tight, it gains little.
 - ``float32``: the Hessian products inside CG and the preconditioner in single precision
   (the direction only; gradient, ``delta``, ``e``, line search and certificate stay in
-  float64; a float32 ``D = RQ E RQ^T`` was tried and dropped, README "Performance"). In
+  float64, and so does ``D = RQ E RQ^T``). In
   the rotated frame a product is one ``trmm`` (in ``HVP_CHUNK`` column
   blocks) and one symmetric ``syrk`` over ``W = [Y, V^T]``, the Lyapunov part being
   elementwise there; the frame's symmetric products use ``syrk`` and ``R Q`` ``trmm``
@@ -78,7 +78,7 @@ HVP_CHUNK = 1024
 #: preconditioner application is cast. At the d = 2,048 start (two threads, CPU s, five
 #: products) CG took 3.18 against 3.75 s on prefix and 2.04 against 2.21 s on random
 #: ranges; at d = 1,024 no gain per step was measured and prefix took 21-23 Newton steps
-#: in six target draws against 20 in every one (README "CG in single precision").
+#: in six target draws against 20 in every one.
 CG_SINGLE_MIN_K = 2000
 #: The start is scaled to this fraction of the largest step that keeps every target (§6.3).
 START_MARGIN = 0.99
@@ -86,13 +86,12 @@ START_MARGIN = 0.99
 #: numpy (0.97 s here at d = 1,024, prefix and random ranges, one BLAS thread) and moves it
 #: there. Computed on CUDA the start's rounding moved the objective of a whole run on
 #: prefix(32) by 2.3e-10 from numpy's. With the certificate's bound on the device as well,
-#: prefix d = 4,096 took 8.3 s against 26.0 s on torch:cuda (H200, 16 host threads; README
-#: "GPU: one H200").
+#: prefix d = 4,096 takes 8.3 s against 26.0 s with them on the host (torch:cuda on an H200,
+#: 16 host threads).
 DEVICE_START_MIN_K = 1000
 #: The dual-ascent start (:func:`ascent_start`, ``solve_smii(start="ascent")``): this many steps of
 #: :func:`ffu_cvx.certificate.ascend`, over-relaxed by ``ASCENT_OMEGA``, ``ASCENT_MIX`` of the uniform
-#: multipliers mixed back each step. Measured (README "A start from the dual ascent, at t_shift"; one
-#: BLAS thread, tol 1e-3, d = 1,024, targets over decades, 4-ary trees and random ranges, seeds 0-1): steps
+#: multipliers mixed back each step. Measured (one BLAS thread, tol 1e-3, d = 1,024, targets over decades, 4-ary trees and random ranges, seeds 0-1): steps
 #: stopped by a bound gain under 3e-3 (7-17) 167.2 s against the classic start's 174.5 s (same run); five
 #: steps (2.8-4.1 s) 153.6 s, three 173.4 s (same run); ``omega`` 1 needs about twice the steps for one bound.
 ASCENT_STEPS = 5
@@ -263,7 +262,7 @@ class Whitened:
             # One float32 array for both soft maxes (see _hvp_rotated32), nothing else kept.
             # Every weight above PRUNE stays in it: dropping those below 1e-7 of the largest
             # saved 4.5% of a step on random ranges d = 1,024 but took a 4-ary tree d = 1,024
-            # from 107 to 329 Newton steps (README "Every weight in the float32 product").
+            # from 107 to 329 Newton steps.
             self.W = bk.rotated_single(self.Q, Ya, Va)
             self.weights = tuple(bk.single(x) for x in (self.wa, self.ua, self.ca))
             self.lamsum = bk.single(self.lam[:, None] + self.lam[None, :])

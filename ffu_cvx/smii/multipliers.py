@@ -46,7 +46,7 @@ SHIFT_CAP = 2.0
 #: stay visible at smaller violations) weakens the bound of the weights: seven d = 256 cells
 #: (``bench_workloads`` problems, tol 1e-4, one BLAS thread) took 347 -> 1,185 Newton steps.
 #: Over 36 d = 256 cells (decades, trees, ranges, seeds 0-11) floors 9 / 8 / 6 took 1,861 /
-#: 1,865 / 2,129 steps against 1,873 (stop 36, before ``RISE_MAX``).
+#: 1,865 / 2,129 steps against 1,873 (measured without ``RISE_MAX``'s faster rises).
 SHIFT_FLOOR = 11.0
 #: A log multiplier that rises is moved ``min(exp(RISE_RATE (max s - s_j)), RISE_MAX)`` times
 #: further than ``SHIFT_DAMP`` alone would move it. The plain update raises the multiplier of a
@@ -57,7 +57,7 @@ SHIFT_FLOOR = 11.0
 #: one BLAS thread, ``bench_workloads`` targets over decades, 4-ary trees and random ranges,
 #: seeds 0-11: d = 256 1,965 (11,081) -> 1,845 (10,090), d = 512 2,474 (15,182) -> 2,200
 #: (12,554); ``RISE_MAX`` 2 / 10 / 25: 1,915 / 1,887 / 1,964 at d = 256; 100 (``RISE_RATE`` 1)
-#: 4,012: large rises overshoot (README "Faster rises of small multipliers").
+#: 4,012: large rises overshoot.
 RISE_MAX = 4.0
 RISE_RATE = 0.5
 

@@ -38,8 +38,8 @@ from .model import Point, Whitened, inner, symmetrise, unwhiten_dual, variance_r
 MAX_BACKTRACK = 60
 #: A Newton step's work besides its CG iterations (the frame's ``eigh``, the
 #: preconditioner, ``V = L R Q``, mapping ``D`` back, the line search), in Hessian
-#: products: at k = 2048 a step of five products took 4.8 s, the products 1.85 s of it
-#: (README "Performance", stop 23's profile).
+#: products: in a profile at k = 2048 a step of five products takes 4.8 s, the products 1.85 s of it
+#: (``python -m experiments.bench_smii --profile 2048``).
 STEP_OVERHEAD = 8.0
 #: CG goes on past ``maxcg`` (up to ``extend_to``) while its last iteration lowered the
 #: quadratic model by at least this multiple of the step's average per product, the

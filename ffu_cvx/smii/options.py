@@ -21,41 +21,37 @@ from .polish import REFINE_AUTO_MAX_K, REFINE_BUDGET
 __all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "ASCENT_MIN_K", "ASCENT_MAX_K", "Options", "smii_options",
            "gd_options"]
 
-#: ``precondition="auto"`` preconditions CG for bases larger than this. It was 96 (set on
-#: prefix and random ranges, where the eigendecomposition per Newton step about paid for
-#: itself) until a sweep of ``bench_workloads``' six small classes (prefix-decades, random
-#: ranges, 4-ary trees, dense-ca, Gaussian, mixed; d = 32, 48, 64, 96, seeds 0-11, tol
-#: 1e-4, refine off, one BLAS thread; README "Every small cell certified"): with stop 31's
-#: certificate but plain CG, 35,256 Newton steps, 1.3 million Hessian products and 8 of
+#: ``precondition="auto"`` preconditions CG for bases larger than this. On prefix and random
+#: ranges alone the eigendecomposition per Newton step pays for itself only from about k = 96,
+#: but across ``bench_workloads``' six small classes (prefix-decades, random ranges, 4-ary trees,
+#: dense-ca, Gaussian, mixed; d = 32, 48, 64, 96, seeds 0-11, tol 1e-4, refine off, one BLAS
+#: thread) plain CG takes 35,256 Newton steps, 1.3 million Hessian products and leaves 8 of
 #: the 288 runs uncertified (targets over decades at d = 64 and 96: t_max or maxiter, alpha
 #: stuck above the optimum at t = 1e9 with CG at its 40-product cap); preconditioned,
-#: 10,370 steps, 50,459 products and none uncertified. At d = 8-24 it also took fewer steps (6,782 against 7,427 over the same
+#: 10,370 steps, 50,459 products and none uncertified. At d = 8-24 it also takes fewer steps (6,782 against 7,427 over the same
 #: classes) and 5x fewer products; at d = 4 the two are even. On the paper's schedule
 #: (``t_shift=None``: t grows to ~1e4-1e9) "auto" keeps plain CG: preconditioned, prefix
 #: d = 32, 64, 128, 256 and a 4-ary tree d = 64 ended at t_max 1.0e-4 to 1.3e-3 above tol,
 #: where plain CG certified them at t = 3.6e4-6.4e4.
 PRECONDITION_MIN_K = 4
 #: ``float32="auto"`` evaluates CG's Hessian products in single precision for bases of at
-#: least this size. First set at 1000 (d = 1,024, tol 1e-3: prefix and random ranges took
-#: the same or fewer Newton steps and ran 1.4-1.7x faster). Re-measured at stop 30, once
-#: the float32 product kept every weight the float64 one keeps (README "Every weight in the
-#: float32 product"; ``bench_workloads``' problems, tol 1e-4, one BLAS thread, the two
-#: precisions side by side): at d = 256 prefix, targets over decades, random ranges and
+#: least this size (the float32 product keeps every weight the float64 one keeps). Measured on
+#: ``bench_workloads``' problems, tol 1e-4, one BLAS thread, the two precisions side by side: at d = 256 prefix, targets over decades, random ranges and
 #: 4-ary trees (13 cells) took 636 -> 672 Newton steps and 84.3 -> 61.1 s, at d = 512
 #: 808 -> 766 steps and 364.8 -> 179.3 s; at d = 128 only 610 -> 651 steps and 11.6 -> 10.5 s,
 #: so below 256 the iterates stay float64's.
 FLOAT32_MIN_K = 256
 #: ``maxcg_cap=None``: CG may take up to this many iterations a Newton step (plain CG by
 #: doubling its budget, preconditioned CG while a product pays, see
-#: :func:`ffu_cvx.smii.newton.extension_pays`). Preconditioned CG used to stop at
-#: ``maxcg``: at d = 512 the doubling rule up to 40 took 1.1-1.3x longer than that, and
-#: the payoff rule 0.83x (bench_workloads cells, README "Performance", stop 24).
+#: :func:`ffu_cvx.smii.newton.extension_pays`). Against preconditioned CG stopped at ``maxcg``,
+#: at d = 512 the doubling rule up to 40 takes 1.1-1.3x as long and the payoff rule 0.83x
+#: (``bench_workloads`` cells).
 MAXCG_CAP = 40
 #: ``start="auto"`` starts from the dual ascent (:func:`ffu_cvx.smii.model.ascent_start`) on the
 #: bases where KKT steps finish (``kkt.MIN_K`` to ``kkt.MAX_K``: the start's tight bound lets them begin
 #: early), on numpy (the ascent runs on the host) and a shifted schedule; else from the cheapest
 #: classic start. Measured up to d = 2,048 (an ascent step is an SVD of order k). Same run, one BLAS thread,
-#: tol 1e-4, `bench_workloads` (README "A start from the dual ascent, at t_shift"): d = 64 and 96, seven
+#: tol 1e-4, `bench_workloads`, the classic start -> the ascent: d = 64 and 96, seven
 #: classes, seeds 0-11 (146 cells, every one certified both ways) 19.4 -> 17.2 s, 3,538 -> 2,578 Newton
 #: steps; d = 128, six classes, seeds 0-3, 4.1 -> 3.1 s; d = 256 (seeds 0-2) 14.6 -> 10.1 s; d = 512
 #: 65.0 -> 51.9 s; d = 1,024 (tol 1e-3) 203.0 -> 157.6 s.
