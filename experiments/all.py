@@ -1,4 +1,7 @@
-"""Regenerate every table and figure of §7: ``python -m experiments.all [--quick] [...]``.
+"""Regenerate every table and figure: ``python -m experiments.all [--quick] [...]``.
+
+§7 of the fitness-for-use paper (Tables 2-9, Figures 2 and 3), the census example and the two
+PML figures (:mod:`experiments.pml_figure1`, :mod:`experiments.pml_figure2`).
 
 Flags are passed to every experiment as given; the total and per-experiment times are
 printed and written to ``results/all.{csv,json,md}``; a failing experiment does not stop
@@ -23,7 +26,7 @@ import traceback
 from . import runner
 
 EXPERIMENTS = ("table2", "table3", "table4", "table5", "table6", "table7", "table8", "table9",
-               "figure2", "figure3", "census")
+               "figure2", "figure3", "census", "pml_figure1", "pml_figure2")
 TABLE = runner.Table("Run time of every experiment", ("experiment", "time_s", "error"))
 
 
@@ -43,7 +46,7 @@ def _grids(flags: list[str]) -> list[runner.Grid]:
 
 def main(argv=None):
     flags = list(sys.argv[1:] if argv is None else argv)
-    args = runner.parser("Run every table and figure of the paper's §7").parse_args(flags)
+    args = runner.parser("Run every table and figure (the paper's §7, census, PML)").parse_args(flags)
     rows = []
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:

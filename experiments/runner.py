@@ -19,7 +19,9 @@ Interfaces layer (experiments): imports ``ffu_cvx.batch``, ``ffu_cvx.files``,
    the paper's) to stdout;
 3. writes ``results/<name>.{csv,json,md}`` (:mod:`ffu_cvx.jsonio`: non-finite numbers
    are ``null``; the JSON records the command, the commit, the versions, the machine, its
-   load and the BLAS thread settings), draws every figure FROM that JSON (as read back) and writes
+   load and the BLAS thread settings; a run whose numbers equal the file's, timings and
+   environment aside, keeps the file: :func:`same_numbers`, ``--rewrite``), draws every figure
+   FROM that JSON (as read back) and writes
    ``figures/<fig>.{png,pdf}``, all atomically and with Ctrl-C held off until the last
    file is in place, so the outputs are all old or all new;
 4. prints every path it wrote.
@@ -45,6 +47,7 @@ import io
 import json
 import os
 import platform
+import re
 import signal
 import sys
 import time
@@ -206,6 +209,8 @@ def parser(description: str, *, figures: bool = False) -> argparse.ArgumentParse
     p.add_argument("--quick", action="store_true",
                    help="small version that finishes in seconds, written to results/quick/ and figures/quick/")
     p.add_argument("--force", action="store_true", help="recompute cached cells")
+    p.add_argument("--rewrite", action="store_true",
+                   help="write the results files even when only timings and the environment changed")
     p.add_argument("--collect", action="store_true", help="only report cells already cached; compute nothing")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cell cache")
     p.add_argument("--quiet", action="store_true", help="no progress and no table (the paths written are printed)")
@@ -369,6 +374,31 @@ def _interrupts_held():
     finally:
         if held:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+#: Keys of a results file's rows and meta that hold timings or memory peaks. A run whose results differ
+#: from the file on disk only in these and in its environment (date, load, commit) leaves the file as it
+#: is (:func:`same_numbers`), so a tracked results file changes only when its numbers do.
+VOLATILE_KEY = re.compile(r"(time|time_s|cpu_s|_mb)$", re.IGNORECASE)
+
+
+def _numbers(data: dict) -> dict:
+    """A results payload without its environment and its timings (:data:`VOLATILE_KEY`)."""
+    def keep(d: dict) -> dict:
+        return {k: v for k, v in d.items() if not VOLATILE_KEY.search(k)}
+
+    return {"name": data.get("name"), "title": data.get("title"), "meta": keep(data.get("meta") or {}),
+            "columns": data.get("columns"), "rows": [keep(r) for r in data.get("rows") or []]}
+
+
+def same_numbers(path: Path, data: dict) -> dict | None:
+    """The results file at ``path`` as read, when its numbers are ``data``'s (timings and environment aside);
+    else None (also when it is absent or unreadable)."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return old if isinstance(old, dict) and _numbers(old) == _numbers(data) else None
 
 
 def write_files(files: dict[Path, bytes]) -> list[Path]:
@@ -564,7 +594,13 @@ def run_grid(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], args
         print(f"\n{table.title}\n\n{format_table(shown, floatfmt=table.floatfmt)}\n\n({total:.1f} s{table.footer})\n")
     files = result_files(name, rows, table, {**(meta or {}), "cell_version": version, "total_time_s": total},
                          args.quick)
-    data = json.loads(files[paths.results_dir(args.quick) / f"{name}.json"])
+    json_path = paths.results_dir(args.quick) / f"{name}.json"
+    data = json.loads(files[json_path])
+    old = None if getattr(args, "rewrite", False) else same_numbers(json_path, data)
+    if old is not None:  # the same numbers: keep the files (and draw the figures from them, to the same bytes)
+        print(f"{paths.shown(json_path)}: the same numbers (timings and environment aside), kept; "
+              "--rewrite writes it anyway", flush=True)
+        files, data = {}, old
     write_files({**files, **figure_files(figures, data, args.quick)})
     return rows
 

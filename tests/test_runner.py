@@ -403,3 +403,20 @@ def test_cells_record_their_time_and_workers_take_the_longest_first(out, monkeyp
     assert [r["square"] for r in rows] == [0, 1, 4, 9, 16]
     tiny.main(["--quiet", "--cells", "5", "--force"])
     assert submitted[1:] == [[0, 1, 2, 3, 4]]  # a serial run keeps the grid's order
+
+
+def test_a_rerun_with_the_same_numbers_keeps_the_results_file(tmp_path):
+    # Timings, memory peaks and the environment may change between runs; the numbers decide.
+    table = runner.Table("t", ("d", "alpha", "time_s"))
+    meta = {"cell_version": 1, "total_time_s": 1.0}
+    files = runner.result_files("demo", [{"d": 4, "alpha": 1.75, "time_s": 0.1, "peak_mb": 3.0}], table, meta, False)
+    path = tmp_path / "demo.json"
+    path.write_bytes(next(data for p, data in files.items() if p.suffix == ".json"))
+    again = json.loads(path.read_text())
+    again["rows"][0].update(time_s=9.9, peak_mb=7.0)
+    again["meta"]["total_time_s"] = 5.0
+    again["environment"]["load_average"] = [9.0, 9.0, 9.0]
+    assert runner.same_numbers(path, again) is not None
+    again["rows"][0]["alpha"] = 1.7500001
+    assert runner.same_numbers(path, again) is None
+    assert runner.same_numbers(tmp_path / "absent.json", again) is None
