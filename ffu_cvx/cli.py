@@ -7,8 +7,11 @@ report figure).
 
 Commands
 --------
-``ffu-cvx solve SPEC.json [--method M] --out RESULT.json [--delta 1e-6] [--quiet]``
-    Solve Problem 1 (or Problem 2 when the spec has a ``target``) and write RESULT. The
+``ffu-cvx solve SPEC.json [--method M] --out RESULT.json [--delta 1e-6] [--max-time S] [--quiet]``
+    Solve Problem 1 (or Problem 2 when the spec has a ``target``) and write RESULT, with
+    progress on stderr (the solvers' log: attempts, refinement levels, a line every 30 s
+    of a long conic solve); ``--max-time`` bounds the solve and keeps its best certified
+    result (status ``max_iter`` when the budget ran out). The
     method is ``--method``, else the spec's ``method``, else ``sdp``. A product spec
     (``domain`` and ``groups``) is solved densely by the dense methods when its domain is
     small enough, or with Sigma in factors by ``kron`` (``auto`` picks the method).
@@ -45,10 +48,12 @@ from __future__ import annotations
 import argparse
 import ctypes
 import dataclasses
+import logging
 import signal
 import sys
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +123,34 @@ class _Run:
 
         return cb
 
+    @contextmanager
+    def solver_log(self):
+        """The solvers' log lines (logger ``ffu_cvx``, INFO: attempts, levels, "still solving") as progress."""
+        if self.quiet:
+            yield
+            return
+        handler = _SayHandler(self)
+        logger = logging.getLogger("ffu_cvx")
+        level = logger.level
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+
+
+class _SayHandler(logging.Handler):
+    """A logging handler that prints through :meth:`_Run.say`."""
+
+    def __init__(self, run: _Run):
+        super().__init__(logging.INFO)
+        self.run = run
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.run.say(f"  {record.getMessage()}")
+
 
 def _check_delta(delta: float, flag: str = "--delta") -> float:
     if not 0 < delta < 1:
@@ -131,7 +164,7 @@ def _solve(problem, method: str, options: dict, run: _Run):
     if note:
         run.say(f"warning: {note}")
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, run.solver_log():
             warnings.simplefilter("always")
             sol = solve(problem, method=method, callback=run.callback(), **options)
     except TypeError as exc:
@@ -198,6 +231,10 @@ def _cmd_solve(args, run: _Run) -> int:
     run.problem, run.method = problem, method
     target = check_target(spec)
     options = check_options(spec)
+    if args.max_time is not None:
+        if not args.max_time > 0:
+            raise InputError(f"--max-time must be a positive number of seconds, got {args.max_time!r}")
+        options = {**options, "max_time": args.max_time}
     t_load = time.perf_counter() - run.t0
     if isinstance(problem, FitnessProblem):
         run.say(f"problem {problem.name!r}: m={problem.m} queries, d={problem.d} cells, "
@@ -382,6 +419,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="solver (default: the spec's `method`, else sdp)")
     s.add_argument("--out", required=True, help="result file to write (JSON)")
     s.add_argument("--delta", type=float, default=1e-6, help="delta at which to report epsilon (default 1e-6)")
+    s.add_argument("--max-time", type=float, default=None,
+                   help="time budget in seconds (methods sdp, smii, gd): the best certified result found by then")
     s.add_argument("--quiet", action="store_true", help="no progress on stderr")
     s.set_defaults(func=_cmd_solve)
     r = sub.add_parser("release", help="release noisy answers for a histogram")

@@ -1,6 +1,6 @@
 """A self-describing release: noisy answers, their intervals and labels, and the privacy statement.
 
-Mechanisms layer (its bottom): imports numpy, scipy.special, ``privacy``, ``validation``,
+Mechanisms layer (its bottom): imports numpy, ``accuracy`` (``z_value``), ``privacy``, ``validation``,
 ``jsonio``, ``files`` and ``version`` (pandas only inside :meth:`Release.to_frame`); :mod:`ffu_cvx.mechanism` and :mod:`ffu_cvx.product_release`
 build a :class:`Release`.
 
@@ -36,9 +36,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from scipy import special
-
 from . import jsonio, privacy, validation
+from .accuracy import z_value
 from .files import atomic_write_group, check_output
 from .version import __version__
 
@@ -63,11 +62,6 @@ def check_level(level) -> float:
     if not 0.0 < level < 1.0:
         raise ValueError(f"`level` must be a confidence level in (0, 1), e.g. 0.95, got {level!r}")
     return level
-
-
-def z_value(level: float) -> float:
-    """Two-sided standard normal quantile for confidence ``level``."""
-    return float(special.ndtri(0.5 + 0.5 * level))
 
 
 def generator(rng) -> np.random.Generator:

@@ -1,0 +1,30 @@
+"""The command line shows the solvers' progress and honours a time budget."""
+
+import json
+
+from ffu_cvx.cli import main
+
+
+def test_solve_prints_the_solvers_progress_and_quiet_silences_it(tmp_path, capsys):
+    spec = tmp_path / "s.json"
+    spec.write_text(json.dumps({"workload": "prefix", "params": {"d": 8}}))
+    assert main(["solve", str(spec), "--method", "sdp", "--out", str(tmp_path / "r.json")]) == 0
+    err = capsys.readouterr().err
+    assert "SDP level 1" in err and "Problem 1 by" in err
+    assert main(["solve", str(spec), "--method", "sdp", "--out", str(tmp_path / "q.json"), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_max_time_reaches_the_solver_and_is_checked(tmp_path, capsys):
+    spec = tmp_path / "s.json"
+    spec.write_text(json.dumps({"workload": "prefix", "params": {"d": 8}}))
+    assert main(["solve", str(spec), "--method", "smii", "--max-time", "1e-9", "--out", str(tmp_path / "r.json"),
+                 "--quiet"]) in (0, 1)
+    res_or_err = (tmp_path / "r.json").read_text() if (tmp_path / "r.json").exists() else capsys.readouterr().err
+    assert "max_iter" in res_or_err
+    assert main(["solve", str(spec), "--max-time", "-1", "--out", str(tmp_path / "x.json")]) == 2
+    assert "--max-time must be a positive number" in capsys.readouterr().err
+    product = tmp_path / "p.json"
+    product.write_text(json.dumps({"domain": {"age": 4}, "groups": [{"blocks": {"age": "identity"}, "variance": 1}]}))
+    assert main(["solve", str(product), "--method", "kron", "--max-time", "5", "--out", str(tmp_path / "y.json")]) == 2
+    assert "max_time" in capsys.readouterr().err and not (tmp_path / "y.json").exists()
