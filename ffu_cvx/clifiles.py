@@ -1,7 +1,7 @@
 """The command line's file handling: bad input as one error, safe outputs, strict reading.
 
-Interfaces layer: imports numpy, ``mechanism`` (``check_histogram``) and the standard
-library. Every problem with a file is an :class:`InputError` (a ``ValueError``) naming
+Interfaces layer: imports numpy, ``files`` (``check_output``), ``mechanism`` (``check_histogram``)
+and the standard library. Every problem with a file is an :class:`InputError` (a ``ValueError``) naming
 the file and, where there is one, the field; the command line reports it in one line
 with exit status 2.
 
@@ -22,16 +22,13 @@ import csv
 import io
 import json
 import math
-import os
-import stat
 from pathlib import Path
 
 import numpy as np
 
+from . import files
 from .mechanism import check_histogram
 
-#: Write permission for anyone: a file with none is read-only, even to root.
-_ANY_WRITE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
 __all__ = ["InputError", "check_output", "read_text", "read_json", "load_array", "read_histogram"]
 
@@ -45,27 +42,14 @@ def check_output(path, flag: str, inputs: dict | None = None) -> Path:
     """Fail before any work if ``path`` cannot be written or would overwrite an input.
 
     ``inputs`` maps a description (``"spec"``, ``"--data"``) to the input's path. The
-    output is refused when it resolves to the same file as an input (same device and
-    inode: a symbolic or hard link counts), when it exists read-only, when it is a
-    directory, or when its folder is missing or not writable.
+    output is refused (:func:`ffu_cvx.files.check_output`) when it resolves to the same
+    file as an input (same device and inode: a symbolic or hard link counts), when it
+    exists read-only, when it is a directory, or when its folder is missing or not writable.
     """
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(f"{flag} {p} is a directory; give a file name")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"cannot write {flag} {p}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise InputError(f"cannot write {flag} {p}: directory {parent} is not writable")
-    if p.exists():
-        for what, src in (inputs or {}).items():
-            if src is not None and Path(src).exists() and os.path.samefile(p, src):
-                raise InputError(f"{flag} {p} is the same file as the {what} {src}; writing it would destroy "
-                                 f"the input: choose another {flag}")
-        if not os.access(p, os.W_OK) or not p.stat().st_mode & _ANY_WRITE:
-            raise InputError(f"{flag} {p} exists and is read-only; it is left as it is: choose another {flag} "
-                             "or make it writable")
-    return p
+    try:
+        return files.check_output(path, flag, inputs)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------- reading

@@ -422,7 +422,11 @@ def solve_level(
             **kwargs)
     t2 = time.perf_counter()
     lam, mu = (np.clip(np.asarray(v, dtype=float).ravel(), 0.0, None) for v in get_multipliers())
-    sigma = get_sigma()
+    try:
+        sigma = get_sigma()
+    except linalg.LinAlgError as exc:  # an X that is not positive definite: a numerical failure, retried
+        raise SolverError(f"SDP solver {name} returned an X that is not positive definite ({exc}); the problem is "
+                          "numerically ill-conditioned", status=SOLVER_ERROR, nit=nit) from None
     if sigma is None or not np.all(np.isfinite(sigma)):
         raise SolverError(f"SDP solver {name} reported {prob.status!r} but returned no finite Sigma",
                           status=SOLVER_ERROR, nit=nit)

@@ -136,9 +136,9 @@ def check_output(path, what: str, inputs: dict | None = None, overwrite: bool = 
     for name, src in (inputs or {}).items():
         if src is not None and Path(src).exists() and os.path.samefile(p, src):
             raise ValueError(f"{what} {p} is the same file as the {name} {src}; writing it would destroy the "
-                             "input: choose another path")
+                             f"input: choose another {what}")
     if not os.access(p, os.W_OK) or not p.stat().st_mode & _ANY_WRITE:
-        raise ValueError(f"{what} {p} exists and is read-only; it is left as it is: choose another path or make "
+        raise ValueError(f"{what} {p} exists and is read-only; it is left as it is: choose another {what} or make "
                          "it writable")
     if not overwrite:
         raise ValueError(f"{what} {p} exists; it is left as it is: choose another path, or pass overwrite=True "

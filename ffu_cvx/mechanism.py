@@ -75,7 +75,8 @@ def check_histogram(x, d: int, name: str = "x") -> np.ndarray:
     arr = arr.astype(float)
     bad = np.flatnonzero(~np.isfinite(arr))
     if bad.size:
-        raise ValueError(f"`{name}` contains NaN or inf (first at cell {bad[0]}): counts must be finite")
+        what = "NaN (not a number: a missing count?)" if np.isnan(arr[bad[0]]) else "infinite"
+        raise ValueError(f"`{name}` must hold finite counts, but {name}[{bad[0]}] = {arr[bad[0]]!r} is {what}")
     bad = np.flatnonzero(arr < 0)
     if bad.size:
         raise ValueError(f"`{name}` must be non-negative counts, but {name}[{bad[0]}] = {arr[bad[0]]!r}")
