@@ -42,7 +42,7 @@ from scipy import special, stats
 
 from . import validation
 
-__all__ = ["Target", "target", "z_value", "margin_of", "joint_coverage", "Coverage", "KINDS"]
+__all__ = ["Target", "target", "variances", "z_value", "margin_of", "joint_coverage", "Coverage", "KINDS"]
 
 #: The kinds of :class:`Target`.
 KINDS = ("variance", "margin", "joint")
@@ -91,6 +91,13 @@ class Target:
         return (f"all {self.queries} answers of {what} within ±{self.margin:.6g} at once with probability at least "
                 f"{_percent(self.level)} (each at {_percent(self.query_level, 4)}, Šidák)")
 
+    def short(self) -> str:
+        """The target in a few words, for a table cell: ``"±50 at 95%"``."""
+        if self.kind == "variance":
+            return f"variance <= {self.variance:.6g}"
+        return f"±{self.margin:.6g} at {_percent(self.level)}" + (
+            f", all {self.queries} at once" if self.kind == "joint" else "")
+
     def achieved(self, variance: float) -> str:
         """What a variance delivers, in this target's words (the margin at its level, or the variance)."""
         if self.kind == "variance":
@@ -135,6 +142,27 @@ def target(spec, name: str = "target", queries: int = 1) -> Target:
     m = validation.positive_int(queries, "queries") if kind == "joint" else 1
     per_query = level ** (1.0 / m) if kind == "joint" else level
     return Target(kind, (margin / z_value(per_query)) ** 2, margin, level, m)
+
+
+def variances(spec, m: int, name: str = "c") -> tuple[np.ndarray, Target | None]:
+    """The (m,) variance targets of ``spec`` and, when one target covers them all, that :class:`Target`.
+
+    ``spec``: an array of variances (m,) or a number; one target mapping for every query
+    (``{"margin": M, "level": L}``, with ``"joint": true`` for all ``m`` at once); or a list
+    of ``m`` numbers and per-query mappings (a joint target needs one mapping for all).
+    """
+    if isinstance(spec, dict):
+        goal = target(spec, name, queries=m)
+        return np.full(m, goal.variance), goal
+    if isinstance(spec, (list, tuple)) and any(isinstance(v, dict) for v in spec):
+        if len(spec) != m:
+            raise ValueError(f"`{name}` must give one target per query ({m}), got {len(spec)}")
+        goals = [target(v, f"{name}[{j}]") for j, v in enumerate(spec)]
+        if any(g.kind == "joint" for g in goals):
+            raise ValueError(f"`{name}`: a joint target covers several queries: give it once for all of them, "
+                             "not per query")
+        return np.array([g.variance for g in goals]), None
+    return spec, None
 
 
 @dataclass(frozen=True)

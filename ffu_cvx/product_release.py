@@ -1,6 +1,6 @@
 """Release from records for a product workload: exact answers from sparse counts plus the mechanism's noise.
 
-Mechanisms layer: imports numpy, ``counts``, ``products``, ``mechanism`` (the dense
+Mechanisms layer: imports numpy, ``accuracy``, ``counts``, ``products``, ``mechanism`` (the dense
 GaussianMechanism), ``release``, ``result``, ``fingerprint`` and ``privacy``.
 
 :func:`release_product` is agnostic of the mechanism. The exact answers ``W x`` come
@@ -26,16 +26,21 @@ from pathlib import PurePath
 import numpy as np
 
 from . import fingerprint, privacy
+from .accuracy import joint_coverage
 from .counts import Counts
 from .mechanism import GaussianMechanism
 from .products import ProductWorkload
 from .release import DEFAULT_DELTA, TARGET_RTOL, Release, check_level, generator, z_value
 from .result import Solution
 
-__all__ = ["release_product", "noise_source", "WORKLOAD_RTOL"]
+__all__ = ["release_product", "noise_source", "WORKLOAD_RTOL", "COVERAGE_DRAWS"]
 
 #: Relative agreement required between a dense Solution's W and c and the workload's (the same queries).
 WORKLOAD_RTOL = 1e-9
+#: Simulated releases behind a joint target's measured coverage (the interval's half-width is about 1 point).
+COVERAGE_DRAWS = 2000
+#: Seed of those simulations: they use no data, so a fixed seed publishes nothing and makes them reproducible.
+COVERAGE_SEED = 20260101
 
 
 def _refuse(what: str) -> None:
@@ -118,7 +123,7 @@ def _mechanism_text(source) -> str:
 
 
 def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rng=None, level: float = 0.95,
-                    delta: float = DEFAULT_DELTA) -> Release:
+                    delta: float = DEFAULT_DELTA, coverage_draws: int = COVERAGE_DRAWS) -> Release:
     """Noisy answers ``W x + noise`` of a product workload for ``counts``, labelled, with intervals.
 
     Parameters
@@ -132,6 +137,8 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
     rng : None (OS entropy: a real release), or a seed / Generator (testing only: whoever
         knows the seed can remove the noise).
     level : confidence level of the intervals; delta : the delta of the statement's epsilon.
+    coverage_draws : simulated releases (the mechanism's noise alone) measuring the joint
+        coverage of each group with a joint target (0: none).
 
     Returns
     -------
@@ -157,21 +164,49 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
         raise ValueError(f"sample_answer_noise returned shape {noise.shape}, expected ({workload.m},)")
     answers = exact + noise
     half = z_value(level) * np.sqrt(variances)
+    coverage = _joint_coverages(source, workload, coverage_draws)
     info = {"domain": workload.domain.spec(), "ordered": list(workload.domain.ordered),
-            "groups": _group_accuracy(workload, variances)}
+            "groups": _group_accuracy(workload, variances, coverage)}
     neighbours = getattr(source, "neighbours", privacy.ADD_REMOVE)
     return Release(answers=answers, variances=variances, lower=answers - half, upper=answers + half, level=level,
                    labels=workload.labels, privacy_cost=float(_field(source, "privacy_cost")), neighbours=neighbours,
                    mechanism=_mechanism_text(source), name=workload.name, statement_delta=delta,
                    groups=workload.group_index(), group_names=tuple(g.name for g in workload.groups), info=info,
-                   targets=workload.c, inputs=inputs)
+                   targets=workload.c, group_targets=tuple(g.accuracy for g in workload.groups), inputs=inputs)
 
 
-def _group_accuracy(workload: ProductWorkload, variances: np.ndarray) -> list:
-    """Per group: name, target, number of queries, first query, worst variance and whether all meet the target."""
+def _group_accuracy(workload: ProductWorkload, variances: np.ndarray, coverage: dict) -> list:
+    """Per group: name, target (variance, and in the publisher's words), queries, first query, the worst
+    variance and what it delivers in those words, whether all meet the target, and for a joint
+    target the measured joint coverage."""
     out = []
     for i, g in enumerate(workload.groups):
         worst = float(variances[workload.offsets[i]:workload.offsets[i + 1]].max())
-        out.append({"name": g.name, "target": g.target, "queries": g.m, "first_query": workload.offsets[i],
-                    "max_variance": worst, "meets_target": bool(worst <= g.target * (1 + TARGET_RTOL))})
+        goal = g.accuracy
+        entry = {"name": g.name, "target": g.target, "queries": g.m, "first_query": workload.offsets[i],
+                 "max_variance": worst, "meets_target": bool(worst <= g.target * (1 + TARGET_RTOL)),
+                 "accuracy": {**goal.as_dict(), "stated": goal.text(f"each answer of {g.name!r}" if goal.kind != "joint"
+                                                                    else repr(g.name)),
+                              "achieved": goal.achieved(worst)}}
+        if i in coverage:
+            entry["accuracy"]["measured"] = {"rate": coverage[i].rate, "low": coverage[i].low,
+                                             "high": coverage[i].high, "draws": coverage[i].draws,
+                                             "text": coverage[i].text()}
+        out.append(entry)
+    return out
+
+
+def _joint_coverages(source, workload: ProductWorkload, draws: int) -> dict:
+    """{group: :class:`ffu_cvx.accuracy.Coverage`} of each joint target, from the mechanism's own noise
+    (no data: the simulation is public), ``draws`` simulated releases shared by the groups."""
+    joint = [i for i, g in enumerate(workload.groups) if g.accuracy.kind == "joint"]
+    if not joint or not draws:
+        return {}
+    noise = [np.asarray(source.sample_answer_noise(np.random.default_rng([COVERAGE_SEED, k])))
+             for k in range(draws)]
+    out = {}
+    for i in joint:
+        g, lo, hi = workload.groups[i], workload.offsets[i], workload.offsets[i + 1]
+        stream = iter(noise)
+        out[i] = joint_coverage(lambda _gen: next(stream)[lo:hi], g.accuracy.margin, draws=draws)
     return out

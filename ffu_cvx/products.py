@@ -1,10 +1,11 @@
 """Implicit product workloads over a :class:`ffu_cvx.domain.Domain` (HDMM's idea, our code).
 
-Core layer: imports numpy, ``counts``, ``domain``, ``memory``, ``problem`` and ``validation``. A *block* is a
-small dense matrix over one attribute (identity, total, prefix, all ranges, bands,
+Core layer: imports numpy, ``accuracy``, ``counts``, ``domain``, ``memory``, ``problem`` and ``validation``. A
+*block* is a small dense matrix over one attribute (identity, total, prefix, all ranges, bands,
 given ranges, or any matrix); a *product group* takes one block per attribute (the
-attributes it does not name get the total) and one variance target for all its
-``prod(m_i)`` queries, the Kronecker product ``W_g = A_1 (x) ... (x) A_a``; a
+attributes it does not name get the total) and one accuracy target for all its
+``prod(m_i)`` queries (a variance, a margin at a confidence level, or a joint margin for
+the whole table: :mod:`ffu_cvx.accuracy`), the Kronecker product ``W_g = A_1 (x) ... (x) A_a``; a
 *product workload* is a union of groups. Nothing of size ``d`` x ``m`` is formed:
 ``dense()`` is the named exit and refuses above a size limit.
 
@@ -34,7 +35,8 @@ from typing import Mapping
 
 import numpy as np
 
-from . import validation
+from . import accuracy, validation
+from .accuracy import Target
 from .counts import Counts
 from .domain import Attribute, Domain
 from .memory import check_dense, dense_bytes, human_bytes
@@ -178,11 +180,18 @@ def _refuse_dense(m: int, d: int, max_cells: int, what: str) -> None:
 @dataclass(frozen=True, eq=False)
 class ProductGroup:
     """``W_g = A_1 (x) ... (x) A_a`` (one block per attribute, domain order) with one
-    variance ``target`` for each of its ``m`` queries; ``name`` for labels."""
+    variance ``target`` for each of its ``m`` queries; ``name`` for labels; ``accuracy``
+    the target as the publisher stated it (:class:`ffu_cvx.accuracy.Target`; a variance
+    when not given)."""
 
     blocks: tuple
     target: float
     name: str
+    accuracy: Target | None = None
+
+    def __post_init__(self):
+        if self.accuracy is None:
+            object.__setattr__(self, "accuracy", Target("variance", float(self.target)))
 
     @property
     def factors(self) -> tuple:
@@ -356,7 +365,9 @@ def _group_blocks(domain: Domain, specs: Mapping, group: str) -> tuple:
 def product(domain: Domain, groups, name: str = "product") -> ProductWorkload:
     """The product workload of ``groups``: a list of ``(blocks, target)`` or ``(blocks, target, name)``
     with ``blocks`` a mapping {attribute: block spec} (attributes not named get the total)
-    and ``target`` the variance target (> 0) of each of the group's queries."""
+    and ``target`` the accuracy of each of the group's queries: a variance (> 0), or
+    ``{"margin": M, "level": L}`` (each query within ``±M`` at level ``L``), or
+    ``{"margin": M, "level": L, "joint": True}`` (all of them at once; see :mod:`ffu_cvx.accuracy`)."""
     if not isinstance(domain, Domain):
         raise ValueError(f"`domain` must be a Domain, got {type(domain).__name__}")
     if isinstance(groups, (str, Mapping)) or not hasattr(groups, "__iter__"):
@@ -377,11 +388,11 @@ def product(domain: Domain, groups, name: str = "product") -> ProductWorkload:
         unknown = [a for a in specs if a not in domain.names]
         if unknown:
             raise ValueError(f"group {g}: unknown attribute {unknown[0]!r}; the domain has {list(domain.names)}")
-        target = validation.positive(target, f"group {g} target")
         blocks = _group_blocks(domain, specs, f"group {g}" + (f" ({name_[0]!r})" if name_ else ""))
+        goal = accuracy.target(target, f"group {g} target", queries=math.prod(b.matrix.shape[0] for b in blocks))
         label = " x ".join(f"{a.name} {specs[a.name] if isinstance(specs[a.name], str) else b.kind}"
                            for a, b in zip(domain.attributes, blocks) if a.name in specs) or "total"
-        out.append(ProductGroup(blocks, target, name_[0] if name_ else label))
+        out.append(ProductGroup(blocks, goal.variance, name_[0] if name_ else label, goal))
     return ProductWorkload(domain, out, name)
 
 

@@ -52,8 +52,9 @@ TOOL = "ffu-cvx"
 SIDECAR_SUFFIX = ".privacy.json"
 #: Relative slack under which a variance counts as meeting its target.
 TARGET_RTOL = 1e-6
-#: The answers CSV's columns, in order (``group`` and ``postprocessed`` only when present).
-COLUMNS = ("query", "group", "label", "answer", "variance", "std", "lower", "upper", "postprocessed")
+#: The answers CSV's columns, in order (``group``, ``target`` and ``postprocessed`` only when present:
+#: ``target`` is the group's accuracy target in the publisher's words, where one is a margin).
+COLUMNS = ("query", "group", "label", "answer", "variance", "std", "lower", "upper", "target", "postprocessed")
 
 
 def check_level(level) -> float:
@@ -151,6 +152,7 @@ class Release(privacy.GaussianPrivacy):
     created_utc: str = field(default_factory=utc_now)
     tool_version: str = __version__
     targets: np.ndarray | None = None
+    group_targets: tuple = ()
     inputs: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -209,8 +211,14 @@ class Release(privacy.GaussianPrivacy):
             raise ValueError("`postprocess` needs nonnegative=True and/or round=True")
         return dataclasses.replace(self, postprocessed=values, postprocessing=tuple(steps))
 
+    @property
+    def _stated(self) -> bool:
+        """Whether some group's target is a margin (then the CSV states each query's target in words)."""
+        return self.groups is not None and any(t.kind != "variance" for t in self.group_targets)
+
     def _columns(self) -> list:
-        present = {"group": self.groups is not None, "postprocessed": self.postprocessed is not None}
+        present = {"group": self.groups is not None, "postprocessed": self.postprocessed is not None,
+                   "target": self._stated}
         return [c for c in COLUMNS if present.get(c, True)]
 
     def csv_bytes(self) -> bytes:
@@ -227,6 +235,8 @@ class Release(privacy.GaussianPrivacy):
             if self.groups is not None:
                 g = int(self.groups[j])
                 row["group"] = self.group_names[g] if self.group_names else g
+                if self._stated:
+                    row["target"] = self.group_targets[g].short()
             if self.postprocessed is not None:
                 row["postprocessed"] = self.postprocessed[j]
             w.writerow([repr(float(row[c])) if isinstance(row[c], (float, np.floating)) else row[c] for c in cols])
@@ -282,6 +292,7 @@ class Release(privacy.GaussianPrivacy):
                   "upper": self.upper}
         if self.groups is not None:
             values["group"] = [self.group_names[g] for g in self.groups] if self.group_names else self.groups
+            values["target"] = [self.group_targets[g].short() for g in self.groups] if self._stated else None
         if self.postprocessed is not None:
             values["postprocessed"] = self.postprocessed
         frame = pd.DataFrame({c: values[c] for c in self._columns()})

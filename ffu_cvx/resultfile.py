@@ -1,6 +1,6 @@
 """The command line's two file formats: SPEC (a workload to solve) and RESULT (a solved mechanism).
 
-Interfaces layer: imports numpy, ``workloads``, ``domain``, ``products``, ``problem``, ``result``, ``status``,
+Interfaces layer: imports numpy, ``accuracy``, ``workloads``, ``domain``, ``products``, ``problem``, ``result``, ``status``,
 ``privacy``, ``fingerprint``, ``release`` (``TARGET_RTOL``), ``jsonio``, ``version`` and ``clifiles``. Every error is an
 :class:`~ffu_cvx.clifiles.InputError` naming the file and the field.
 
@@ -12,7 +12,9 @@ SPEC (JSON object; relative paths are resolved against the spec's directory)
 or ``W``: the (m, d) matrix inline (list of rows) or a path to ``.npy``, ``.npz`` (array
 ``W`` or the only array) or ``.csv`` (comma separated, no header). ``c``: the (m,) variance
 targets (a number, a list or a path; required with ``W``, replaces the builder's targets
-with ``workload``). Optional: ``basis`` (``"auto"``, ``"identity"``, ``"upper"``, ``"rows"``,
+with ``workload``), or accuracy in the publisher's words (:mod:`ffu_cvx.accuracy`):
+``{"margin": 50, "level": 0.95}`` for every query, ``{"margin": 50, "level": 0.95, "joint":
+true}`` for all of them at once, or a list mixing variances and per-query margins. Optional: ``basis`` (``"auto"``, ``"identity"``, ``"upper"``, ``"rows"``,
 or a (k, d) matrix / path), ``labels`` (m strings), ``name``, ``method`` (the solver, when ``--method`` does not
 say), ``options`` (keyword options of the solver), ``target`` (``{"epsilon": e, "delta": d}``:
 solve Problem 2 instead, i.e. rescale Sigma to meet (e, d) exactly and report the uniform
@@ -22,7 +24,8 @@ A *product* SPEC names a domain and groups of queries instead of ``W`` (see
 :mod:`ffu_cvx.products`): ``domain`` ``{"age": 116, "sex": ["F", "M"], ...}`` (a size or the
 value labels per attribute), optional ``ordered`` (the ordered attributes; default those
 given by a size), ``groups``: a list of ``{"blocks": {attribute: block}, "variance": v}``
-(optional ``name``; attributes not named get the total; a block is ``"identity"``,
+(or ``"margin": M, "level": L`` and optionally ``"joint": true`` instead of ``variance``;
+optional ``name``; attributes not named get the total; a block is ``"identity"``,
 ``"total"``, ``"prefix"``, ``"ranges"``, ``{"bands": w}``, ``{"ranges": [[lo, hi], ...]}`` or
 a matrix), and ``name``, ``method``, ``options``, ``target`` as above. Its RESULT is the
 dense one below when a dense method solved it (its ``spec`` rebuilds the domain to count
@@ -64,7 +67,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import fingerprint, jsonio, privacy, workloads
+from . import accuracy, fingerprint, jsonio, privacy, workloads
 from .clifiles import InputError, load_array, read_json
 from .domain import Domain
 from .problem import FitnessProblem
@@ -83,7 +86,9 @@ SCHEMA_VERSION = 3
 WORKLOADS = ("prefix", "random_ranges", "random_pm1", "pl94", "age_pyramid", "marginals_a", "marginals_b")
 SPEC_KEYS = {"workload", "params", "W", "c", "basis", "labels", "name", "method", "options", "target"}
 PRODUCT_SPEC_KEYS = {"domain", "ordered", "groups", "name", "method", "options", "target"}
-GROUP_KEYS = {"blocks", "variance", "name"}
+#: A group's accuracy target: ``variance``, or ``margin`` and ``level`` (and ``joint``); see :mod:`ffu_cvx.accuracy`.
+TARGET_KEYS = ("variance", "margin", "level", "joint")
+GROUP_KEYS = {"blocks", "name", *TARGET_KEYS}
 #: ``kind`` of a RESULT holding a structured solution: the spec, the method and its options and
 #: the recorded numbers (privacy cost, epsilon, variances); ``release`` re-solves (deterministic)
 #: and checks that the numbers agree before any noise is drawn.
@@ -128,10 +133,12 @@ def product_workload(spec: dict, path: Path) -> ProductWorkload:
         raise InputError(f"spec {path}: `groups` must be a non-empty list of {{\"blocks\": ..., \"variance\": v}}")
     items = []
     for i, g in enumerate(groups):
-        if not isinstance(g, dict) or "variance" not in g or set(g) - GROUP_KEYS:
-            raise InputError(f"spec {path}: `groups[{i}]` must be an object with `variance` and optional `blocks` "
-                             f"and `name` (keys {sorted(GROUP_KEYS)}), got {g!r:.80}")
-        items.append((g.get("blocks", {}), g["variance"], *([g["name"]] if "name" in g else [])))
+        if not isinstance(g, dict) or not ("variance" in g or "margin" in g) or set(g) - GROUP_KEYS:
+            raise InputError(f"spec {path}: `groups[{i}]` must be an object with `variance` (or `margin` and "
+                             f"`level`, optionally `joint`) and optional `blocks` and `name` (keys "
+                             f"{sorted(GROUP_KEYS)}), got {g!r:.80}")
+        goal = g["variance"] if set(g).intersection(TARGET_KEYS) == {"variance"} else {k: g[k] for k in TARGET_KEYS if k in g}
+        items.append((g.get("blocks", {}), goal, *([g["name"]] if "name" in g else [])))
     name = spec.get("name", path.stem)
     if not isinstance(name, str):
         raise InputError(f"spec {path}: `name` must be a string, got {name!r}")
@@ -175,6 +182,10 @@ def load_spec(path) -> tuple[FitnessProblem | ProductProblem, dict]:
         c = load_array(spec["c"], "c", base)
     if isinstance(c, np.ndarray) and c.ndim == 2 and 1 in c.shape:
         c = c.ravel()
+    try:
+        c, _ = accuracy.variances(c, np.shape(W)[0])
+    except ValueError as exc:
+        raise InputError(f"spec {path}: {exc}") from None
     basis = spec.get("basis", "auto")
     if not isinstance(basis, str) or Path(basis).suffix.lower() in _ARRAY_SUFFIXES:
         basis = load_array(basis, "basis", base)
