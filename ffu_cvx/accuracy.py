@@ -96,14 +96,14 @@ class Target:
         if self.kind == "variance":
             return f"variance <= {self.variance:.6g}"
         return f"±{self.margin:.6g} at {_percent(self.level)}" + (
-            f", all {self.queries} at once" if self.kind == "joint" else "")
+            f", all {self.queries} at once" if self.kind == "joint" and self.queries > 1 else "")
 
     def achieved(self, variance: float) -> str:
         """What a variance delivers, in this target's words (the margin at its level, or the variance)."""
         if self.kind == "variance":
             return f"variance {variance:.6g}"
         return f"±{float(margin_of(variance, self.query_level)):.6g} at {_percent(self.level)}" + \
-            (" jointly" if self.kind == "joint" else "")
+            (" jointly" if self.kind == "joint" and self.queries > 1 else "")
 
     def as_dict(self) -> dict:
         """JSON-able form (what a RESULT or statement records)."""

@@ -1,6 +1,6 @@
 """The ``ffu-cvx`` command line: solve a user's workload, release answers, report.
 
-Interfaces layer: imports ``solvers``, ``mechanism``, ``product_release``, ``release``,
+Interfaces layer: imports ``solvers``, ``mechanism``, ``budget``, ``product_release``, ``release``,
 ``products``, ``problem``, ``memory``, ``files`` and the command line's own modules ``clifiles`` (inputs, outputs, histograms),
 ``resultfile`` (the SPEC and RESULT formats, documented there) and ``cliplot`` (the
 report figure).
@@ -27,6 +27,11 @@ Commands
     entropy; a seed is for testing only (whoever knows it can remove the noise). What is
     computed from the data without noise (the number of records, of non-empty cells) is
     printed on the terminal, marked confidential, and written to no file.
+``ffu-cvx budget SPEC.json [--epsilon E] [--delta 1e-6] [--method M] [--quiet]``
+    The smallest privacy loss at which every target of the spec is met (epsilon at
+    delta, rho-zCDP, and the certified least epsilon), table by table in the spec's own
+    words (margins at their confidence levels, or variances); with ``--epsilon``, the
+    reverse: what each table gets at (epsilon, delta), and which targets that misses.
 ``ffu-cvx report RESULT.json [--plot FIG.png] [--delta D]``
     Print the privacy statement and accuracy summary; optionally plot achieved against
     target variance per query and the privacy profile.
@@ -59,6 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from .clifiles import InputError, check_output, read_histogram, read_json
+from .budget import accuracy_at, smallest_budget, tables
 from .cliplot import plot_result
 from .files import Terminated, atomic_write_bytes, atomic_write_group, raise_if_signalled, signals_unwind
 from .mechanism import GaussianMechanism, problem2
@@ -178,8 +184,8 @@ def _solve(problem, method: str, options: dict, run: _Run):
     return sol
 
 
-def _method(args, spec: dict) -> str:
-    method = args.method or spec.get("method") or DEFAULT_METHOD
+def _method(args, spec: dict, default: str = None) -> str:
+    method = args.method or spec.get("method") or default or DEFAULT_METHOD
     if not isinstance(method, str) or method.lower() not in CLI_METHODS:
         raise InputError(f"method {method!r} (from {'--method' if args.method else 'the spec'}) is not one of "
                          f"{list(CLI_METHODS)}")
@@ -254,6 +260,25 @@ def _cmd_solve(args, run: _Run) -> int:
     run.say(f"epsilon = {res['epsilon']:.6g} at delta = {args.delta:g}; rho-zCDP = {res['rho']:.6g}; "
             f"neighbours: {res['neighbours']}")
     run.say(f"wrote {out}")
+    return EXIT_OK
+
+
+def _cmd_budget(args, run: _Run) -> int:
+    _check_delta(args.delta)
+    if args.epsilon is not None and not args.epsilon > 0:
+        raise InputError(f"--epsilon must be > 0, got {args.epsilon!r}")
+    spec_path = Path(args.spec)
+    problem, spec = load_spec(spec_path)
+    method = _method(args, spec, default="auto")
+    run.problem, run.method = problem, method
+    options = check_options(spec)
+    with run.solver_log():
+        if args.epsilon is None:
+            found = smallest_budget(problem, args.delta, method=method, **options)
+            print(f"smallest budget meeting every target: {found.text()}")
+        else:
+            found = accuracy_at(problem, args.epsilon, args.delta, method=method, **options)
+            print(f"at {found.text()}")
     return EXIT_OK
 
 
@@ -355,6 +380,8 @@ def _report_lines(sol, res: dict, delta: float) -> list[str]:
         f"{int(np.sum(ratio <= 1 + TARGET_RTOL))}/{problem.m} queries within their targets",
         f"certificate   lower bound {lower:.10g} on alpha at these targets, gap {gap:.2e}",
     ]
+    if structured:
+        lines += [f"table         {t.text()}" for t in tables(sol, problem)]
     if target:
         klb = np.nan if target["k_lower_bound"] is None else target["k_lower_bound"]
         verdict = "every target met" if target["met"] else f"targets MISSED by up to a factor {target['k']:.6g}"
@@ -437,6 +464,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--round", action="store_true", help="post-processing: add answers rounded to integers")
     r.add_argument("--quiet", action="store_true", help="no messages on stderr")
     r.set_defaults(func=_cmd_release)
+    b = sub.add_parser("budget", help="the smallest privacy loss meeting every target, or the accuracy at a budget")
+    b.add_argument("spec", help="workload spec (JSON) with variance or margin targets")
+    b.add_argument("--epsilon", type=float, default=None,
+                   help="the reverse question: what each table gets at this epsilon (and --delta)")
+    b.add_argument("--delta", type=float, default=1e-6, help="delta of (epsilon, delta)-DP (default 1e-6)")
+    b.add_argument("--method", default=None, choices=CLI_METHODS, help="solver (default: the spec's, else auto)")
+    b.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    b.set_defaults(func=_cmd_budget)
     t = sub.add_parser("report", help="summarise a result; optionally plot it")
     t.add_argument("result", help="result file from `ffu-cvx solve`")
     t.add_argument("--plot", default=None, help="figure to write (.png, .pdf or .svg)")

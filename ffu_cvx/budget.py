@@ -1,0 +1,141 @@
+"""Budget from accuracy, and accuracy from a budget, table by table in the publisher's words.
+
+Mechanisms layer: imports numpy, ``accuracy``, ``mechanism`` (Problem 2), ``problem``,
+``products`` and ``solvers``.
+
+- :func:`smallest_budget`: the least privacy loss (epsilon at a given delta, and rho-zCDP)
+  at which every target is met. Problem 1 finds the least privacy cost ``alpha``; the
+  exact Gaussian mechanism turns it into epsilon, and the certified lower bound on
+  ``alpha`` into a certified lower bound on epsilon (no mechanism of this family meets the
+  targets below it).
+- :func:`accuracy_at`: at a given (epsilon, delta), what each table gets (Problem 2: the
+  optimal mechanism scaled to that budget), as a margin at the table's own confidence
+  level, or a variance, and whether its target is met.
+
+Both describe the outcome per table (a product workload's group; a dense problem is
+one table) with a :class:`TableAccuracy`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import privacy
+from .accuracy import Target, margin_of
+from .mechanism import problem2
+from .problem import FitnessProblem
+from .products import ProductProblem
+from .release import DEFAULT_DELTA, TARGET_RTOL
+from .solvers import solve
+
+__all__ = ["TableAccuracy", "Budget", "tables", "smallest_budget", "accuracy_at"]
+
+
+@dataclass(frozen=True)
+class TableAccuracy:
+    """One table's outcome: ``name``, ``queries``, its ``target`` (as stated), ``worst_variance``
+    over its queries, ``margin`` (the half-width at the target's level each query gets; None for
+    a variance target) and ``met``."""
+
+    name: str
+    queries: int
+    target: Target
+    worst_variance: float
+    margin: float | None
+    met: bool
+
+    def text(self) -> str:
+        got = self.target.achieved(self.worst_variance)
+        verdict = "met" if self.met else f"MISSED by a factor {self.worst_variance / self.target.variance:.4g} in variance"
+        return f"{self.name}: asked {self.target.short()}, gets {got} ({verdict})"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A privacy budget and the accuracy it buys.
+
+    epsilon, delta, rho : the budget ((epsilon, delta)-DP and rho-zCDP, exact Gaussian
+    mechanism); epsilon_lower_bound : certified lower bound on the least epsilon meeting
+    every target (nan where the solution has no certificate); tables : one
+    :class:`TableAccuracy` per table; solution : the Solution at this budget (its
+    ``privacy_cost`` is ``alpha``).
+    """
+
+    epsilon: float
+    delta: float
+    rho: float
+    epsilon_lower_bound: float
+    tables: tuple
+    solution: object
+
+    @property
+    def met(self) -> bool:
+        return all(t.met for t in self.tables)
+
+    def text(self) -> str:
+        head = (f"({self.epsilon:.6g}, {self.delta:g})-DP, {self.rho:.6g}-zCDP"
+                + (f"; no mechanism meets every target below epsilon = {self.epsilon_lower_bound:.6g} (certified)"
+                   if math.isfinite(self.epsilon_lower_bound) else ""))
+        return "\n".join([head, *(f"  {t.text()}" for t in self.tables)])
+
+
+def tables(solution, problem) -> tuple:
+    """Per table of ``problem``: the worst variance of ``solution`` and what it delivers."""
+    if isinstance(problem, ProductProblem):
+        groups = problem.groups
+        if solution.get("sigma") is None and solution.get("variances") is None:
+            worst = [float(solution.group_variances(g).max()) for g in range(len(groups))]
+        else:
+            var, off = np.asarray(solution["variances"]), problem.workload.offsets
+            worst = [float(var[off[g]:off[g + 1]].max()) for g in range(len(groups))]
+        items = [(g.name, g.m, g.accuracy, w) for g, w in zip(groups, worst)]
+    else:
+        ratio = solution["variances"] / problem.c
+        j = int(np.argmax(ratio))
+        items = [(problem.name, problem.m, Target("variance", float(problem.c[j])), float(solution["variances"][j]))]
+    return tuple(TableAccuracy(name, m, goal, w,
+                               None if goal.kind == "variance" else float(margin_of(w, goal.query_level)),
+                               bool(w <= goal.variance * (1 + TARGET_RTOL)))
+                 for name, m, goal, w in items)
+
+
+def _check_problem(problem):
+    if not isinstance(problem, (FitnessProblem, ProductProblem)):
+        raise ValueError(f"`problem` must be a FitnessProblem or a ProductProblem (workload.to_problem()), got "
+                         f"{type(problem).__name__}")
+    return problem
+
+
+def smallest_budget(problem, delta: float = DEFAULT_DELTA, method: str = "auto", **options) -> Budget:
+    """The least (epsilon at ``delta``, rho) at which every target of ``problem`` is met.
+
+    ``problem`` is solved with ``ffu_cvx.solve(problem, method, **options)`` (Problem 1:
+    the least privacy cost ``alpha`` meeting every target). Returns a :class:`Budget`
+    whose epsilon is that of ``alpha`` and whose ``epsilon_lower_bound`` is that of the
+    certified lower bound on ``alpha``.
+    """
+    problem = _check_problem(problem)
+    privacy.gaussian_epsilon(delta, 1.0)  # validates delta before any solve
+    solved = problem.for_method(method) if isinstance(problem, ProductProblem) else problem
+    sol = solve(solved, method=method, **options)
+    lb = sol.get("lower_bound")
+    eps_lb = privacy.gaussian_epsilon(delta, math.sqrt(lb)) if lb is not None and lb > 0 else math.nan
+    return Budget(epsilon=sol.epsilon(delta), delta=float(delta), rho=sol.rho, epsilon_lower_bound=eps_lb,
+                  tables=tables(sol, problem), solution=sol)
+
+
+def accuracy_at(problem, epsilon: float, delta: float = DEFAULT_DELTA, method: str = "auto", **options) -> Budget:
+    """What each table of ``problem`` gets at (``epsilon``, ``delta``): Problem 2's mechanism, table by table.
+
+    Every variance of the optimal mechanism scales by the same factor ``k`` (certified
+    optimal); each table's margin at its own confidence level follows. Returns a
+    :class:`Budget` at exactly (epsilon, delta).
+    """
+    problem = _check_problem(problem)
+    p2 = problem2(problem, epsilon, delta, method=method, **options)
+    sol = p2.solution
+    return Budget(epsilon=float(epsilon), delta=float(delta), rho=sol.rho, epsilon_lower_bound=math.nan,
+                  tables=tables(sol, problem), solution=sol)
