@@ -228,6 +228,15 @@ class AscentResult:
     history: tuple
 
 
+def _group_sums(steps, groups: int) -> list:
+    """Per group, its variance parts summed over the blocks (in block order) that answer it."""
+    v = [0] * groups
+    for step in steps:
+        for g, part in step[3].items():
+            v[g] = v[g] + part
+    return v
+
+
 def _start(red: Reduction):
     lam = np.full(red.D, 1.0 / red.D)
     total = sum(m * c for m, c in zip(red.rows, red.targets))
@@ -259,7 +268,7 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
                 break
         F = sum(s[0] for s in steps)
         p = sum(s[2] for s in steps)
-        v = [sum(s[3][g] for s in steps if g in s[3]) for g in range(len(red.rows))]
+        v = _group_sums(steps, len(red.rows))
         ratio = max(float(np.max(vg)) / c for vg, c in zip(v, red.targets))
         cost, lb = float(p.max()) * ratio, F * F
         improved = False

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -68,8 +69,28 @@ class Factor:
         return self.sigma.shape[0]
 
     def profile(self) -> np.ndarray:
-        """``diag(B^T Sigma^{-1} B)`` over the factor's cells (prod n,)."""
-        return privacy.profile(self.sigma, self.B, chol=self.chol)
+        """``diag(B^T Sigma^{-1} B)`` over the factor's cells (prod n,), read-only, computed once:
+        the symmetry reduction shares one factor among many terms."""
+        return self._profile
+
+    @cached_property
+    def _profile(self) -> np.ndarray:
+        p = privacy.profile(self.sigma, self.B, chol=self.chol)
+        p.setflags(write=False)
+        return p
+
+    def variances(self, R: np.ndarray) -> np.ndarray:
+        """``diag(R Sigma R^T)`` (rows,), remembered per reconstruction matrix ``R`` (terms share them)."""
+        hit = self._variances.get(id(R))
+        if hit is None or hit[0] is not R:
+            hit = (R, privacy.variances(R, self.sigma))
+            hit[1].setflags(write=False)
+            self._variances[id(R)] = hit
+        return hit[1]
+
+    @cached_property
+    def _variances(self) -> dict:
+        return {}
 
     def scaled(self, s: float) -> "Factor":
         return Factor.build(self.attrs, self.B, self.sigma * s)
@@ -171,7 +192,7 @@ def group_variances(terms, g: int, rows: tuple) -> np.ndarray:
     for t in terms:
         if g not in t.recon:
             continue
-        vecs = [(f.attrs, privacy.variances(R, f.sigma)) for f, R in zip(t.factors, t.recon[g])]
+        vecs = [(f.attrs, f.variances(R)) for f, R in zip(t.factors, t.recon[g])]
         items.append((1.0, vecs))
     return _flat_sum(items, rows)
 
@@ -183,7 +204,7 @@ def max_ratio(terms, groups, targets) -> float:
         used = [t for t in terms if g in t.recon]
         if len(used) == 1:
             t = used[0]
-            top = math.prod(float(privacy.variances(R, f.sigma).max()) for f, R in zip(t.factors, t.recon[g]))
+            top = math.prod(float(f.variances(R).max()) for f, R in zip(t.factors, t.recon[g]))
         else:
             top = float(group_variances(terms, g, rows).max())
         worst = max(worst, top / c)
