@@ -1,0 +1,288 @@
+"""Consistent, non-negative, integer tables from a release, with bootstrap intervals.
+
+Mechanisms layer: imports numpy, scipy.optimize, ``gls`` (the whitened operators),
+``memory``, ``product_release`` (the noise source of a solution), ``products``,
+``release`` and ``validation``.
+
+:func:`estimate` turns the released answers ``a`` of a product workload into
+
+1. **one histogram** ``x_hat`` (d,), the generalised least squares (GLS) estimate under the
+   mechanism's own noise covariance ``C = W Sigma W^T``:
+   ``x_hat = argmin_{x >= 0} (a - W x)^T C^+ (a - W x)``, solved by L-BFGS-B with bounds
+   on the whitened form of :mod:`ffu_cvx.gls` (nothing d x d or m x d is formed for a
+   structured solution). The pseudo-inverse is the GLS of the answers: their noise lives
+   in the range of ``L``, where ``C^+`` inverts ``C``; when the answers determine the basis
+   measurements ``y = B x + N(0, Sigma)`` it is the GLS of ``y`` under ``Sigma``, the
+   best linear unbiased estimate before the bounds. The objective depends on ``x``
+   through ``B x`` only, so ``W x_hat`` is unique even where ``x_hat`` is not;
+2. **an integer histogram** by cumulative (systematic) rounding in row-major cell order:
+   cell ``i`` gets ``round(S_i) - round(S_{i-1})`` with ``S`` the running sum of ``x_hat``,
+   so every cell, and every run of consecutive cells, stays within 1 of its unrounded
+   sum, no cell is negative and the total is the rounded total;
+3. **the published tables** ``W x_int``: integers, non-negative, and every table sums
+   exactly to the totals it nests in, because they are all the same histogram's sums;
+4. **bootstrap intervals**: a parametric bootstrap draws ``B`` new releases
+   ``W x_hat + noise`` with the mechanism's own noise, re-estimates each (from ``x_hat``),
+   and reports for each published value ``t`` the union of the percentile interval
+   ``[q_lo, q_hi]`` of the replicates and the basic interval ``[2 t - q_hi, 2 t - q_lo]``
+   (floored at 0). Non-negativity biases sums of many small cells upwards, and the bias
+   at ``x_hat`` (more cells at 0 than the truth) is not the bias at the truth: the
+   percentile interval alone misses it on large sums, the basic one over-corrects small
+   cells; their union covers both (see ``results/bench_consistent.md`` for the measured
+   coverage).
+
+Post-processing costs no privacy, but the estimate is no longer unbiased: the raw
+answers keep their exact intervals, and :meth:`Consistent.to_release` lists the steps
+in the release's statement. Past :data:`MAX_CELLS` cells a histogram is not held and
+:func:`estimate` refuses, naming the size and what to do instead.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize
+
+from . import gls, validation
+from .files import atomic_write_bytes, check_output
+from .memory import human_bytes
+from .product_release import noise_source
+from .products import ProductWorkload
+from .release import Release, check_level, generator
+
+__all__ = ["Consistent", "estimate", "systematic_round", "MAX_CELLS", "GTOL", "MAXCOR", "COLUMNS"]
+
+#: Largest domain (cells) whose histogram :func:`estimate` holds.
+MAX_CELLS = 10 ** 7
+#: Projected-gradient tolerance of the fit, relative to the privacy cost ``alpha`` (the largest
+#: diagonal of ``W^T C^+ W = B^T Sigma^{-1} B``: the curvature of the objective along one cell).
+GTOL = 1e-4
+#: L-BFGS-B memory (pairs kept): its workspace is about ``(2 MAXCOR + 5) d`` floats.
+MAXCOR = 6
+#: Most L-BFGS-B iterations of one fit.
+MAX_ITER = 20_000
+#: Relative agreement asked of the release's privacy cost and the solution's (the same mechanism).
+COST_RTOL = 1e-9
+#: Columns of :meth:`Consistent.csv_bytes`.
+COLUMNS = ("query", "label", "answer", "lower", "upper", "consistent", "published", "bootstrap_lower",
+           "bootstrap_upper")
+
+
+@dataclass(frozen=True)
+class Consistent:
+    """Consistent tables estimated from one release (see the module docstring).
+
+    histogram : (d,) the non-negative GLS estimate ``x_hat``; integer_histogram : (d,)
+    int64 its systematic rounding, or None; answers : (m,) ``W x_hat``; integer_answers :
+    (m,) ``W x_int`` or None; lower, upper : (m,) the bootstrap interval of the published
+    values at ``level``, or None without a bootstrap; replicates : bootstrap draws made;
+    method : one sentence; steps : the post-processing steps for the privacy statement;
+    info : the fit's numbers (iterations, seconds, objective, bootstrap seconds).
+    """
+
+    histogram: np.ndarray
+    integer_histogram: np.ndarray | None
+    answers: np.ndarray
+    integer_answers: np.ndarray | None
+    lower: np.ndarray | None
+    upper: np.ndarray | None
+    level: float
+    replicates: int
+    method: str
+    steps: tuple
+    info: dict = field(default_factory=dict)
+
+    @property
+    def published(self) -> np.ndarray:
+        """The values to publish: the integer answers if rounded, else the consistent answers."""
+        return self.answers if self.integer_answers is None else self.integer_answers
+
+    def to_release(self, release: Release) -> Release:
+        """``release`` with :attr:`published` as its ``postprocessed`` column and :attr:`steps` in its statement.
+
+        The answers, their exact intervals and the privacy cost are the release's own.
+        """
+        if release.m != self.answers.shape[0]:
+            raise ValueError(f"the release has {release.m} answers, this estimate {self.answers.shape[0]}")
+        return dataclasses.replace(release, postprocessed=np.asarray(self.published, dtype=float),
+                                   postprocessing=self.steps)
+
+    def csv_bytes(self, release: Release) -> bytes:
+        """One row per query: the raw answer and its exact interval, the consistent and published
+        values and the bootstrap interval (columns :data:`COLUMNS`; bootstrap ones empty without it)."""
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(COLUMNS)
+        labels = release.labels if len(release.labels) == release.m else ("",) * release.m
+        none = [None] * release.m
+        lo = none if self.lower is None else self.lower
+        hi = none if self.upper is None else self.upper
+        for j, label in zip(range(release.m), labels):
+            row = (j, label, release.answers[j], release.lower[j], release.upper[j], self.answers[j],
+                   self.published[j], lo[j], hi[j])
+            w.writerow(["" if v is None else repr(float(v)) if isinstance(v, (float, np.floating)) else v
+                        for v in row])
+        return buf.getvalue().encode()
+
+    def to_csv(self, path, release: Release, overwrite: bool = False):
+        """Write :meth:`csv_bytes` to ``path`` atomically (never onto a release's own files)."""
+        path = check_output(path, "consistent tables", release.inputs, overwrite)
+        return atomic_write_bytes(path, self.csv_bytes(release))
+
+
+def systematic_round(x: np.ndarray) -> np.ndarray:
+    """Cumulative rounding of a non-negative ``x`` (d,) to int64 in its own order.
+
+    ``out[i] = round(S_i) - round(S_{i-1})`` with ``S`` the running sum: every run of
+    consecutive cells sums to within 1 of its unrounded sum (within 1/2 for a prefix),
+    each cell is within 1 of ``x[i]``, and no cell is negative.
+    """
+    S = np.floor(np.cumsum(np.asarray(x, dtype=float)) + 0.5)
+    return np.diff(S, prepend=0.0).astype(np.int64)
+
+
+def _fit(op, z: np.ndarray, x0: np.ndarray, nonnegative: bool, gtol: float) -> tuple[np.ndarray, dict]:
+    """``argmin 1/2 ||z - F x||^2`` (x >= 0 if ``nonnegative``) from ``x0`` by L-BFGS-B."""
+    def fun(x):
+        r = op.forward(x) - z
+        return 0.5 * float(r @ r), op.adjoint(r)
+
+    bounds = optimize.Bounds(0.0, np.inf) if nonnegative else None
+    t0 = time.perf_counter()
+    res = optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                            options={"maxiter": MAX_ITER, "maxcor": MAXCOR, "ftol": 1e-13, "gtol": gtol})
+    x = np.maximum(res.x, 0.0) if nonnegative else res.x
+    return x, {"nit": int(res.nit), "objective": float(res.fun), "seconds": time.perf_counter() - t0,
+               "converged": bool(res.success), "message": str(res.message)}
+
+
+def _start(op, z: np.ndarray, nonnegative: bool) -> np.ndarray:
+    """``s * max(F^T z, 0)`` with the best scale ``s``: a cheap feasible start."""
+    g = op.adjoint(z)
+    v = np.maximum(g, 0.0) if nonnegative else g
+    Fv = op.forward(v)
+    denom = float(Fv @ Fv)
+    return v * (float(Fv @ z) / denom) if denom > 0 else np.zeros(op.d)
+
+
+class _Estimator:
+    """One fit configuration, reused by the bootstrap: operator, bounds, rounding, tolerance."""
+
+    def __init__(self, op, nonnegative: bool, integer: bool, gtol: float):
+        self.op, self.nonnegative, self.integer, self.gtol = op, nonnegative, integer, gtol
+
+    def fit(self, answers: np.ndarray, x0=None) -> tuple[np.ndarray, dict]:
+        z = self.op.whiten(answers)
+        x0 = _start(self.op, z, self.nonnegative) if x0 is None else x0
+        return _fit(self.op, z, x0, self.nonnegative, self.gtol)
+
+    def published(self, x: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+        """``(integer histogram or None, published answers)`` of an estimate."""
+        if not self.integer:
+            return None, self.op.answers(x)
+        xi = systematic_round(x)
+        return xi, self.op.answers(xi.astype(float))
+
+
+def _bootstrap(est: _Estimator, source, x_hat: np.ndarray, center: np.ndarray, B: int, level: float, rng):
+    """The union of the percentile and the basic bootstrap intervals of ``center`` at ``level``."""
+    exact = est.op.answers(x_hat)
+    draws = np.empty((B, center.shape[0]))
+    for b in range(B):
+        answers = exact + np.asarray(source.sample_answer_noise(rng), dtype=float)
+        x_b, _ = est.fit(answers, x_hat)
+        draws[b] = est.published(x_b)[1]
+    q_lo, q_hi = np.quantile(draws, [0.5 - 0.5 * level, 0.5 + 0.5 * level], axis=0)
+    basic_lo = 2.0 * center - q_hi
+    if est.nonnegative:
+        basic_lo = np.maximum(basic_lo, 0.0)
+    lower, upper = np.minimum(q_lo, basic_lo), np.maximum(q_hi, 2.0 * center - q_lo)
+    if est.integer:
+        lower, upper = np.floor(lower), np.ceil(upper)
+    return lower, upper
+
+
+def _check(release, solution, workload, max_cells: int):
+    """The noise source of ``solution`` for ``workload``, after checking the release is its and the size."""
+    if not isinstance(workload, ProductWorkload):
+        raise ValueError(f"`workload` must be a ProductWorkload (ffu.workloads.product), got {type(workload).__name__}")
+    if not isinstance(release, Release):
+        raise ValueError(f"`release` must be a Release (ffu.release_product), got {type(release).__name__}")
+    if workload.d > max_cells:
+        raise ValueError(
+            f"the domain has {workload.d:,} cells, more than max_cells = {max_cells:,}: one histogram would take "
+            f"{human_bytes(8 * workload.d)} and the fit about {2 * MAXCOR + 8} times that. Publish the raw answers "
+            "(release.postprocess), coarsen the domain (fewer attribute values), or pass a larger max_cells if "
+            "the memory is there")
+    source = noise_source(getattr(solution, "solution", solution), workload)
+    if release.m != workload.m:
+        raise ValueError(f"the release has {release.m} answers, the workload {workload.m} queries: it is not a "
+                         "release of this workload")
+    cost = float(source["privacy_cost"] if isinstance(source, dict) else source.privacy_cost)
+    if not math.isclose(release.privacy_cost, cost, rel_tol=COST_RTOL):
+        raise ValueError(f"the release's privacy cost {release.privacy_cost!r} is not the solution's {cost!r}: "
+                         "give the solution whose noise the release drew")
+    return source, cost
+
+
+def _steps(d: int, nonnegative: bool, integer: bool, B: int, level: float) -> tuple:
+    bound = " with every cell >= 0" if nonnegative else ""
+    steps = [f"one histogram of {d} cells estimated from the released answers by generalised least squares under "
+             f"the mechanism's own noise covariance{bound}; every published value is a sum of that histogram, so "
+             "the tables add up; the estimate is no longer unbiased"]
+    if integer:
+        steps.append("the histogram rounded to integers by cumulative (systematic) rounding in cell order: each "
+                     "cell and each run of consecutive cells within 1 of its unrounded sum")
+    if B:
+        steps.append(f"uncertainty of the published values: {level:.0%} parametric bootstrap intervals "
+                     f"({B} re-releases from the estimate with the mechanism's noise, each re-estimated; union of "
+                     "the percentile and basic intervals); the exact intervals are those of the raw answers")
+    return tuple(steps)
+
+
+def estimate(release: Release, solution, workload: ProductWorkload, *, nonnegative: bool = True,
+             integer: bool = True, bootstrap: int = 200, rng=None, level: float | None = None,
+             max_cells: int = MAX_CELLS, gtol: float = GTOL) -> Consistent:
+    """Consistent (non-negative, integer) tables of ``workload`` from ``release``, with bootstrap intervals.
+
+    Parameters
+    ----------
+    release : Release of ``workload`` (``ffu.release_product(solution, workload, counts)``).
+    solution : the Solution (structured or dense) or GaussianMechanism whose noise it drew.
+    workload : ProductWorkload.
+    nonnegative : every cell of the histogram >= 0. integer : round it (systematically).
+    bootstrap : replicates of the parametric bootstrap (0: no intervals).
+    rng : None, a seed or a Generator for the bootstrap's noise.
+    level : confidence level of the bootstrap intervals (default the release's).
+    max_cells : largest domain to hold a histogram for (see :data:`MAX_CELLS`).
+    gtol : projected-gradient tolerance of the fit relative to the curvature scale.
+
+    Returns
+    -------
+    Consistent (see its docstring); ``.to_release(release)`` puts it into the release.
+    """
+    max_cells = validation.positive_int(max_cells, "max_cells")
+    B = validation.positive_int(bootstrap, "bootstrap", minimum=0)
+    level = release.level if level is None else check_level(level)
+    gtol = validation.positive(gtol, "gtol")
+    source, alpha = _check(release, solution, workload, max_cells)
+    est = _Estimator(gls.operator(getattr(solution, "solution", solution), workload), bool(nonnegative),
+                     bool(integer), gtol * alpha)
+    x_hat, info = est.fit(np.asarray(release.answers, dtype=float))
+    xi, published = est.published(x_hat)
+    lower = upper = None
+    if B:
+        t0 = time.perf_counter()
+        lower, upper = _bootstrap(est, source, x_hat, published, B, level, generator(rng))
+        info["bootstrap_seconds"] = time.perf_counter() - t0
+    return Consistent(histogram=x_hat, integer_histogram=xi, answers=est.op.answers(x_hat),
+                      integer_answers=published if integer else None, lower=lower, upper=upper, level=level,
+                      replicates=B, method="GLS under the mechanism's covariance" + (", non-negative" if nonnegative
+                                                                                    else ""),
+                      steps=_steps(workload.d, bool(nonnegative), bool(integer), B, level), info=info)

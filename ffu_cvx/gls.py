@@ -1,0 +1,240 @@
+"""The mechanism's generalised least squares in whitened form: implicit operators on histograms.
+
+Mechanisms layer: imports numpy, scipy.linalg and ``products`` (the workload's blocks); it
+reads a Solution's fields (``terms`` of a structured one, ``sigma`` and ``problem`` of a
+dense one) and imports no solver.
+
+A release publishes the answers ``a = W x + e`` with ``e ~ N(0, C)``, ``C = L Sigma L^T``
+and ``W = L B``. The generalised least squares (GLS) objective of a histogram ``x`` is
+``(a - W x)^T C^+ (a - W x)``; ``C`` may be singular (more answers than basis
+measurements), hence the pseudo-inverse: ``a - W x`` always lies in the range of ``L``,
+where ``C^+`` is the inverse of ``C``. An operator here writes that objective as
+``|| z - F x ||^2`` with ``z = V^T a`` (the whitened answers) and ``F = V^T W``, where
+``V V^T = C^+`` on the range of ``L``:
+
+- :class:`DenseGLS` (a dense Solution): ``V`` from the eigendecomposition of ``C``
+  (eigenvalues below a relative cut are the null space);
+- :class:`StructuredGLS` (a structured Solution): the answers determine the basis
+  measurements ``y_t`` of every term (``L`` has full column rank), so
+  ``y = L^- a`` for any left inverse and the objective is
+  ``sum_t || Sigma_t^{-1/2} (y_t - B_t x) ||^2``: with ``Sigma_t^{1/2}`` the Kronecker
+  product of the factors' Cholesky factors and ``L^-`` read from one group per term, the
+  whitening is a Kronecker product of small matrices per term, applied by mode products
+  on that group's answers. ``W`` and ``W^T`` are applied block by block (totals as sums
+  and broadcasts, identities skipped), so nothing of size d x d or m x d is formed.
+
+A structured term is read from group ``g`` when every reconstruction factor ``R_{g,t,f}``
+has full column rank and each other term ``t'`` the group uses is orthogonal to it in
+some factor (``R_{g,t,f}^+ R_{g,t',f} = 0``); then ``(R_{g,t}^+) a_g = y_t``. The
+structures of the Kronecker solver (one product, independent products, the symmetry
+reduction, marginal unions) all have such a group; a mechanism without one is refused.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import linalg
+
+__all__ = ["DenseGLS", "StructuredGLS", "operator", "reading_group", "group_apply", "group_adjoint", "RANK_RTOL"]
+
+#: Relative singular value (or eigenvalue of ``C``) below which a direction counts as absent.
+RANK_RTOL = 1e-10
+
+
+def _modes(T: np.ndarray, dims: list, mats) -> np.ndarray:
+    """``(M_1 (x) ... (x) M_q) T`` for a flat tensor ``T`` of shape ``dims`` (row-major), by mode products."""
+    dims = list(dims)
+    for axis, M in enumerate(mats):
+        left, right = math.prod(dims[:axis]), math.prod(dims[axis + 1:])
+        T = np.einsum("rk,lkm->lrm", M, T.reshape(left, dims[axis], right)).reshape(-1)
+        dims[axis] = M.shape[0]
+    return T
+
+
+# ----------------------------------------------------------------------------- the workload, block by block
+def _block_mode(T: np.ndarray, dims: list, axis: int, block, adjoint: bool) -> np.ndarray:
+    """One block applied along ``axis`` (``A`` or ``A^T``): identities skipped, totals summed or broadcast."""
+    left, n, right = math.prod(dims[:axis]), dims[axis], math.prod(dims[axis + 1:])
+    A = block.matrix
+    if block.kind == "identity":
+        return T
+    T = T.reshape(left, n, right)
+    if block.kind == "total" and not adjoint:
+        out, dims[axis] = T.sum(axis=1), 1
+    elif block.kind == "total":
+        out, dims[axis] = np.broadcast_to(T, (left, A.shape[1], right)), A.shape[1]
+    else:
+        M = A.T if adjoint else A
+        out, dims[axis] = np.einsum("rk,lkm->lrm", M, T), M.shape[0]
+    return np.ascontiguousarray(out).reshape(-1)
+
+
+def group_apply(x: np.ndarray, group) -> np.ndarray:
+    """``W_g x`` (m_g,) for a dense histogram (d,), blocks that shrink first."""
+    dims = [b.matrix.shape[1] for b in group.blocks]
+    order = sorted(range(len(dims)), key=lambda i: group.blocks[i].matrix.shape[0] / dims[i])
+    T = np.asarray(x, dtype=float).reshape(-1)
+    for axis in order:
+        T = _block_mode(T, dims, axis, group.blocks[axis], adjoint=False)
+    return T
+
+
+def group_adjoint(u: np.ndarray, group) -> np.ndarray:
+    """``W_g^T u`` (d,) for ``u`` (m_g,), blocks that grow last."""
+    dims = [b.matrix.shape[0] for b in group.blocks]
+    order = sorted(range(len(dims)), key=lambda i: group.blocks[i].matrix.shape[1] / dims[i])
+    T = np.asarray(u, dtype=float).reshape(-1)
+    for axis in order:
+        T = _block_mode(T, dims, axis, group.blocks[axis], adjoint=True)
+    return T
+
+
+# ----------------------------------------------------------------------------- structured
+def _layout(rows: tuple, factors) -> tuple[list, list]:
+    """``(perm, dims)``: group answers (domain order, axes of one row dropped) transposed by ``perm``
+    are the term's factor layout, of shape ``dims`` (rows per factor, its attributes jointly)."""
+    keep = [i for i, r in enumerate(rows) if r > 1]
+    order = [i for f in factors for i in f.attrs if rows[i] > 1]
+    if sorted(order) != keep:
+        raise ValueError("a term's factors do not partition the attributes its group answers over")
+    return [keep.index(i) for i in order], [math.prod(rows[i] for i in f.attrs) for f in factors]
+
+
+def _full_column_rank(R: np.ndarray) -> bool:
+    s = linalg.svdvals(R)
+    return s.size == R.shape[1] and s.min() > RANK_RTOL * max(s.max(), 1.0)
+
+
+def _orthogonal(term, other, g: int) -> bool:
+    """Some factor of group ``g`` separates ``term`` from ``other``: ``R_{g,t,f}^+ R_{g,t',f} = 0``."""
+    if [f.attrs for f in term.factors] != [f.attrs for f in other.factors]:
+        return False
+    for R, S in zip(term.recon[g], other.recon[g]):
+        P = np.linalg.pinv(R) @ S
+        if np.abs(P).max() <= RANK_RTOL * max(1.0, np.abs(S).max()):
+            return True
+    return False
+
+
+def reading_group(terms, t: int) -> int | None:
+    """The group from whose answers alone term ``t``'s basis measurements follow, or None."""
+    term = terms[t]
+    for g in sorted(term.recon):
+        if not all(_full_column_rank(R) for R in term.recon[g]):
+            continue
+        if all(_orthogonal(term, other, g) for s, other in enumerate(terms) if s != t and g in other.recon):
+            return g
+    return None
+
+
+class StructuredGLS:
+    """The whitened GLS of a structured mechanism (``terms``, see :mod:`ffu_cvx.kron.terms`) for ``workload``.
+
+    Per term ``t`` read from group ``g_t``: ``z_t = (M_{t,1} (x) ...) a_{g_t}`` with
+    ``M_{t,f} = C_{t,f}^{-1} R_{g_t,t,f}^+`` (``C`` the Cholesky factor of ``Sigma_{t,f}``).
+    """
+
+    def __init__(self, terms, workload):
+        self.workload, self.groups = workload, workload.groups
+        self.d, self.m = workload.d, workload.m
+        self._reads = []
+        for t, term in enumerate(terms):
+            g = reading_group(terms, t)
+            if g is None:
+                raise ValueError(f"term {t} of the structured solution cannot be read from any one group's answers "
+                                 "(no group has a full-column-rank, separated reconstruction of it), so the GLS "
+                                 "whitening is not available in factors; solve with structure='independent' or "
+                                 "'symmetric', or use a dense solution on a small domain")
+            rows = self.groups[g].shape
+            perm, dims = _layout(rows, term.factors)
+            mats = [linalg.solve_triangular(f.chol, np.linalg.pinv(R), lower=True)
+                    for f, R in zip(term.factors, term.recon[g])]
+            self._reads.append((g, perm, dims, [r for i, r in enumerate(rows) if r > 1], mats))
+        self.used = sorted({r[0] for r in self._reads})
+        self.n = sum(math.prod(M.shape[0] for M in r[4]) for r in self._reads)
+
+    def _group_slice(self, g: int) -> slice:
+        off = self.workload.offsets
+        return slice(off[g], off[g + 1])
+
+    def _whiten_groups(self, parts: dict) -> np.ndarray:
+        out = []
+        for g, perm, dims, shape, mats in self._reads:
+            A = parts[g].reshape(shape).transpose(perm).reshape(-1) if shape else parts[g]
+            out.append(_modes(A, dims, mats))
+        return np.concatenate(out)
+
+    def whiten(self, answers) -> np.ndarray:
+        """The whitened answers ``z`` (n,) from the released answers (m,)."""
+        a = np.asarray(answers, dtype=float)
+        return self._whiten_groups({g: a[self._group_slice(g)] for g in self.used})
+
+    def whiten_adjoint(self, r: np.ndarray) -> dict:
+        """``V r`` as ``{group: (m_g,)}`` for the groups the whitening reads."""
+        out = {g: np.zeros(self.groups[g].m) for g in self.used}
+        start = 0
+        for g, perm, dims, shape, mats in self._reads:
+            size = math.prod(M.shape[0] for M in mats)
+            U = _modes(r[start:start + size], [M.shape[0] for M in mats], [M.T for M in mats])
+            start += size
+            if shape:
+                U = U.reshape([shape[i] for i in perm]).transpose(np.argsort(perm)).reshape(-1)
+            out[g] += U
+        return out
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """``F x = V^T W x`` (n,) for a histogram (d,)."""
+        return self._whiten_groups({g: group_apply(x, self.groups[g]) for g in self.used})
+
+    def adjoint(self, r: np.ndarray) -> np.ndarray:
+        """``F^T r = W^T V r`` (d,)."""
+        out = np.zeros(self.d)
+        for g, u in self.whiten_adjoint(r).items():
+            out += group_adjoint(u, self.groups[g])
+        return out
+
+    def answers(self, x: np.ndarray) -> np.ndarray:
+        """``W x`` (m,)."""
+        return np.concatenate([group_apply(x, g) for g in self.groups])
+
+
+
+class DenseGLS:
+    """The whitened GLS of a dense mechanism: ``W`` (m, d), ``L`` (m, k), ``sigma`` (k, k).
+
+    ``V = U_r diag(s_r^{-1/2})`` over the eigenpairs of ``C = L Sigma L^T`` above
+    :data:`RANK_RTOL` times the largest: ``V V^T = C^+``.
+    """
+
+    def __init__(self, W, L, sigma):
+        self.W = np.asarray(W, dtype=float)
+        self.m, self.d = self.W.shape
+        C = L @ sigma @ L.T
+        s, U = linalg.eigh(0.5 * (C + C.T))
+        keep = s > RANK_RTOL * s.max()
+        self.V = U[:, keep] / np.sqrt(s[keep])
+        self.F = self.V.T @ self.W
+        self.n = self.F.shape[0]
+
+    def whiten(self, answers) -> np.ndarray:
+        return self.V.T @ np.asarray(answers, dtype=float)
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        return self.F @ x
+
+    def adjoint(self, r: np.ndarray) -> np.ndarray:
+        return self.F.T @ r
+
+    def answers(self, x: np.ndarray) -> np.ndarray:
+        return self.W @ x
+
+
+def operator(solution, workload):
+    """The whitened GLS operator of ``solution`` (structured: ``terms``; dense: ``sigma``) for ``workload``."""
+    terms = solution.get("terms") if hasattr(solution, "get") else getattr(solution, "terms", None)
+    if terms is not None:
+        return StructuredGLS(terms, workload)
+    problem = solution["problem"]
+    return DenseGLS(problem.W, problem.L, np.asarray(solution["sigma"], dtype=float))
