@@ -323,3 +323,14 @@ def test_cli_releases_interrupted_or_concurrent_stay_whole(tmp_path):
         assert [p.wait(timeout=120) for p in both] == [0, 0]
         verify(tmp_path / f"c{r}.csv")
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_release_over_a_hundred_attributes():
+    dom = ffu.Domain({f"a{i}": 2 for i in range(100)})
+    wl = ffu.workloads.product(dom, [({f"a{i}": "identity"}, 1.0) for i in range(100)])
+    sol = ffu.solve(wl.to_problem(), method="kron")
+    rec = np.random.default_rng(0).integers(0, 2, (500, 100))
+    draws = np.array([ffu.release_product(sol, wl, rec, rng=s, coverage_draws=0).answers for s in range(300)])
+    exact = wl.apply(dom.counts(rec))
+    assert draws.shape == (300, 200) and np.all(np.abs(draws.mean(axis=0) - exact) < 5 * np.sqrt(sol.variances / 300))
+    np.testing.assert_allclose(draws.var(axis=0).mean(), sol.variances.mean(), rtol=0.1)
