@@ -30,8 +30,8 @@ __all__ = [
 class Solution(privacy.GaussianPrivacy, dict):
     """Result of ``solve``: a dict with attribute access, in the spirit of ``OptimizeResult``.
 
-    Fields
-    ------
+    Attributes
+    ----------
     sigma : (k, k) noise covariance on ``problem.B``.
     privacy_cost : float, ``alpha = Delta_M^2 = max(profile)``.
     profile : (d,) ``b_i^T Sigma^{-1} b_i``.  variances : (m,) ``diag(L Sigma L^T)``.
