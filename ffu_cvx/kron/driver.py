@@ -30,7 +30,7 @@ from ..products import ProductProblem
 from ..smii import solve_smii
 from ..status import OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED
 from .factors import FACTOR_METHODS, FactorSolver
-from .reduce import DENSE_D_MAX, ascent, reached_parts, reduce, split_attributes
+from .reduce import DENSE_D_MAX, group_grids, ascent, classes_of, reached_patterns, reduce
 from .simple import independent, kronecker_bcd, product_bound, product_term
 from .solution import KronSolution
 
@@ -44,19 +44,29 @@ ONE_BLOCK_D_MAX = 4096
 STRUCTURES = ("auto", "product", "symmetric", "kronecker", "independent")
 
 
-def structure_of(problem: ProductProblem) -> tuple[str, str]:
-    """``(structure, why)`` that ``structure="auto"`` picks for ``problem``."""
-    groups, sizes = problem.groups, problem.domain.sizes
+def _block_sizes(problem: ProductProblem, classes) -> list:
+    """The size of every block of the reduction (class tuples of its free attributes on their averages)."""
+    grids = group_grids(problem.groups, classes)
+    return [math.prod(c.r for c, k in zip(classes, p) if c.r >= 2 and k < 0) for p in reached_patterns(grids, classes)]
+
+
+def structure_of(problem: ProductProblem, classes=None) -> tuple[str, str]:
+    """``(structure, why)`` that ``structure="auto"`` picks for ``problem`` (``classes``: the
+    exchangeable classes when already known)."""
+    groups = problem.groups
     if len(groups) == 1:
         return "product", "one product group: the product of per-attribute optima is exact"
-    sym, ns = split_attributes(groups, sizes)
-    D = math.prod(sizes[i] for i in ns)
-    parts = reached_parts(groups, sizes, sym)
-    if D <= (ONE_BLOCK_D_MAX if len(parts) == 1 else DENSE_D_MAX):
-        return "symmetric", (f"union of {len(groups)} groups; the structured attributes {[problem.domain.names[i] for i in ns]} "
-                             f"span {D} cells, {len(parts)} block(s): exact symmetry reduction")
-    return "best simple", (f"union of {len(groups)} groups over structured attributes of {D} > {DENSE_D_MAX} cells: "
-                           "best of one Kronecker Sigma and independent group mechanisms")
+    classes = classes_of(problem.workload) if classes is None else classes
+    sizes = _block_sizes(problem, classes)
+    D = max(sizes)
+    names = problem.domain.names
+    where = ", ".join(f"{names[i]} {c.r}" for i, c in enumerate(classes) if c.r >= 2) or "none"
+    if D <= (ONE_BLOCK_D_MAX if len(sizes) == 1 else DENSE_D_MAX):
+        return "symmetric", (f"union of {len(groups)} groups; exchangeable classes per attribute ({where}) give "
+                             f"{len(sizes)} block(s), the largest of {D} class tuples: exact reduction")
+    return "best simple", (f"union of {len(groups)} groups; exchangeable classes per attribute ({where}) leave a block "
+                           f"of {D} > {DENSE_D_MAX} class tuples: best of one Kronecker Sigma and independent group "
+                           "mechanisms")
 
 
 def _factor_info(sols) -> list:
@@ -72,29 +82,41 @@ def _product(problem, solver, t0, why):
                                    factors=_factor_info(sols))
 
 
-def _one_block(red, tol):
-    """The reduction with a single block is a dense Problem 1 on the structured joint space."""
+def _one_block(red, tol, max_time):
+    """The reduction with a single block is a dense Problem 1 over its coordinates: query
+    ``sqrt(beta) l`` at the group's target, cell ``t`` with basis column ``sqrt(kappa_t) b_t``."""
     blk = red.blocks[0]
-    used = sorted(blk.L)
-    L = np.vstack([blk.L[g] for g in used])
-    c = np.concatenate([np.full(blk.L[g].shape[0], red.targets[g] / blk.beta[g]) for g in used])
-    # W = L B on the block's basis: the same Sigma meets beta * var <= c, at cost kappa * alpha'
-    sol = solve_smii(FitnessProblem(L @ blk.B, c, basis=blk.B), tol=tol)
-    return (sol.sigma,), sol.lower_bound * blk.kappa, sol.nit, sol.status, sol.history
+    rows, c = [], []
+    for g, L in blk.L.items():
+        shape = np.broadcast_shapes(blk.lshape[g], np.shape(blk.beta[g]))
+        lrows = np.broadcast_to(np.arange(L.shape[0]).reshape(blk.lshape[g]), shape).reshape(-1)
+        beta = np.broadcast_to(blk.beta[g], shape).reshape(-1)
+        keep = beta > 0
+        rows.append(L[lrows[keep]] * np.sqrt(beta[keep])[:, None])
+        c.append(np.full(int(keep.sum()), red.targets[g]))
+    Bk = blk.B * np.sqrt(blk.kappa)
+    L = np.vstack(rows)
+    sol = solve_smii(FitnessProblem(L @ Bk, np.concatenate(c), basis=Bk), tol=tol,
+                     **({} if max_time is None else {"max_time": max_time}))
+    return (sol.sigma,), sol.lower_bound, sol.nit, sol.status, sol.history
 
 
-def _symmetric(problem, tol, callback, max_iter, t0, why):
-    red = reduce(problem.workload)
+def _symmetric(problem, tol, callback, max_iter, t0, why, max_time, classes=None):
+    red = reduce(problem.workload, classes)
+    left = None if max_time is None else max(max_time - (time.perf_counter() - t0), 1e-3)
     if len(red.blocks) == 1:
-        sigmas, lb, nit, status, history = _one_block(red, tol)
+        sigmas, lb, nit, status, history = _one_block(red, tol, left)
+        message = ""
     else:
-        res = ascent(red, tol=tol, max_iter=max_iter, callback=callback)
-        sigmas, lb, nit, status, history = res.sigmas, res.lower_bound, res.nit, res.status, res.history
-    sol = KronSolution.from_terms(problem, red.terms(sigmas), status=status, lower_bound=lb, nit=nit,
-                                  time=time.perf_counter() - t0, history=history, structure="symmetric", why=why,
-                                  symmetric=[problem.domain.names[i] for i in red.sym],
-                                  structured=[problem.domain.names[i] for i in red.ns], blocks=len(red.blocks),
-                                  D=red.D)
+        res = ascent(red, tol=tol, max_iter=max_iter, callback=callback, max_time=left)
+        sigmas, lb, nit, status, history, message = (res.sigmas, res.lower_bound, res.nit, res.status, res.history,
+                                                     res.message)
+    names = problem.domain.names
+    info = dict(time=time.perf_counter() - t0, history=history, structure="symmetric", why=why,
+                classes={names[i]: red.classes[i].r for i in range(len(names))},
+                free=[names[i] for i in red.free], blocks=len(red.blocks), D=red.D)
+    sol = KronSolution.from_terms(problem, red.terms(sigmas), status=status, message=message, lower_bound=lb,
+                                  nit=nit, **info)
     if status == OPTIMAL and sol.gap > tol:
         return KronSolution.from_terms(problem, sol.terms, status=OPTIMAL_INACCURATE, lower_bound=lb, nit=nit,
                                        time=sol.time, history=history, **sol.info)
@@ -127,7 +149,7 @@ def _simple(problem, solver, which, tol, t0, why):
 
 
 def solve_kron(problem: ProductProblem, *, tol: float = 1e-4, callback=None, factor_method: str = "auto",
-               structure: str = "auto", max_iter: int = 20_000) -> KronSolution:
+               structure: str = "auto", max_iter: int = 20_000, max_time: float | None = None) -> KronSolution:
     """Solve Problem 1 for a :class:`ffu_cvx.products.ProductProblem` with Sigma in factors.
 
     Parameters
@@ -146,6 +168,10 @@ def solve_kron(problem: ProductProblem, *, tol: float = 1e-4, callback=None, fac
         See :mod:`ffu_cvx.kron.driver`; "auto" records its choice in ``info["why"]``.
     max_iter : int
         Most dual-ascent steps of the symmetric structure.
+    max_time : float, optional
+        Seconds the symmetric structure's solve may take (None: no limit); when they run out
+        the result is the best certified iterate with status ``"max_iter"``. Progress is
+        logged (``logging.getLogger("ffu_cvx.kron.reduce")``, INFO) every few seconds.
 
     Returns
     -------
@@ -159,10 +185,12 @@ def solve_kron(problem: ProductProblem, *, tol: float = 1e-4, callback=None, fac
     structure = validation.choice(structure, "structure", STRUCTURES)
     validation.choice(factor_method, "factor_method", FACTOR_METHODS)
     max_iter = validation.positive_int(max_iter, "max_iter")
+    max_time = validation.positive(max_time, "max_time", allow_none=True)
     t0 = time.perf_counter()
     a = len(problem.domain.sizes)
     solver = FactorSolver(factor_method, tol=min(1e-6, tol / (4 * a)))
-    auto, why = structure_of(problem)
+    classes = classes_of(problem.workload) if len(problem.groups) > 1 else None
+    auto, why = structure_of(problem, classes)
     if structure == "auto":
         structure = auto
     else:
@@ -173,7 +201,7 @@ def solve_kron(problem: ProductProblem, *, tol: float = 1e-4, callback=None, fac
                              "use 'auto'")
         return _product(problem, solver, t0, why)
     if structure == "symmetric":
-        sol = _symmetric(problem, tol, callback, max_iter, t0, why)
+        sol = _symmetric(problem, tol, callback, max_iter, t0, why, max_time, classes)
         if sol.status == USER_STOPPED:
             warnings.warn("solve_kron: stopped by the callback", RuntimeWarning, stacklevel=2)
         return sol

@@ -45,7 +45,7 @@ def solve_marginal_union(problem: ProductProblem, *, tol: float | None = None) -
     mech = min_privacy_cost(tuple(sizes[i] for i in keep), targets)
     costs = mech.component_costs
     red = reduce(problem.workload)
-    sigmas = [np.array([[blk.kappa * float(blk.B[0, 0]) ** 2 / costs[tuple(index[i] for i in blk.part)]]])
+    sigmas = [np.array([[float(blk.kappa[0]) * float(blk.B[0, 0]) ** 2 / costs[tuple(index[i] for i in blk.part)]]])
               for blk in red.blocks]
     sol = KronSolution.from_terms(problem, red.terms(sigmas), method="kron", lower_bound=mech.lower_bound,
                                   time=mech.time, structure="fourier", fourier_cost=mech.privacy_cost)

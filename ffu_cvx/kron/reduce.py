@@ -1,36 +1,71 @@
-"""Unions of product groups, exactly: the symmetry reduction and the block problem.
+"""Unions of product groups, exactly: the reduction by exchangeable values and the block problem.
 
-Solver layer (``ffu_cvx.kron``): imports numpy, scipy.linalg, ``basis``, ``products`` and the
-package's ``terms``.
+Solver layer (``ffu_cvx.kron``): imports numpy, scipy.linalg, ``basis``, ``status`` and the
+package's ``exchange`` and ``terms``.
 
-**Symmetric attributes.** An attribute on which every group's block is the identity or
-the total is *symmetric*: permuting its values maps the workload to itself, targets
-included. Problem 1 is convex in ``X = B^T Sigma^{-1} B`` (profile linear, variances
-``w^T X^+ w`` matrix-fractional), so averaging an optimum over those permutations gives
-an optimum that commutes with them. Per symmetric attribute ``R^n = span(1) (+) 1^perp``
-(ResidualPlanner's residual bases), and a commuting ``X`` is block diagonal:
-``X = sum_S Pi_S (x) Y_S`` over the sets ``S`` of symmetric attributes taken on
-``1^perp`` (the others on ``span(1)``), with ``Y_S`` a general matrix over the joint space
-of the other (*structured*) attributes, of ``D = prod n_j`` cells. In these coordinates
+**Invariance.** Per attribute ``i`` the exchangeable classes ``C_{i,1} .. C_{i,r_i}``
+(:mod:`ffu_cvx.kron.exchange`) give a group ``G = prod_i prod_k Sym(C_{i,k})`` that maps
+the workload to itself, targets included. Problem 1 is convex in ``X = B^T Sigma^{-1} B``
+(profile linear, variances ``w^T X^+ w`` matrix-fractional), so averaging an optimum over
+``G`` gives an optimum that commutes with ``G``.
 
-    profile(x) = sum_S kappa_S (B_S^T Sigma_S^{-1} B_S)_{xx},
-    var_{g,a} = sum_S beta_{g,S} (L_{g,S} Sigma_S L_{g,S}^T)_{aa},
+**The decomposition.** Per attribute ``R^{n_i} = V_{i,0} (+) sum_k V_{i,k}``: the
+class-average space ``V_{i,0}`` (orthonormal rows ``1_C / sqrt|C|``, dimension ``r_i``,
+on which ``G`` acts trivially) and, per class of two or more values, its within-class
+residual ``V_{i,k}`` (zero-sum vectors on ``C_{i,k}``, dimension ``|C_{i,k}| - 1``, an
+irreducible representation, different for each class). A *pattern* ``s`` picks per
+attribute ``s_i = -1`` (the class average) or a class ``k`` (its residual); the tensor
+products over patterns are the isotypic components of ``G``, so by Schur's lemma a
+commuting ``Sigma`` is ``sum_s Sigma_s (x) I`` with ``Sigma_s`` a general matrix over
+``prod_{i: s_i = -1} V_{i,0}`` (the *free* attributes, ``r_i >= 2``, give its
+coordinates: class tuples ``t_0``, ``D_s = prod r_i`` of them; attributes of one class
+add a factor 1) and a scalar on every residual. An attribute whose blocks are all the
+identity, the total or their stacks has one class and the decomposition is
+ResidualPlanner's ``span(1) (+) 1^perp``: one class per attribute is the reduction by
+symmetric attributes, an attribute of singleton classes (a prefix) has no residual and is
+dense in every block.
 
-with ``kappa_S = prod_{i in S} (1 - 1/n_i) prod_{i not in S} 1/n_i`` and ``beta_{g,S}``
-the product over symmetric attributes of ``||Pi a_i||^2`` (identity row: ``1/n`` or
-``1 - 1/n``; total row: ``n`` or 0). This *block problem* has the optimum of the whole
-problem, and so does its dual: for ``lam`` over the ``D`` cells and ``mu`` over the
-reduced queries, ``alpha* >= (sum_S F(P_S, Q_S))^2 / (mu . c)`` with
-``P_S = kappa_S B_S diag(lam) B_S^T`` and ``Q_S = sum_g beta_{g,S} L_{g,S}^T diag(mu_g) L_{g,S}``
-(the Lagrangian separates over the blocks). Marginals have ``D = 1`` (scalar blocks: the
-Fourier optimum), a single product group has one structured joint space (its Kronecker
-optimum is one of the ``Sigma_S``). Only the blocks some group reaches are formed
-(:func:`reached_parts`: the subsets of each group's identity attributes), so the
-reduction is polynomial in the number of attributes for low-order marginals.
+**Profile and variances.** A cell ``x`` in class tuple ``t`` (over the free attributes)
+has
+
+    profile(x) = sum_{s compatible with t} kappa_{s,t} (B_s^T Sigma_s^{-1} B_s)_{t_0 t_0},
+    kappa_{s,t} = prod_{i: s_i >= 0} (1 - 1/|C_{i,s_i}|) * prod_{i: s_i = -1} 1/|C_{i,t_i}|,
+
+``s`` compatible with ``t`` when ``t_i = s_i`` on the free residual attributes; it is
+constant on class tuples, so the profile lives on the grid of ``T = prod r_i`` tuples. A
+block row ``a`` of attribute ``i`` enters through its class sums
+``u_k = a . 1_{C_k} / sqrt|C_k|`` and residual norms ``rho_k = ||P_k a||^2``
+(:class:`ffu_cvx.kron.exchange.RowOrbits`: a row containing a whole class or none of it
+has ``rho_k = 0``; an identity row on ``C_k`` has ``rho_k = 1 - 1/|C_k|``, and on the
+residual every block acts as a multiple of the identity up to row permutation). A
+query of group ``g``, a product of rows ``a_i``, has
+
+    var = sum_s beta_{g,s} (l_{g,s}^T Sigma_s l_{g,s}),
+    l_{g,s} = (x)_{free i, s_i = -1} u(a_i),
+    beta_{g,s} = prod_{i: s_i >= 0} rho_{s_i}(a_i) * prod_{non-free i, s_i = -1} u(a_i)^2,
+
+the same for every query of one orbit: a group's distinct variances live on its grid of
+reduced rows (``prod_i`` orbits of its blocks).
+
+**The dual bound.** For ``lam`` over the ``T`` class tuples (each the sum of the cell
+multipliers over its cells, ``sum lam = 1``) and ``mu`` over the reduced rows (the sum
+over each orbit), the Lagrangian of the whole problem separates over the isotypic
+components (a residual of dimension ``m_s`` contributes ``m_s`` equal copies, which
+``kappa`` absorbs), and
+
+    alpha* >= (sum_s F(P_s, Q_s))^2 / sum_g c_g sum mu_g,
+    P_s = B_s diag(kappa_s lam_s) B_s^T,  Q_s = sum_g L_{g,s}^T diag(w_{g,s}) L_{g,s},
+
+with ``lam_s`` the multipliers of the tuples compatible with ``s``,
+``w_{g,s}`` the ``mu_g beta_{g,s}`` summed over the reduced rows sharing ``l_{g,s}``,
+and ``F(P, Q) = tr (P^{1/2} Q P^{1/2})^{1/2}``. This *block problem* has the optimum of
+the whole problem; only the patterns some group reaches (every factor of ``beta`` and
+``l`` non-zero for one of its rows) are formed, so marginals over many attributes stay
+polynomial.
 
 **Solver.** The multiplicative dual ascent of :mod:`ffu_cvx.certificate`, block by block:
-at ``(lam, mu)`` each ``Sigma_S`` solves ``Sigma Q_S Sigma = P_S`` (attaining ``F``), the
-profile ``p`` and variances ``v`` of those ``Sigma_S`` give the next
+at ``(lam, mu)`` each ``Sigma_s`` solves ``Sigma Q_s Sigma = P_s`` (attaining ``F``), the
+profile ``p`` and variances ``v`` of those ``Sigma_s`` give the next
 ``lam <- lam p / F``, ``mu <- mu (v / c) / F``; every iterate is a primal point (scaled to
 meet the targets) and a dual bound, so the gap is certified at every step.
 """
@@ -38,6 +73,7 @@ meet the targets) and a dual bound, so the gap is certified at every step.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -47,14 +83,15 @@ from scipy import linalg
 
 from .. import basis as _basis
 from ..status import MAX_ITER, OPTIMAL, USER_STOPPED, IntermediateResult
+from .exchange import SYMMETRIC_KINDS, Classes, attribute_classes, row_orbits
 from .terms import Factor, Term
 
-__all__ = ["SYMMETRIC_KINDS", "DENSE_D_MAX", "ReducedBlock", "Reduction", "split_attributes", "reached_parts", "reduce",
-           "AscentResult", "ascent"]
+__all__ = ["SYMMETRIC_KINDS", "DENSE_D_MAX", "ReducedBlock", "GroupGrid", "Reduction", "classes_of", "group_grids", "reached_patterns",
+           "reduce", "AscentResult", "ascent", "certified_bound"]
 
-#: Block kinds that keep an attribute symmetric (invariant under permuting its values).
-SYMMETRIC_KINDS = ("identity", "total")
-#: Largest joint space of the structured attributes solved with dense blocks.
+log = logging.getLogger(__name__)
+
+#: Largest block (class tuples of the free attributes on their class averages) solved dense.
 DENSE_D_MAX = 512
 #: Weight of the uniform multipliers mixed in when a block's P or Q turns singular.
 _MIX = 1e-12
@@ -62,126 +99,220 @@ _MIX = 1e-12
 
 @dataclass(frozen=True, eq=False)
 class ReducedBlock:
-    """Block ``S`` (``part``: symmetric attributes on ``1^perp``): ``kappa``, basis ``B`` (k, D),
-    and per group ``g`` using it ``L[g]`` (m_g, k) and ``beta[g]``."""
+    """Pattern ``pattern`` (per attribute -1: class average, k: residual of class k).
 
-    part: tuple
-    kappa: float
+    ``avg``: the free attributes on their class averages (the block's coordinates, class
+    tuples row-major); ``B`` (k, D) its basis; ``idx`` (D,) the class tuples of the profile
+    grid the coordinates sit on and ``kappa`` (D,) their weights; per group ``g`` reaching
+    it ``L[g]`` (rows, k) over the reduced rows of the ``avg`` attributes, ``lshape[g]`` the
+    shape placing those rows on the group's grid and ``beta[g]`` (broadcast over the
+    group's grid) the weight of each reduced row.
+    """
+
+    pattern: tuple
+    avg: tuple
     B: np.ndarray
+    idx: np.ndarray
+    kappa: np.ndarray
     L: dict
+    lshape: dict
     beta: dict
 
+    @property
+    def part(self) -> tuple:
+        """The attributes taken on a residual."""
+        return tuple(i for i, s in enumerate(self.pattern) if s >= 0)
 
-def _residual_bases(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(u^T (1, n), U^T (n - 1, n))``: orthonormal rows spanning ``span(1)`` and ``1^perp``."""
-    u = np.full((1, n), 1.0 / math.sqrt(n))
-    return u, linalg.null_space(u).T
+    @property
+    def D(self) -> int:
+        return self.B.shape[1]
+
+
+@dataclass(frozen=True, eq=False)
+class GroupGrid:
+    """A group's reduced rows: ``orbits`` per attribute, ``axes`` (attributes with two or more
+    reduced rows) and ``shape`` (their counts)."""
+
+    orbits: tuple
+    axes: tuple
+    shape: tuple
+
+    def placed(self, i: int, vec: np.ndarray):
+        """``vec`` over attribute ``i``'s reduced rows placed on this grid (a scalar off-axis)."""
+        if i not in self.axes:
+            return float(vec[0])
+        shape = [1] * len(self.axes)
+        shape[self.axes.index(i)] = vec.size
+        return vec.reshape(shape)
+
+
+def classes_of(workload) -> tuple:
+    """The exchangeable classes of every attribute of ``workload`` (one :class:`Classes` each)."""
+    groups, sizes = workload.groups, workload.domain.sizes
+    return tuple(attribute_classes([g.blocks[i] for g in groups], n) for i, n in enumerate(sizes))
+
+
+def group_grids(groups, classes) -> tuple:
+    cache, out = {}, []
+    for g in groups:
+        orbits = []
+        for i, b in enumerate(g.blocks):
+            key = (i, b.matrix.shape, b.matrix.tobytes())
+            if key not in cache:
+                cache[key] = row_orbits(b.matrix, classes[i])
+            orbits.append(cache[key])
+        axes = tuple(i for i, o in enumerate(orbits) if o.k >= 2)
+        out.append(GroupGrid(tuple(orbits), axes, tuple(orbits[i].k for i in axes)))
+    return tuple(out)
+
+
+def _options(orbit, classes: Classes) -> list:
+    """The sides of one attribute a block reaches: -1 if some row has a class sum, class k if some
+    row has a residual on it."""
+    out = [-1] if np.any(orbit.U != 0) else []
+    return out + [int(k) for k in np.flatnonzero(orbit.res.max(axis=0) > 0)]
+
+
+def reached_patterns(grids, classes) -> dict:
+    """``{pattern: [groups reaching it]}``, by the attributes on a residual (how many, which) then
+    their classes.
+
+    Group ``g`` reaches the products of its per-attribute options (:func:`_options`): per group
+    ``prod_i`` (options of its block on ``i``) patterns, never all of them. A pattern no group
+    reaches has ``Q_s = 0``: it is not released (no profile, no variance, ``F(P_s, 0) = 0``).
+    """
+    reach = {}
+    for gi, grid in enumerate(grids):
+        for pattern in itertools.product(*[_options(o, c) for o, c in zip(grid.orbits, classes)]):
+            reach.setdefault(pattern, []).append(gi)
+    def order(s):
+        part = tuple(i for i, k in enumerate(s) if k >= 0)
+        return len(part), part, s
+    return {p: reach[p] for p in sorted(reach, key=order)}
+
+
+def _kron_all(mats) -> np.ndarray:
+    out = np.ones((1, 1))
+    for M in mats:
+        out = np.kron(out, M)
+    return out
 
 
 class Reduction:
     """The block problem of a :class:`ffu_cvx.products.ProductWorkload` (see the module docstring).
 
-    ``sym`` / ``ns``: symmetric and structured attribute indices; ``D``: cells of the
-    structured joint space; ``blocks``: :class:`ReducedBlock`; ``targets`` (G,); ``rows``
-    (G,): reduced queries per group.
+    ``classes`` per attribute; ``free``: the attributes of two or more classes; ``grid`` their
+    class counts (the profile grid, ``T`` tuples); ``grids`` per group its reduced rows;
+    ``blocks``: :class:`ReducedBlock`; ``targets`` (G,).
     """
 
-    def __init__(self, workload, sym, ns, blocks, Wns):
-        self.workload, self.sym, self.ns, self.blocks = workload, tuple(sym), tuple(ns), tuple(blocks)
-        sizes = workload.domain.sizes
-        self.D = math.prod(sizes[i] for i in self.ns)
+    def __init__(self, workload, classes, grids, blocks):
+        self.workload, self.classes, self.grids, self.blocks = workload, tuple(classes), tuple(grids), tuple(blocks)
+        self.free = tuple(i for i, c in enumerate(self.classes) if c.r >= 2)
+        self.grid = tuple(self.classes[i].r for i in self.free)
+        self.T = math.prod(self.grid)
         self.targets = np.array([g.target for g in workload.groups])
-        self.rows = tuple(W.shape[0] for W in Wns)
-        self._res = {i: _residual_bases(sizes[i]) for i in self.sym}
+
+    @property
+    def D(self) -> int:
+        """The largest block."""
+        return max(b.D for b in self.blocks)
+
+    def _side(self, i: int, side: int) -> Factor:
+        """Attribute ``i`` on its class average (one class) or on the residual of class ``side``."""
+        c = self.classes[i]
+        if side < 0:
+            return Factor.build((i,), c.average_basis(), np.eye(1), profile=np.full(c.n, 1.0 / c.n))
+        prof = np.where(c.of == side, 1.0 - 1.0 / c.sizes[side], 0.0)
+        B = c.residual_basis(side)
+        return Factor.build((i,), B, np.eye(B.shape[0]), profile=prof)
 
     def terms(self, sigmas) -> tuple:
         """The structured mechanism of block covariances ``sigmas`` (one (k, k) per block).
 
-        A symmetric attribute's factor and reconstruction depend only on the attribute, its
-        side (``span(1)`` or ``1^perp``) and the block kind, so they are built once and shared.
+        An attribute's side factor and its reconstruction depend only on the attribute, the
+        side and the block, so they are built once and shared among the terms.
         """
         groups = self.workload.groups
-        factor = {(i, perp): Factor.build((i,), Bi, np.eye(Bi.shape[0]))
-                  for i in self.sym for perp, Bi in enumerate(self._res[i]) if Bi.shape[0]}
-        recon_of = {}
+        sides, recon_of = {}, {}
         out = []
         for blk, sigma in zip(self.blocks, sigmas):
-            inside = set(blk.part)
             factors, recon = [], {g: [] for g in blk.L}
-            for i in self.sym:
-                perp = int(i in inside)
-                factors.append(factor[i, perp])
+            for i, side in enumerate(blk.pattern):
+                if i in blk.avg:
+                    continue
+                if (i, side) not in sides:
+                    sides[i, side] = self._side(i, side)
+                f = sides[i, side]
+                factors.append(f)
                 for g in blk.L:
-                    block = groups[g].blocks[i]
-                    key = (i, perp, block.kind)
+                    A = groups[g].blocks[i].matrix
+                    key = (i, side, A.shape, A.tobytes())
                     if key not in recon_of:
-                        recon_of[key] = block.matrix @ self._res[i][perp].T
+                        recon_of[key] = A @ f.B.T
                         recon_of[key].setflags(write=False)
                     recon[g].append(recon_of[key])
-            factors.append(Factor.build(self.ns, blk.B, sigma))
-            for g in blk.L:
-                recon[g].append(blk.L[g])
+            factors.append(Factor.build(blk.avg, blk.B, sigma, classes=[self.classes[i] for i in blk.avg]))
+            for g, L in blk.L.items():
+                recon[g].append(L[self._joint_rows(g, blk.avg)])
             out.append(Term(tuple(factors), {g: tuple(r) for g, r in recon.items()}))
         return tuple(out)
 
-
-def _beta(kind: str, n: int, perp: bool) -> float:
-    if kind == "identity":
-        return 1.0 - 1.0 / n if perp else 1.0 / n
-    return 0.0 if perp else float(n)
-
-
-def split_attributes(groups, sizes) -> tuple[tuple, tuple]:
-    """``(sym, ns)``: the symmetric attributes (every group's block an identity or a total) and the others."""
-    sym = tuple(i for i in range(len(sizes)) if all(g.blocks[i].kind in SYMMETRIC_KINDS for g in groups))
-    return sym, tuple(i for i in range(len(sizes)) if i not in sym)
+    def _joint_rows(self, g: int, avg: tuple) -> np.ndarray:
+        """Per query row over the ``avg`` attributes (row-major), its reduced row (row-major)."""
+        orbits = self.grids[g].orbits
+        index = np.zeros(1, dtype=np.intp)
+        for i in avg:
+            index = (index[:, None] * orbits[i].k + orbits[i].index[None, :]).reshape(-1)
+        return index
 
 
-def reached_parts(groups, sizes, sym) -> dict:
-    """``{S: [groups g with beta_{g,S} > 0]}`` over the blocks some group reaches, ``S`` by size then
-    lexicographically.
+def _pattern_block(pattern, used, grids, classes, free) -> ReducedBlock:
+    avg = tuple(i for i in free if pattern[i] < 0)
+    grid = tuple(classes[i].r for i in free)
+    ranges = [np.arange(classes[i].r) if pattern[i] < 0 else np.array([pattern[i]]) for i in free]
+    idx = np.ravel_multi_index(np.meshgrid(*ranges, indexing="ij"), grid).reshape(-1) if free else np.zeros(1, int)
+    scalar = math.prod((1.0 - 1.0 / classes[i].sizes[s]) if s >= 0 else (1.0 / classes[i].n if i not in avg else 1.0)
+                       for i, s in enumerate(pattern))
+    kappa = scalar * _kron_all([1.0 / classes[i].sizes[None, :] for i in avg]).reshape(-1)
+    raw, lshape, beta = [], {}, {}
+    for g in used:
+        grid_g = grids[g]
+        raw.append(_kron_all([grid_g.orbits[i].U for i in avg]))
+        lshape[g] = tuple(grid_g.shape[j] if i in avg else 1 for j, i in enumerate(grid_g.axes))
+        b = np.ones([1] * len(grid_g.axes))
+        for i, s in enumerate(pattern):
+            if i not in avg:
+                o = grid_g.orbits[i]
+                b = b * grid_g.placed(i, o.res[:, s] if s >= 0 else o.U[:, 0] ** 2)
+        beta[g] = b
+    B, L, _ = _basis.decompose(np.vstack(raw), "rows")
+    splits = np.cumsum([R.shape[0] for R in raw])[:-1]
+    return ReducedBlock(tuple(pattern), avg, B, idx, kappa, dict(zip(used, np.split(L, splits))), lshape, beta)
 
-    A total block has no ``1^perp`` part (``beta`` 0) and an attribute of one value has no
-    ``1^perp`` at all, so group ``g`` reaches exactly the subsets of its identity attributes
-    of two or more values: per group ``2^(its identity attributes)`` sets, never ``2^|sym|``.
-    A block no group reaches has ``Q_S = 0``; it is not released (``Sigma_S^{-1} = 0``:
-    no profile, no variance, ``F(P_S, 0) = 0`` in the bound).
-    """
-    reach = {}
-    for gi, g in enumerate(groups):
-        ident = [i for i in sym if sizes[i] >= 2 and g.blocks[i].kind == "identity"]
-        for r in range(len(ident) + 1):
-            for part in itertools.combinations(ident, r):
-                reach.setdefault(part, []).append(gi)
-    return {part: reach[part] for part in sorted(reach, key=lambda S: (len(S), S))}
 
-
-def reduce(workload) -> Reduction:
-    """The :class:`Reduction` of ``workload`` (callers check ``D`` first: blocks are dense)."""
-    groups, sizes = workload.groups, workload.domain.sizes
-    sym, ns = split_attributes(groups, sizes)
-    Wns = []
-    for g in groups:
-        W = np.ones((1, 1))
-        for i in ns:
-            W = np.kron(W, g.blocks[i].matrix)
-        Wns.append(W)
-    blocks = []
-    for part, used in reached_parts(groups, sizes, sym).items():
-        inside = set(part)
-        kappa = math.prod((1.0 - 1.0 / sizes[i]) if i in inside else 1.0 / sizes[i] for i in sym)
-        beta = {gi: math.prod(_beta(groups[gi].blocks[i].kind, sizes[i], i in inside) for i in sym) for gi in used}
-        B, L, _ = _basis.decompose(np.vstack([Wns[g] for g in used]), "rows")
-        splits = np.cumsum([Wns[g].shape[0] for g in used])[:-1]
-        blocks.append(ReducedBlock(part, kappa, B, dict(zip(used, np.split(L, splits))), beta))
-    return Reduction(workload, sym, ns, blocks, Wns)
+def reduce(workload, classes=None) -> Reduction:
+    """The :class:`Reduction` of ``workload`` (callers check the blocks' sizes first: they are dense)."""
+    classes = classes_of(workload) if classes is None else tuple(classes)
+    grids = group_grids(workload.groups, classes)
+    free = tuple(i for i, c in enumerate(classes) if c.r >= 2)
+    blocks = [_pattern_block(p, used, grids, classes, free) for p, used in reached_patterns(grids, classes).items()]
+    return Reduction(workload, classes, grids, blocks)
 
 
 # ----------------------------------------------------------------------------- the dual ascent
+def _weights(blk: ReducedBlock, g: int, mu_g: np.ndarray) -> np.ndarray:
+    """``w_{g,s}`` (rows of ``L[g]``): ``mu_g beta_{g,s}`` summed over the rows sharing ``l``."""
+    w = mu_g * blk.beta[g]
+    axes = tuple(j for j, n in enumerate(blk.lshape[g]) if n == 1 and w.shape[j] > 1)
+    return np.sum(w, axis=axes, keepdims=True).reshape(-1) if axes else w.reshape(-1)
+
+
 def _block_step(blk: ReducedBlock, lam, mu):
-    """``(F_S, Sigma_S, profile part (D,), {g: variance part})`` at ``(lam, mu)``, or None if singular."""
-    P = blk.kappa * (blk.B * lam) @ blk.B.T
-    Q = sum(blk.beta[g] * (L.T * mu[g]) @ L for g, L in blk.L.items())
+    """``(F_s, Sigma_s, profile part (D,), {g: variance part on the group's grid})`` at ``(lam, mu)``,
+    or None if singular."""
+    P = (blk.B * (blk.kappa * lam[blk.idx])) @ blk.B.T
+    Q = sum((L.T * _weights(blk, g, mu[g])) @ L for g, L in blk.L.items())
     try:
         R = linalg.cholesky(P, lower=False, check_finite=False)
     except linalg.LinAlgError:
@@ -197,7 +328,7 @@ def _block_step(blk: ReducedBlock, lam, mu):
     v = {}
     for g, L in blk.L.items():
         H = V.T @ (R @ L.T)
-        v[g] = blk.beta[g] * np.einsum("ij,ij->j", H, H / sw[:, None])
+        v[g] = np.einsum("ij,ij->j", H, H / sw[:, None]).reshape(blk.lshape[g]) * blk.beta[g]
     return float(sw.sum()), 0.5 * (sigma + sigma.T), p, v
 
 
@@ -206,11 +337,13 @@ def _nuclear(A: np.ndarray) -> float:
 
 
 def certified_bound(red: Reduction, lam, mu) -> float:
-    """``(sum_S F(P_S, Q_S))^2 / (mu . c)`` by singular values (rounding cannot inflate it)."""
+    """``(sum_s F(P_s, Q_s))^2 / (mu . c)`` for ``lam`` scaled to sum 1, by singular values
+    (rounding cannot inflate it)."""
+    lam = lam / lam.sum()
     F = 0.0
     for blk in red.blocks:
-        G = blk.B * np.sqrt(blk.kappa * lam)
-        H = np.hstack([L.T * np.sqrt(blk.beta[g] * mu[g]) for g, L in blk.L.items()])
+        G = blk.B * np.sqrt(blk.kappa * lam[blk.idx])
+        H = np.hstack([L.T * np.sqrt(_weights(blk, g, mu[g])) for g, L in blk.L.items()])
         F += _nuclear(H.T @ G)
     mc = sum(float(mu[g].sum()) * c for g, c in enumerate(red.targets))
     return F * F / mc
@@ -218,7 +351,8 @@ def certified_bound(red: Reduction, lam, mu) -> float:
 
 @dataclass(frozen=True)
 class AscentResult:
-    """Best primal ``sigmas`` (normalised cost ``cost``), best bound ``lower_bound``, ``nit``, ``status``."""
+    """Best primal ``sigmas`` (normalised cost ``cost``), best bound ``lower_bound``, ``nit``, ``status``,
+    ``message``."""
 
     sigmas: tuple
     cost: float
@@ -226,49 +360,63 @@ class AscentResult:
     nit: int
     status: str
     history: tuple
+    message: str = ""
 
 
-def _group_sums(steps, groups: int) -> list:
-    """Per group, its variance parts summed over the blocks (in block order) that answer it."""
-    v = [0] * groups
-    for step in steps:
-        for g, part in step[3].items():
+def _step_all(red: Reduction, lam, mu):
+    """Every block's step, summed: ``(F, steps, profile (T,), variances per group)`` or None."""
+    steps = [_block_step(b, lam, mu) for b in red.blocks]
+    if any(s is None for s in steps):
+        return None
+    p = np.zeros(red.T)
+    v = [np.zeros(grid.shape) for grid in red.grids]
+    for blk, s in zip(red.blocks, steps):
+        p[blk.idx] += s[2]
+        for g, part in s[3].items():
             v[g] = v[g] + part
-    return v
+    return sum(s[0] for s in steps), steps, p, v
 
 
 def _start(red: Reduction):
-    lam = np.full(red.D, 1.0 / red.D)
-    total = sum(m * c for m, c in zip(red.rows, red.targets))
-    return lam, [np.full(m, 1.0 / total) for m in red.rows]
+    lam = np.full(red.T, 1.0 / red.T)
+    counts = [np.ones(grid.shape) for grid in red.grids]
+    for grid, cnt in zip(red.grids, counts):
+        for i in grid.axes:
+            cnt *= grid.placed(i, grid.orbits[i].count.astype(float))
+    total = sum(float(cnt.sum()) * c for cnt, c in zip(counts, red.targets))
+    return lam, [cnt / total for cnt in counts]
 
 
-def _mix(lam, mu, red):
-    lam = (1 - _MIX) * lam + _MIX / red.D
+def _mix(lam, mu):
+    lam = (1 - _MIX) * lam + _MIX / lam.size
     return lam, [(1 - _MIX) * m + _MIX * m.sum() / m.size for m in mu]
 
 
-def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience: int = 500) -> AscentResult:
+def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience: int = 500,
+           max_time: float | None = None, log_every: float = 5.0) -> AscentResult:
     """The block dual ascent from uniform multipliers until the certified gap is below ``tol``.
 
-    Stops after ``max_iter`` steps (status ``max_iter``), after ``patience`` steps without a
-    better gap (status ``optimal`` if the gap is below ``tol`` else ``max_iter``), or when
-    ``callback`` raises ``StopIteration`` (``user_stopped``).
+    Stops after ``max_iter`` steps or ``max_time`` seconds (status ``max_iter``, the best
+    certified iterate), after ``patience`` steps without a better gap (status ``optimal``
+    if the gap is below ``tol`` else ``max_iter``), or when ``callback`` raises
+    ``StopIteration`` (``user_stopped``). Logs the gap every ``log_every`` seconds.
     """
     lam, mu = _start(red)
     best_cost, best_sigmas, best_lb, best_dual = math.inf, None, 0.0, (lam, mu)
-    status, history, last_gain, it = MAX_ITER, [], 0, 0
+    status, message, history, last_gain, it = MAX_ITER, "", [], 0, 0
     t0 = time.perf_counter()
+    next_log = t0 + log_every
+    log.info("kron: block dual ascent over %d blocks (largest %d), %d class tuples, tol %.3g",
+             len(red.blocks), red.D, red.T, tol)
     for it in range(1, max_iter + 1):
-        steps = [_block_step(b, lam, mu) for b in red.blocks]
-        if any(s is None for s in steps):
-            lam, mu = _mix(lam, mu, red)
-            steps = [_block_step(b, lam, mu) for b in red.blocks]
-            if any(s is None for s in steps):
+        out = _step_all(red, lam, mu)
+        if out is None:
+            lam, mu = _mix(lam, mu)
+            out = _step_all(red, lam, mu)
+            if out is None:
+                message = "a block turned singular"
                 break
-        F = sum(s[0] for s in steps)
-        p = sum(s[2] for s in steps)
-        v = _group_sums(steps, len(red.rows))
+        F, steps, p, v = out
         ratio = max(float(np.max(vg)) / c for vg, c in zip(v, red.targets))
         cost, lb = float(p.max()) * ratio, F * F
         improved = False
@@ -278,7 +426,11 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
             best_lb, best_dual, improved = lb, (lam, mu), True
         last_gain = it if improved else last_gain
         gap = best_cost / best_lb - 1.0
-        history.append((it, best_cost, best_lb, gap, time.perf_counter() - t0))
+        now = time.perf_counter()
+        history.append((it, best_cost, best_lb, gap, now - t0))
+        if now >= next_log:
+            log.info("kron: step %d, %.1f s: cost %.8g, bound %.8g, gap %.3g", it, now - t0, best_cost, best_lb, gap)
+            next_log = now + log_every
         if callback is not None:
             try:
                 callback(IntermediateResult(method="kron", nit=it, privacy_cost=best_cost, lower_bound=best_lb,
@@ -290,8 +442,14 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
             status = OPTIMAL
             break
         if it - last_gain >= patience:
+            message = f"no better gap in {patience} steps"
+            break
+        if max_time is not None and now - t0 >= max_time:
+            message = f"reached max_time = {max_time} s"
             break
         lam = lam * p / F
         mu = [m * (vg / c) / F for m, vg, c in zip(mu, v, red.targets)]
     lb = certified_bound(red, *best_dual)
-    return AscentResult(best_sigmas, best_cost, lb, it, status, tuple(history))
+    log.info("kron: ascent ends after %d steps, %.1f s: %s, gap %.3g %s", it, time.perf_counter() - t0, status,
+             best_cost / lb - 1.0 if lb > 0 else math.inf, message)
+    return AscentResult(best_sigmas, best_cost, lb, it, status, tuple(history), message)

@@ -1,7 +1,8 @@
 """Structured mechanisms kept in factors: Kronecker *terms*, their profile, variances and noise.
 
-Solver layer (``ffu_cvx.kron``), bottom of the package: imports numpy, scipy.linalg and
-:mod:`ffu_cvx.privacy`. Nothing here forms a d x d (or m x d) matrix.
+Solver layer (``ffu_cvx.kron``), bottom of the package: imports numpy and
+:mod:`ffu_cvx.privacy` (a factor over exchangeable classes reads the ``Classes`` of
+:mod:`ffu_cvx.kron.exchange` by their fields). Nothing here forms a d x d (or m x d) matrix.
 
 A structured mechanism is a tuple of independent **terms**. Term ``t`` releases
 
@@ -47,22 +48,34 @@ CONSTANT_RTOL = 1e-12
 @dataclass(frozen=True, eq=False)
 class Factor:
     """One factor of a term: ``attrs`` (increasing attribute indices), basis ``B`` (k, prod n),
-    covariance ``sigma`` (k, k) and its lower Cholesky factor ``chol``."""
+    covariance ``sigma`` (k, k) and its lower Cholesky factor ``chol``.
+
+    With ``classes`` (one :class:`ffu_cvx.kron.exchange.Classes` per attribute) ``B`` is over
+    class tuples (k, prod r): the basis over cells is ``B E`` with ``E`` the orthonormal
+    class averages, so a cell's column is ``B[:, t(x)] / sqrt(prod |t_i|)`` and its profile
+    that of its class tuple over ``prod |t_i|``; nothing over the cells is formed but the
+    profile vector. ``known_profile`` (over the cells) skips the profile's computation where
+    the caller has it in closed form.
+    """
 
     attrs: tuple
     B: np.ndarray
     sigma: np.ndarray
     chol: np.ndarray
+    classes: tuple | None = None
+    known_profile: np.ndarray | None = None
 
     @classmethod
-    def build(cls, attrs, B, sigma) -> "Factor":
+    def build(cls, attrs, B, sigma, classes=None, profile=None) -> "Factor":
         B = np.array(B, dtype=float)
         sigma = np.array(sigma, dtype=float)
         sigma = 0.5 * (sigma + sigma.T)
         chol = privacy.cholesky(sigma, "factor sigma")
-        for a in (B, sigma, chol):
+        arrays = [B, sigma, chol] + ([] if profile is None else [np.array(profile, dtype=float)])
+        for a in arrays:
             a.setflags(write=False)
-        return cls(tuple(int(i) for i in attrs), B, sigma, chol)
+        return cls(tuple(int(i) for i in attrs), B, sigma, chol, None if classes is None else tuple(classes),
+                   None if profile is None else arrays[-1])
 
     @property
     def k(self) -> int:
@@ -75,7 +88,11 @@ class Factor:
 
     @cached_property
     def _profile(self) -> np.ndarray:
+        if self.known_profile is not None:
+            return self.known_profile
         p = privacy.profile(self.sigma, self.B, chol=self.chol)
+        if self.classes is not None:
+            p = _class_expand(p, self.classes)
         p.setflags(write=False)
         return p
 
@@ -93,7 +110,20 @@ class Factor:
         return {}
 
     def scaled(self, s: float) -> "Factor":
-        return Factor.build(self.attrs, self.B, self.sigma * s)
+        return Factor.build(self.attrs, self.B, self.sigma * s, self.classes,
+                            None if self.known_profile is None else self.known_profile / s)
+
+
+def _class_expand(p: np.ndarray, classes) -> np.ndarray:
+    """A profile over class tuples (prod r,) as the profile over cells (prod n,):
+    ``p[t(x)] / prod |t_i|``."""
+    out = p.reshape([c.r for c in classes]) if classes else p.reshape(())
+    for axis, c in enumerate(classes):
+        out = np.take(out, c.of, axis=axis)
+        shape = [1] * len(classes)
+        shape[axis] = c.n
+        out = out / c.sizes[c.of].reshape(shape)
+    return np.ascontiguousarray(out).reshape(-1)
 
 
 @dataclass(frozen=True, eq=False)
