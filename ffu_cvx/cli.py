@@ -12,7 +12,7 @@ Commands
     progress on stderr (the solvers' log: attempts, refinement levels, a line every 30 s
     of a long conic solve); ``--max-time`` bounds the solve and keeps its best certified
     result (status ``max_iter`` when the budget ran out). The
-    method is ``--method``, else the spec's ``method``, else ``sdp``. A product spec
+    method is ``--method``, else the spec's ``method``, else ``auto``. A product spec
     (``domain`` and ``groups``) is solved densely by the dense methods when its domain is
     small enough, or with Sigma in factors by ``kron`` (``auto`` picks the method).
 ``ffu-cvx release RESULT.json (--data HIST.csv | --records RECORDS.csv) --out ANSWERS.csv``
@@ -77,7 +77,7 @@ from .resultfile import (SCHEMA_VERSION, STRUCTURED, WORKLOADS, at_spec_targets,
                          dump_result, load_result, load_spec, load_structured, product_workload, result_dict,
                          spec_inputs, structured_result_dict)
 from .status import SolverError
-from .solvers import METHODS, STRUCTURED_METHODS, solve
+from .solvers import METHODS, STRUCTURED_METHODS, auto_method, solve
 
 __all__ = ["main", "SCHEMA_VERSION", "WORKLOADS", "load_spec", "load_result", "InputError",
            "EXIT_OK", "EXIT_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_TERMINATED"]
@@ -92,7 +92,7 @@ EXIT_INTERRUPTED = 128 + signal.SIGINT
 #: SIGTERM (128 + SIGTERM).
 EXIT_TERMINATED = 128 + signal.SIGTERM
 #: The method when neither --method nor the spec names one.
-DEFAULT_METHOD = "sdp"
+DEFAULT_METHOD = "auto"
 #: The structured solver a large product spec needs.
 #: The methods the command line accepts: the dense ones, the structured ones and "auto".
 CLI_METHODS = (*sorted(METHODS), *sorted(STRUCTURED_METHODS), "auto")
@@ -184,8 +184,8 @@ def _solve(problem, method: str, options: dict, run: _Run):
     return sol
 
 
-def _method(args, spec: dict, default: str = None) -> str:
-    method = args.method or spec.get("method") or default or DEFAULT_METHOD
+def _method(args, spec: dict) -> str:
+    method = args.method or spec.get("method") or DEFAULT_METHOD
     if not isinstance(method, str) or method.lower() not in CLI_METHODS:
         raise InputError(f"method {method!r} (from {'--method' if args.method else 'the spec'}) is not one of "
                          f"{list(CLI_METHODS)}")
@@ -269,7 +269,7 @@ def _cmd_budget(args, run: _Run) -> int:
         raise InputError(f"--epsilon must be > 0, got {args.epsilon!r}")
     spec_path = Path(args.spec)
     problem, spec = load_spec(spec_path)
-    method = _method(args, spec, default="auto")
+    method = _method(args, spec)
     run.problem, run.method = problem, method
     options = check_options(spec)
     with run.solver_log():
@@ -443,7 +443,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("solve", help="optimise the noise covariance for a workload spec")
     s.add_argument("spec", help="workload spec (JSON)")
     s.add_argument("--method", default=None, choices=CLI_METHODS,
-                   help="solver (default: the spec's `method`, else sdp)")
+                   help="solver (default: the spec's `method`, else auto)")
     s.add_argument("--out", required=True, help="result file to write (JSON)")
     s.add_argument("--delta", type=float, default=1e-6, help="delta at which to report epsilon (default 1e-6)")
     s.add_argument("--max-time", type=float, default=None,
@@ -490,13 +490,14 @@ def _memory_message(run: _Run) -> str:
         return (f"ffu-cvx: out of memory solving the product problem (m={pr.m}, d={pr.d}) with method {run.method}; "
                 "use fewer or coarser groups")
     m, d, k = pr.m, pr.d, pr.k
+    method = auto_method(pr)[0] if run.method == "auto" else run.method
     dense = dense_bytes(m, d) + dense_bytes(m, k) + dense_bytes(k, d)
     # Clarabel factors a dense block of order n(n+1)/2 for an LMI of order n = 2k.
     sdp = dense_bytes(k * (2 * k + 1), k * (2 * k + 1))
     smii = dense_bytes(4 * m + 2 * d + 6 * k, k)
     fix = ("use --method smii (about " + human_bytes(dense + smii) + ") or a smaller problem"
-           if run.method == "sdp" else "use a smaller problem (smaller d or fewer queries)")
-    return (f"ffu-cvx: out of memory solving m={m}, d={d}, k={k} with method {run.method}: W, L and B take "
+           if method == "sdp" else "use a smaller problem (smaller d or fewer queries)")
+    return (f"ffu-cvx: out of memory solving m={m}, d={d}, k={k} with method {method}: W, L and B take "
             f"{human_bytes(dense)}, the SDP's dense factor about {human_bytes(sdp)}; {fix}")
 
 

@@ -231,7 +231,7 @@ class Problem2Result:
                 "looser targets are needed.")
 
 
-def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "sdp", **options) -> Problem2Result:
+def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "auto", **options) -> Problem2Result:
     """Solve Problem 2: meet (epsilon, delta) exactly with the smallest uniform scaling of c.
 
     Parameters

@@ -20,13 +20,24 @@ from .sdp import solve_sdp
 from .smii import solve_gd, solve_smii
 from .status import SolverError
 
-__all__ = ["METHODS", "STRUCTURED_METHODS", "AUTO_SDP_MAX_K", "solve", "auto_method"]
+__all__ = ["METHODS", "STRUCTURED_METHODS", "AUTO_SDP_MAX_K", "solve", "auto_method", "solve_fourier"]
 
 #: method name -> solver function ``f(problem, *, tol, callback, **options) -> Solution`` for any
 #: FitnessProblem (a product problem's dense one included).
 METHODS = {"sdp": solve_sdp, "smii": solve_smii, "gd": solve_gd}
+def solve_fourier(problem, *, tol: float | None = None, callback=None, **options) -> Solution:
+    """The exact Fourier optimum of a union of marginals (a product problem whose blocks are all
+    identity or total); ``ValueError`` naming what to use for any other problem."""
+    if options:
+        raise TypeError(f"method 'fourier' takes no options (it is exact), got {sorted(options)}")
+    if not isinstance(problem, ProductProblem) or not is_marginal_union(problem):
+        raise ValueError("method='fourier' solves unions of marginals (product groups of identity and total blocks "
+                         "only); use 'kron' or 'auto' for other product workloads, 'sdp' or 'smii' for dense ones")
+    return solve_marginal_union(problem, tol=tol)
+
+
 #: Methods for structured (product) problems only, Sigma kept in factors.
-STRUCTURED_METHODS = {"kron": solve_kron}
+STRUCTURED_METHODS = {"kron": solve_kron, "fourier": solve_fourier}
 #: ``method="auto"`` gives dense problems of rank up to this to the exact SDP, larger ones to SM-II.
 AUTO_SDP_MAX_K = 32
 def auto_method(problem) -> tuple[str, str]:
@@ -41,13 +52,15 @@ def auto_method(problem) -> tuple[str, str]:
     return "smii", f"dense problem of rank k = {problem.k} > {AUTO_SDP_MAX_K}: SM-II"
 
 
-def solve(problem, method: str = "sdp", tol: float | None = None, callback=None, **options) -> Solution:
-    """Solve Problem 1 for ``problem`` with ``method`` in :data:`METHODS`, :data:`STRUCTURED_METHODS` or ``"auto"``.
+def solve(problem, method: str = "auto", tol: float | None = None, callback=None, **options) -> Solution:
+    """Solve Problem 1 for ``problem`` with ``method`` in :data:`METHODS`, :data:`STRUCTURED_METHODS` or ``"auto"``
+    (the default).
 
     ``problem`` is a :class:`~ffu_cvx.problem.FitnessProblem`, or a
     :class:`~ffu_cvx.products.ProductProblem` (a product workload's): "kron" solves it with
-    Sigma in factors (a :class:`~ffu_cvx.kron.KronSolution`), the dense methods solve its
-    dense problem when the domain is small enough (and refuse otherwise). ``"auto"``
+    Sigma in factors (a :class:`~ffu_cvx.kron.KronSolution`), "fourier" gives the exact
+    optimum of a union of marginals, the dense methods solve its dense problem when the
+    domain is small enough (and refuse otherwise). ``"auto"``
     picks the SDP (rank up to :data:`AUTO_SDP_MAX_K`), SM-II, the Fourier optimum (unions
     of marginals) or the Kronecker solver, and says why in ``info["auto"]``.
 
@@ -75,11 +88,7 @@ def solve(problem, method: str = "sdp", tol: float | None = None, callback=None,
     why = None
     if name == "auto":
         name, why = auto_method(problem)
-        if name == "fourier":
-            if options:
-                raise TypeError(f"method='auto' chose the Fourier optimum, which takes no options; got {sorted(options)}")
-            return solve_marginal_union(problem, tol=tol).with_info(auto=why)
-    if isinstance(problem, ProductProblem) and name != "kron":
+    if isinstance(problem, ProductProblem) and name in METHODS:
         problem = problem.for_method(name)
     elif isinstance(problem, FitnessProblem) and name == "kron":
         raise ValueError("method='kron' needs a product workload (FitnessProblem.from_workload of "

@@ -355,13 +355,13 @@ def test_bad_product_input_is_one_line_and_no_output(tmp_path, capsys, case, nee
         records = _records_csv(tmp_path / "rec.csv", n=5, extra="3,X,N,1\n")
         if case == "missing column":
             records.write_text("age,sex\n1,F\n")
-        argv = ["release", result, "--records", records, "--out", out]
+        argv = ["release", result, "--records", records, "--out", out, "--quiet"]
         if case == "both --data and --records":
             argv += ["--data", EXAMPLES / "hist16.csv"]
         if case == "record outside the domain":
             records.write_text("age,sex,region\n1,F,N\n2,M,S\n3,X,N\n")
     else:
-        argv = ["solve", tmp_path / "spec.json", "--out", out]
+        argv = ["solve", tmp_path / "spec.json", "--out", out, "--method", "sdp"]
     code, _, err = _run(capsys, *argv)
     assert code == 2, err
     assert needle in err and len(err.strip().splitlines()) == 1
