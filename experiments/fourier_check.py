@@ -31,7 +31,7 @@ def _ex5():
     fams = [F.ProductFamily((0,), [[1, 1, 0, 0, 0]], 1.0),
             F.ProductFamily((0, 1), [[1, 1, 1, 0, 0], [1, 0, 0, 0]], 2.0),
             F.ProductFamily((1,), [[1, -1, 0, 0]], 0.5)]
-    return F.ProductWorkload((5, 4), fams)
+    return F.CirculantWorkload((5, 4), fams)
 
 
 def _all_k(d, ks):

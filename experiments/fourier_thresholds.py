@@ -42,7 +42,7 @@ NOTES = ("Max variance at privacy cost 1. offset = sqrt(closed_form) - ln(m)/pi 
 def run_cell(m: int) -> dict:
     out = {"closed_form": F.embedding_max_variance(m)}
     if m <= PROGRAM_MAX_M:
-        wl = F.ProductWorkload((2 * m,), [F.ProductFamily((0,), [F.threshold_vector(m)], 1.0)])
+        wl = F.CirculantWorkload((2 * m,), [F.ProductFamily((0,), [F.threshold_vector(m)], 1.0)])
         t0 = time.perf_counter()
         mech = F.max_optimal(wl)
         out.update({"embedding": mech.privacy_cost, "embedding_s": time.perf_counter() - t0,

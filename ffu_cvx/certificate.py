@@ -1,5 +1,7 @@
 """Dual lower bound on the optimal privacy cost of Problem 1, and the optimality gap.
 
+Core layer: imports numpy, scipy.linalg, ``privacy`` and ``problem``.
+
 For multipliers ``lam`` (d,) in the simplex over the columns of ``B`` (k, d) and
 ``mu`` (m,) >= 0 over the queries, weak duality gives (docs/guide/concepts.rst, "The certificate")
 

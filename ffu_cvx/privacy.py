@@ -1,5 +1,7 @@
 """Privacy profile, privacy cost, the refined order and exact Gaussian accounting.
 
+Core layer, its bottom: imports numpy, scipy (linalg, optimize, special) and ``validation``.
+
 Notation (fitness-for-use paper, Definition 5 and Corollary 4):
 
 - ``B`` (k, d): basis with linearly independent rows; ``b_i`` is its i-th column.

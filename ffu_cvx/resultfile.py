@@ -7,7 +7,7 @@ Interfaces layer: imports numpy, ``accuracy``, ``workloads``, ``domain``, ``prod
 SPEC (JSON object; relative paths are resolved against the spec's directory)
 ----------------------------------------------------------------------------
 ``workload``: a built-in builder of :mod:`ffu_cvx.workloads` (``prefix``, ``random_ranges``,
-``random_pm1``, ``pl94``, ``age_pyramid``, ``marginals_a``, ``marginals_b``) with
+``random_pm1``, ``tree``, ``pl94``, ``age_pyramid``, ``marginals_a``, ``marginals_b``) with
 ``params``: its keyword arguments, e.g. ``{"workload": "prefix", "params": {"d": 16}}``;
 or ``W``: the (m, d) matrix inline (list of rows) or a path to ``.npy``, ``.npz`` (array
 ``W`` or the only array) or ``.csv`` (comma separated, no header). ``c``: the (m,) variance
@@ -83,7 +83,7 @@ __all__ = ["SCHEMA_VERSION", "WORKLOADS", "STRUCTURED", "load_spec", "product_wo
 
 SCHEMA_VERSION = 3
 #: Built-in workload builders a SPEC may name.
-WORKLOADS = ("prefix", "random_ranges", "random_pm1", "pl94", "age_pyramid", "marginals_a", "marginals_b")
+WORKLOADS = ("prefix", "random_ranges", "random_pm1", "tree", "pl94", "age_pyramid", "marginals_a", "marginals_b")
 SPEC_KEYS = {"workload", "params", "W", "c", "basis", "labels", "name", "method", "options", "target"}
 PRODUCT_SPEC_KEYS = {"domain", "ordered", "groups", "name", "method", "options", "target"}
 #: A group's accuracy target: ``variance``, or ``margin`` and ``level`` (and ``joint``); see :mod:`ffu_cvx.accuracy`.

@@ -1,5 +1,7 @@
 """Workloads of the fitness-for-use paper, as ``Workload`` values (W, c, labels, domain).
 
+Core layer: imports numpy, ``memory``, ``problem`` and ``products`` (the product-workload builder).
+
 Notation: ``W`` (m, d) holds one linear query per row over a histogram of ``d`` cells,
 ``c`` (m,) the variance target of each query. A multi-attribute histogram of shape
 ``domain = (n_1, ..., n_a)`` is flattened row-major (C order, the last attribute varies

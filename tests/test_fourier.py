@@ -30,7 +30,7 @@ def _ex5():
     fams = [F.ProductFamily((0,), [[1, 1, 0, 0, 0]], 1.0),
             F.ProductFamily((0, 1), [[1, 1, 1, 0, 0], [1, 0, 0, 0]], 2.0),
             F.ProductFamily((1,), [[1, -1, 0, 0]], 0.5)]
-    return F.ProductWorkload((5, 4), fams)
+    return F.CirculantWorkload((5, 4), fams)
 
 
 # ----------------------------------------------------------------------------- spec § 6
@@ -102,7 +102,7 @@ def test_threshold_table_and_shift():
     for m, given in [(4, 2.0274), (8, 2.7011), (16, 3.4741), (32, 4.3450), (64, 5.3134)]:
         closed = F.embedding_max_variance(m)
         assert _near(closed, given, 4)
-        pw = F.ProductWorkload((2 * m,), [F.ProductFamily((0,), [F.threshold_vector(m)], 1.0)])
+        pw = F.CirculantWorkload((2 * m,), [F.ProductFamily((0,), [F.threshold_vector(m)], 1.0)])
         assert F.max_optimal(pw).privacy_cost == pytest.approx(closed, rel=1e-7)
     assert F.embedding_max_variance(8) == pytest.approx(2.7011186586, rel=1e-9)
     m = 6
@@ -300,7 +300,7 @@ def test_equals_toolkit_sdp_random_instances(seed):
     assert F.max_optimal(wl).privacy_cost == pytest.approx(_sdp_alpha(wl), rel=1e-6)
     fams = [F.ProductFamily((0, 1), [rng.normal(size=3), rng.normal(size=4)], rng.uniform(0.5, 2)),
             F.ProductFamily((1,), [rng.normal(size=4)], rng.uniform(0.5, 2))]
-    pw = F.ProductWorkload((3, 4), fams)
+    pw = F.CirculantWorkload((3, 4), fams)
     assert F.max_optimal(pw).privacy_cost == pytest.approx(_sdp_alpha(pw), rel=1e-6)
 
 
@@ -465,7 +465,7 @@ def test_bad_release_and_family_input():
     with pytest.raises(ValueError, match="`histogram`"):
         mech.release(histogram=np.ones(5), rng=0)
     with pytest.raises(ValueError, match="length 3"):
-        F.ProductWorkload((4,), [F.ProductFamily((0,), [[1, 0, 0]])])
+        F.CirculantWorkload((4,), [F.ProductFamily((0,), [[1, 0, 0]])])
     with pytest.raises(ValueError, match="`weight`"):
         F.ProductFamily((0,), [[1, 0]], weight=0)
     with pytest.raises(ValueError, match="max_cells"):

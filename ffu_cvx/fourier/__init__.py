@@ -49,10 +49,10 @@ from .mechanism import FourierMechanism
 from .optimise import dual_bound, marginal_workload_optimum, max_optimal, min_privacy_cost, sum_optimal
 from .release import DENSE_MAX_CELLS, cell_covariance, dense_workload
 from .thresholds import embedding_max_variance, extended_marginals, threshold_shift, threshold_vector
-from .workload import MarginalWorkload, ProductFamily, ProductWorkload, components
+from .workload import MarginalWorkload, ProductFamily, CirculantWorkload, components
 
 __all__ = [
-    "MarginalWorkload", "ProductFamily", "ProductWorkload", "FourierMechanism",
+    "MarginalWorkload", "ProductFamily", "CirculantWorkload", "FourierMechanism",
     "components", "privacy_cost", "cell_variances", "cell_covariance",
     "sum_optimal", "max_optimal", "dual_bound", "min_privacy_cost", "marginal_workload_optimum",
     "threshold_vector", "threshold_shift", "extended_marginals", "embedding_max_variance",

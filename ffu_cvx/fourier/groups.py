@@ -17,7 +17,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .workload import MarginalWorkload, ProductWorkload, closure, components, set_size
+from .workload import MarginalWorkload, CirculantWorkload, closure, components, set_size
 
 __all__ = ["marginal_tables", "taus_array", "privacy_cost", "cell_variances", "product_groups"]
 
@@ -76,7 +76,7 @@ def _clean(power: np.ndarray, scale: float) -> np.ndarray:
     return np.where(power > 1e-12 * scale, power, 0.0)
 
 
-def product_groups(wl: ProductWorkload):
+def product_groups(wl: CirculantWorkload):
     """Frequency groups of a product workload.
 
     Returns ``comps``, ``labels`` (per component: int array over its grid, -1 where no

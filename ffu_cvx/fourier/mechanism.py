@@ -29,7 +29,7 @@ class FourierMechanism(privacy.GaussianPrivacy):
 
     Attributes
     ----------
-    workload : MarginalWorkload or ProductWorkload
+    workload : MarginalWorkload or CirculantWorkload
     components : tuple of attribute sets ``S`` (the downward closure)
     spectra : tuple, one entry per component: a float ``tau_S`` (marginal workloads: the
         same noise on every pure frequency) or an array of shape ``(n_i)_{i in S}`` holding

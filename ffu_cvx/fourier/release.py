@@ -29,7 +29,7 @@ from .. import privacy, validation
 from ..problem import FitnessProblem
 from ..result import Solution
 from .groups import taus_array
-from .workload import MarginalWorkload, ProductWorkload, as_workload, components, set_size
+from .workload import MarginalWorkload, CirculantWorkload, as_workload, components, set_size
 
 __all__ = ["DENSE_MAX_CELLS", "FourierRelease", "release", "marginal_covariance", "answer_covariance",
            "cell_covariance", "dense_workload", "to_solution"]
@@ -119,7 +119,7 @@ def answer_covariance(mech, i: int, j: int) -> np.ndarray:
     wl = mech.workload
     A, B = wl.sets[i], wl.sets[j]
     C = marginal_covariance(wl.domain, _spectra(mech), A, B)
-    if isinstance(wl, ProductWorkload):
+    if isinstance(wl, CirculantWorkload):
         C = _family_matrix(wl.domain, wl.families[i]) @ C @ _family_matrix(wl.domain, wl.families[j]).T
     return C
 
@@ -135,7 +135,7 @@ def dense_workload(workload, *, max_cells: int = DENSE_MAX_CELLS):
     if wl.n_cells > max_cells:
         raise ValueError(f"the full domain has {wl.n_cells} cells > max_cells={max_cells}; dense matrices "
                          "are for small domains only (raise `max_cells` if you really want them)")
-    pw = ProductWorkload.from_marginals(wl) if isinstance(wl, MarginalWorkload) else wl
+    pw = CirculantWorkload.from_marginals(wl) if isinstance(wl, MarginalWorkload) else wl
     full = np.indices(wl.domain).reshape(len(wl.domain), -1)
     rows, c, labels = [], [], []
     for label, f, target in zip(wl.labels(), pw.families, wl.targets):

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .. import validation
-from .workload import ProductFamily, ProductWorkload, check_attrs, check_domain, mapping_items, target_weight
+from .workload import ProductFamily, CirculantWorkload, check_attrs, check_domain, mapping_items, target_weight
 
 __all__ = ["threshold_vector", "threshold_shift", "embedding_max_variance", "extended_marginals"]
 
@@ -42,14 +42,14 @@ def embedding_max_variance(m: int, privacy_cost: float = 1.0) -> float:
     return float((0.5 + np.sum(1.0 / np.sin(np.pi * b / (2 * m))) / (2 * m)) ** 2 / P)
 
 
-def extended_marginals(domain, numeric: Sequence[int], targets: Mapping) -> ProductWorkload:
+def extended_marginals(domain, numeric: Sequence[int], targets: Mapping) -> CirculantWorkload:
     """Extended marginals: threshold predicates on ``numeric`` attributes, points elsewhere.
 
     Each numeric attribute i with ``m = domain[i]`` values is embedded in ``Z_{2m}``
     (records keep their values in ``[0, m)``); the family for a set A is the product of
     ``threshold_vector(m)`` on numeric attributes and ``e_0`` (a marginal) on the others.
     Query ``1[x_i <= t]`` is the family's answer at shift :func:`threshold_shift` (t, m);
-    the other shifts are the complements. Returns the :class:`ProductWorkload` on the
+    the other shifts are the complements. Returns the :class:`CirculantWorkload` on the
     embedded domain (targets per family from ``targets`` {attrs: c}).
     """
     domain = check_domain(domain)
@@ -60,4 +60,4 @@ def extended_marginals(domain, numeric: Sequence[int], targets: Mapping) -> Prod
         A = tuple(sorted(check_attrs(k, len(domain), f"`targets` key {k!r}")))
         vecs = [threshold_vector(domain[i]) if i in numeric else np.eye(domain[i])[0] for i in A]
         fams.append(ProductFamily(A, vecs, target_weight(c, f"targets[{k!r}]")))
-    return ProductWorkload(emb, fams)
+    return CirculantWorkload(emb, fams)

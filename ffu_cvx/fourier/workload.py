@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import validation
 
-__all__ = ["MarginalWorkload", "ProductFamily", "ProductWorkload", "components", "set_size", "closure",
+__all__ = ["MarginalWorkload", "ProductFamily", "CirculantWorkload", "components", "set_size", "closure",
            "as_workload", "check_domain", "check_attrs", "mapping_items", "target_weight"]
 
 
@@ -188,7 +188,7 @@ class ProductFamily:
     weight: float = 1.0
 
     def __post_init__(self):
-        attrs = check_attrs(self.attrs, None, "`attrs`")  # the range is checked by ProductWorkload
+        attrs = check_attrs(self.attrs, None, "`attrs`")  # the range is checked by CirculantWorkload
         vecs = tuple(self.vectors)
         if len(vecs) != len(attrs):
             raise ValueError(f"`vectors` needs one vector per attribute of {attrs}, got {len(vecs)}")
@@ -209,9 +209,9 @@ class ProductFamily:
 
 
 @dataclass(frozen=True)
-class ProductWorkload:
-    """Product families over ``Z_{n_1} x ... x Z_{n_d}``: domain, families (tuple of
-    :class:`ProductFamily`). Sum objective ``sum_k w_k sum_t Var(q_t)``; max objective
+class CirculantWorkload:
+    """Circulant product families over ``Z_{n_1} x ... x Z_{n_d}`` (each family asks one
+    product query at every shift): domain, families (tuple of :class:`ProductFamily`). Sum objective ``sum_k w_k sum_t Var(q_t)``; max objective
     ``max_k w_k Var_k`` (every shift of a family has the same variance)."""
 
     domain: tuple
@@ -253,7 +253,7 @@ class ProductWorkload:
         return tuple(f"family{j}:{f.attrs}" for j, f in enumerate(self.families))
 
     @classmethod
-    def from_marginals(cls, workload: MarginalWorkload) -> "ProductWorkload":
+    def from_marginals(cls, workload: MarginalWorkload) -> "CirculantWorkload":
         """The marginal workload as product families (``g_i = e_0``)."""
         fams = []
         for A, w in zip(workload.sets, workload.weights):
@@ -263,9 +263,9 @@ class ProductWorkload:
 
 
 def as_workload(workload):
-    """``workload`` itself when it is a Marginal- or ProductWorkload; else ``ValueError``."""
-    if not isinstance(workload, (MarginalWorkload, ProductWorkload)):
-        raise ValueError(f"`workload` must be a MarginalWorkload or ProductWorkload, got {type(workload).__name__}")
+    """``workload`` itself when it is a MarginalWorkload or CirculantWorkload; else ``ValueError``."""
+    if not isinstance(workload, (MarginalWorkload, CirculantWorkload)):
+        raise ValueError(f"`workload` must be a MarginalWorkload or CirculantWorkload, got {type(workload).__name__}")
     return workload
 
 

@@ -1,7 +1,7 @@
 """SM-II's finishing step: Newton's method on Problem 1's KKT system, one small QP a step.
 
-Solver layer (SM-II): imports numpy, scipy, clarabel and :mod:`ffu_cvx.smii.model` only (host
-float64, whatever the array backend of the run).
+Solver layer (SM-II): imports numpy, scipy and :mod:`ffu_cvx.smii.model` only (host float64,
+whatever the array backend of the run), and clarabel lazily, inside the QP fallback that uses it.
 
 Near the optimum the soft maxes' multiplier phase (:mod:`ffu_cvx.smii.multipliers`)
 converges slowly where the optimal multipliers spread over decades: a constraint whose
@@ -52,7 +52,6 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import clarabel
 import numpy as np
 import scipy.linalg as sla
 import scipy.linalg.blas as blas
@@ -378,7 +377,12 @@ def _to_boundary(v: np.ndarray, dv: np.ndarray) -> float:
 
 
 def _clarabel(P: np.ndarray, q: np.ndarray, n_cols: int) -> np.ndarray | None:
-    """The QP of :func:`_qp` by Clarabel (its upper triangle of ``P`` as a sparse matrix)."""
+    """The QP of :func:`_qp` by Clarabel (its upper triangle of ``P`` as a sparse matrix).
+
+    Clarabel is imported here, when a step needs it, so that importing SM-II does not load it.
+    """
+    import clarabel
+
     n = len(q)
     A = sp.vstack([sp.csc_matrix((np.ones(n_cols), (np.zeros(n_cols, int), np.arange(n_cols))), shape=(1, n)),
                    -sp.identity(n, format="csc")]).tocsc()
