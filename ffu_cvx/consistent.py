@@ -1,15 +1,15 @@
 """Consistent, non-negative, integer tables from a release, with bootstrap intervals.
 
-Mechanisms layer: imports numpy, scipy.optimize, ``gls`` (the whitened operators),
-``memory``, ``product_release`` (the noise source of a solution), ``products``,
+Mechanisms layer: imports numpy, ``gls`` (the whitened operators), ``nonneg`` (the
+bound-constrained fit), ``files``, ``memory``, ``product_release`` (the noise source of a solution), ``products``,
 ``release`` and ``validation``.
 
 :func:`estimate` turns the released answers ``a`` of a product workload into
 
 1. **one histogram** ``x_hat`` (d,), the generalised least squares (GLS) estimate under the
    mechanism's own noise covariance ``C = W Sigma W^T``:
-   ``x_hat = argmin_{x >= 0} (a - W x)^T C^+ (a - W x)``, solved by L-BFGS-B with bounds
-   on the whitened form of :mod:`ffu_cvx.gls` (nothing d x d or m x d is formed for a
+   ``x_hat = argmin_{x >= 0} (a - W x)^T C^+ (a - W x)``, solved by L-BFGS with bounds
+   (:mod:`ffu_cvx.nonneg`) on the whitened form of :mod:`ffu_cvx.gls` (nothing d x d or m x d is formed for a
    structured solution). The pseudo-inverse is the GLS of the answers: their noise lives
    in the range of ``L``, where ``C^+`` inverts ``C``; when the answers determine the basis
    measurements ``y = B x + N(0, Sigma)`` it is the GLS of ``y`` under ``Sigma``, the
@@ -47,26 +47,20 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize
-
-from . import gls, validation
+from . import gls, nonneg, validation
 from .files import atomic_write_bytes, check_output
 from .memory import human_bytes
 from .product_release import noise_source
 from .products import ProductWorkload
 from .release import Release, check_level, generator
 
-__all__ = ["Consistent", "estimate", "systematic_round", "MAX_CELLS", "GTOL", "MAXCOR", "COLUMNS"]
+__all__ = ["Consistent", "estimate", "systematic_round", "MAX_CELLS", "GTOL", "COLUMNS"]
 
 #: Largest domain (cells) whose histogram :func:`estimate` holds.
 MAX_CELLS = 10 ** 7
 #: Projected-gradient tolerance of the fit, relative to the privacy cost ``alpha`` (the largest
 #: diagonal of ``W^T C^+ W = B^T Sigma^{-1} B``: the curvature of the objective along one cell).
 GTOL = 1e-4
-#: L-BFGS-B memory (pairs kept): its workspace is about ``(2 MAXCOR + 5) d`` floats.
-MAXCOR = 6
-#: Most L-BFGS-B iterations of one fit.
-MAX_ITER = 20_000
 #: Relative agreement asked of the release's privacy cost and the solution's (the same mechanism).
 COST_RTOL = 1e-9
 #: Columns of :meth:`Consistent.csv_bytes`.
@@ -147,21 +141,6 @@ def systematic_round(x: np.ndarray) -> np.ndarray:
     return np.diff(S, prepend=0.0).astype(np.int64)
 
 
-def _fit(op, z: np.ndarray, x0: np.ndarray, nonnegative: bool, gtol: float) -> tuple[np.ndarray, dict]:
-    """``argmin 1/2 ||z - F x||^2`` (x >= 0 if ``nonnegative``) from ``x0`` by L-BFGS-B."""
-    def fun(x):
-        r = op.forward(x) - z
-        return 0.5 * float(r @ r), op.adjoint(r)
-
-    bounds = optimize.Bounds(0.0, np.inf) if nonnegative else None
-    t0 = time.perf_counter()
-    res = optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-                            options={"maxiter": MAX_ITER, "maxcor": MAXCOR, "ftol": 1e-13, "gtol": gtol})
-    x = np.maximum(res.x, 0.0) if nonnegative else res.x
-    return x, {"nit": int(res.nit), "objective": float(res.fun), "seconds": time.perf_counter() - t0,
-               "converged": bool(res.success), "message": str(res.message)}
-
-
 def _start(op, z: np.ndarray, nonnegative: bool) -> np.ndarray:
     """``s * max(F^T z, 0)`` with the best scale ``s``: a cheap feasible start."""
     g = op.adjoint(z)
@@ -174,13 +153,13 @@ def _start(op, z: np.ndarray, nonnegative: bool) -> np.ndarray:
 class _Estimator:
     """One fit configuration, reused by the bootstrap: operator, bounds, rounding, tolerance."""
 
-    def __init__(self, op, nonnegative: bool, integer: bool, gtol: float):
-        self.op, self.nonnegative, self.integer, self.gtol = op, nonnegative, integer, gtol
+    def __init__(self, op, nonnegative: bool, integer: bool, gtol: float, solver: str):
+        self.op, self.nonnegative, self.integer, self.gtol, self.solver = op, nonnegative, integer, gtol, solver
 
     def fit(self, answers: np.ndarray, x0=None) -> tuple[np.ndarray, dict]:
         z = self.op.whiten(answers)
         x0 = _start(self.op, z, self.nonnegative) if x0 is None else x0
-        return _fit(self.op, z, x0, self.nonnegative, self.gtol)
+        return nonneg.fit(self.op, z, x0, nonnegative=self.nonnegative, gtol=self.gtol, solver=self.solver)
 
     def published(self, x: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
         """``(integer histogram or None, published answers)`` of an estimate."""
@@ -217,7 +196,7 @@ def _check(release, solution, workload, max_cells: int):
     if workload.d > max_cells:
         raise ValueError(
             f"the domain has {workload.d:,} cells, more than max_cells = {max_cells:,}: one histogram would take "
-            f"{human_bytes(8 * workload.d)} and the fit about {2 * MAXCOR + 8} times that. Publish the raw answers "
+            f"{human_bytes(8 * workload.d)} and the fit about {2 * nonneg.MEMORY + 8} times that. Publish the raw answers "
             "(release.postprocess), coarsen the domain (fewer attribute values), or pass a larger max_cells if "
             "the memory is there")
     source = noise_source(getattr(solution, "solution", solution), workload)
@@ -248,7 +227,7 @@ def _steps(d: int, nonnegative: bool, integer: bool, B: int, level: float) -> tu
 
 def estimate(release: Release, solution, workload: ProductWorkload, *, nonnegative: bool = True,
              integer: bool = True, bootstrap: int = 200, rng=None, level: float | None = None,
-             max_cells: int = MAX_CELLS, gtol: float = GTOL) -> Consistent:
+             max_cells: int = MAX_CELLS, gtol: float = GTOL, solver: str = "auto") -> Consistent:
     """Consistent (non-negative, integer) tables of ``workload`` from ``release``, with bootstrap intervals.
 
     Parameters
@@ -261,7 +240,8 @@ def estimate(release: Release, solution, workload: ProductWorkload, *, nonnegati
     rng : None, a seed or a Generator for the bootstrap's noise.
     level : confidence level of the bootstrap intervals (default the release's).
     max_cells : largest domain to hold a histogram for (see :data:`MAX_CELLS`).
-    gtol : projected-gradient tolerance of the fit relative to the curvature scale.
+    gtol : projected-gradient tolerance of the fit relative to the privacy cost.
+    solver : see :mod:`ffu_cvx.nonneg` ("auto": L-BFGS-B, a projected L-BFGS on large domains).
 
     Returns
     -------
@@ -271,9 +251,10 @@ def estimate(release: Release, solution, workload: ProductWorkload, *, nonnegati
     B = validation.positive_int(bootstrap, "bootstrap", minimum=0)
     level = release.level if level is None else check_level(level)
     gtol = validation.positive(gtol, "gtol")
+    solver = validation.choice(solver, "solver", nonneg.SOLVERS)
     source, alpha = _check(release, solution, workload, max_cells)
     est = _Estimator(gls.operator(getattr(solution, "solution", solution), workload), bool(nonnegative),
-                     bool(integer), gtol * alpha)
+                     bool(integer), gtol * alpha, solver)
     x_hat, info = est.fit(np.asarray(release.answers, dtype=float))
     xi, published = est.published(x_hat)
     lower = upper = None

@@ -44,9 +44,11 @@ RANK_RTOL = 1e-10
 
 
 def _modes(T: np.ndarray, dims: list, mats) -> np.ndarray:
-    """``(M_1 (x) ... (x) M_q) T`` for a flat tensor ``T`` of shape ``dims`` (row-major), by mode products."""
+    """``(M_1 (x) ... (x) M_q) T`` for a flat tensor ``T`` of shape ``dims`` (row-major), by mode
+    products, the most shrinking first (the modes commute; the tensor is smallest that way)."""
     dims = list(dims)
-    for axis, M in enumerate(mats):
+    for axis in sorted(range(len(mats)), key=lambda i: mats[i].shape[0] / mats[i].shape[1]):
+        M = mats[axis]
         left, right = math.prod(dims[:axis]), math.prod(dims[axis + 1:])
         T = np.einsum("rk,lkm->lrm", M, T.reshape(left, dims[axis], right)).reshape(-1)
         dims[axis] = M.shape[0]
@@ -102,29 +104,38 @@ def _layout(rows: tuple, factors) -> tuple[list, list]:
     return [keep.index(i) for i in order], [math.prod(rows[i] for i in f.attrs) for f in factors]
 
 
-def _full_column_rank(R: np.ndarray) -> bool:
-    s = linalg.svdvals(R)
-    return s.size == R.shape[1] and s.min() > RANK_RTOL * max(s.max(), 1.0)
+class _Pinv(dict):
+    """Pseudo-inverses and column ranks of reconstruction matrices, once per matrix (terms share them)."""
+
+    def pinv(self, R: np.ndarray) -> np.ndarray:
+        key = id(R)
+        if key not in self:
+            self[key] = (R, np.linalg.pinv(R))
+        return self[key][1]
+
+    def full_column_rank(self, R: np.ndarray) -> bool:
+        P = self.pinv(R)
+        return np.allclose(P @ R, np.eye(R.shape[1]), atol=RANK_RTOL ** 0.5)
 
 
-def _orthogonal(term, other, g: int) -> bool:
+def _orthogonal(term, other, g: int, cache: _Pinv) -> bool:
     """Some factor of group ``g`` separates ``term`` from ``other``: ``R_{g,t,f}^+ R_{g,t',f} = 0``."""
     if [f.attrs for f in term.factors] != [f.attrs for f in other.factors]:
         return False
     for R, S in zip(term.recon[g], other.recon[g]):
-        P = np.linalg.pinv(R) @ S
-        if np.abs(P).max() <= RANK_RTOL * max(1.0, np.abs(S).max()):
+        if np.abs(cache.pinv(R) @ S).max() <= RANK_RTOL * max(1.0, np.abs(S).max()):
             return True
     return False
 
 
-def reading_group(terms, t: int) -> int | None:
+def reading_group(terms, t: int, cache: _Pinv | None = None) -> int | None:
     """The group from whose answers alone term ``t``'s basis measurements follow, or None."""
+    cache = _Pinv() if cache is None else cache
     term = terms[t]
     for g in sorted(term.recon):
-        if not all(_full_column_rank(R) for R in term.recon[g]):
+        if not all(cache.full_column_rank(R) for R in term.recon[g]):
             continue
-        if all(_orthogonal(term, other, g) for s, other in enumerate(terms) if s != t and g in other.recon):
+        if all(_orthogonal(term, other, g, cache) for s, other in enumerate(terms) if s != t and g in other.recon):
             return g
     return None
 
@@ -140,8 +151,9 @@ class StructuredGLS:
         self.workload, self.groups = workload, workload.groups
         self.d, self.m = workload.d, workload.m
         self._reads = []
+        cache = _Pinv()
         for t, term in enumerate(terms):
-            g = reading_group(terms, t)
+            g = reading_group(terms, t, cache)
             if g is None:
                 raise ValueError(f"term {t} of the structured solution cannot be read from any one group's answers "
                                  "(no group has a full-column-rank, separated reconstruction of it), so the GLS "
@@ -149,7 +161,7 @@ class StructuredGLS:
                                  "'symmetric', or use a dense solution on a small domain")
             rows = self.groups[g].shape
             perm, dims = _layout(rows, term.factors)
-            mats = [linalg.solve_triangular(f.chol, np.linalg.pinv(R), lower=True)
+            mats = [linalg.solve_triangular(f.chol, cache.pinv(R), lower=True)
                     for f, R in zip(term.factors, term.recon[g])]
             self._reads.append((g, perm, dims, [r for i, r in enumerate(rows) if r > 1], mats))
         self.used = sorted({r[0] for r in self._reads})

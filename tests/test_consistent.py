@@ -76,10 +76,11 @@ def test_operators_match_dense_gls(wl, solutions, which):
     assert math.isclose(float(np.sum((op.whiten(a) - op.forward(x)) ** 2)), gls_value, rel_tol=1e-8)
 
 
-def test_fit_is_the_exact_nonnegative_gls(wl, solutions, counts):
+@pytest.mark.parametrize("solver", ["lbfgsb", "projected"])
+def test_fit_is_the_exact_nonnegative_gls(wl, solutions, counts, solver):
     sol = solutions["dense"]
     rel = ffu.release_product(sol, wl, counts, rng=4)
-    est = consistent.estimate(rel, sol, wl, bootstrap=0, integer=False)
+    est = consistent.estimate(rel, sol, wl, bootstrap=0, integer=False, solver=solver)
     op = gls.operator(sol, wl)
     x_ref, _ = optimize.nnls(op.F, op.whiten(rel.answers), maxiter=10_000)
     W, _ = wl.dense()
@@ -87,10 +88,11 @@ def test_fit_is_the_exact_nonnegative_gls(wl, solutions, counts):
     assert est.histogram.min() >= 0
 
 
-def test_unconstrained_fit_is_the_gls_projection(wl, solutions, counts):
+@pytest.mark.parametrize("solver", ["lbfgsb", "projected"])
+def test_unconstrained_fit_is_the_gls_projection(wl, solutions, counts, solver):
     sol = solutions["kron"]
     rel = ffu.release_product(sol, wl, counts, rng=5)
-    est = consistent.estimate(rel, sol, wl, bootstrap=0, integer=False, nonnegative=False)
+    est = consistent.estimate(rel, sol, wl, bootstrap=0, integer=False, nonnegative=False, solver=solver)
     W, _ = wl.dense()
     Cp = np.linalg.pinv(_dense_covariance(sol, wl), rcond=1e-10)
     blue = W @ np.linalg.pinv(W.T @ Cp @ W) @ W.T @ Cp @ rel.answers
