@@ -23,6 +23,7 @@ from .result import Solution, SolverError, max_variance_ratio
 from .batch import solve_many
 from .solvers import METHODS, solve
 from .version import __version__
+from . import consistent  # noqa: E402  (consistent tables from a release: ffu.consistent.estimate)
 
 __all__ = [
     "Counts", "Domain", "FitnessProblem", "Solution", "SolverError", "solve", "solve_many", "METHODS",
