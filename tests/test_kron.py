@@ -24,7 +24,7 @@ def dense_terms(sol):
     for t in sol.terms:
         B, S = np.ones((1, 1)), np.ones((1, 1))
         for f in t.factors:
-            B, S = np.kron(B, f.B), np.kron(S, f.sigma)
+            B, S = np.kron(B, f.cell_basis()), np.kron(S, f.sigma)
         order = [i for f in t.factors for i in f.attrs]
         cells = np.arange(math.prod(sizes)).reshape(sizes).transpose(order).ravel()
         Bd = np.zeros_like(B)

@@ -96,6 +96,17 @@ class Factor:
         p.setflags(write=False)
         return p
 
+    def cell_basis(self) -> np.ndarray:
+        """The basis over the cells (k, prod n), formed: for checks on small domains."""
+        if self.classes is None:
+            return self.B
+        out = self.B.reshape((self.k,) + tuple(c.r for c in self.classes))
+        for axis, c in enumerate(self.classes):
+            shape = [1] * (len(self.classes) + 1)
+            shape[axis + 1] = c.n
+            out = np.take(out, c.of, axis=axis + 1) / np.sqrt(c.sizes[c.of]).reshape(shape)
+        return out.reshape(self.k, -1)
+
     def variances(self, R: np.ndarray) -> np.ndarray:
         """``diag(R Sigma R^T)`` (rows,), remembered per reconstruction matrix ``R`` (terms share them)."""
         hit = self._variances.get(id(R))

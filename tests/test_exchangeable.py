@@ -1,0 +1,207 @@
+"""Exchangeable values: the classes against brute force, and the reduction by them against the dense optimum."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+import numpy as np
+import pytest
+
+import ffu_cvx as ffu
+from ffu_cvx.kron import reduce as kron_reduce
+from ffu_cvx.kron import solve_kron
+from ffu_cvx.kron.exchange import Classes, exchange_classes, row_orbits, swaps_rows
+
+from test_kron import check_against_dense
+
+
+def brute_classes(mats, n):
+    """Classes by testing every transposition on every matrix with all row permutations counted."""
+    def same(i, j):
+        for A in mats:
+            B = A.copy()
+            B[:, [i, j]] = A[:, [j, i]]
+            if sorted(map(tuple, A.tolist())) != sorted(map(tuple, B.tolist())):
+                return False
+        return True
+    of = list(range(n))
+    for i, j in itertools.combinations(range(n), 2):
+        if same(i, j):
+            a, b = of[i], of[j]
+            of = [a if x == b else x for x in of]
+    return Classes.build(of)
+
+
+def partition(classes):
+    return sorted(tuple(classes.members(k)) for k in range(classes.r))
+
+
+@pytest.mark.parametrize("mats, expected", [
+    ([np.eye(5)], [(0, 1, 2, 3, 4)]),
+    ([np.vstack([np.eye(4), np.ones((1, 4))])], [(0, 1, 2, 3)]),                  # identity plus total
+    ([np.tril(np.ones((4, 4)))], [(0,), (1,), (2,), (3,)]),                        # prefix
+    ([np.array([[1, 1, 1, 0, 0], [0, 0, 0, 1, 1.0]])], [(0, 1, 2), (3, 4)]),      # bands
+    ([np.array([[1, 1, 1, 0, 0], [0, 0, 0, 1, 1.0]]), np.eye(5)[[0]]], [(0,), (1, 2), (3, 4)]),
+    ([np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 1.0]])], [(0, 1), (2, 3)]),  # alone rows and "two or more"
+    ([np.array([[1, 2, 0, 0], [2, 1, 0, 0.0]])], [(0, 1), (2, 3)]),                # rows swap with each other
+    ([np.array([[1, 2, 0, 0], [2, 1, 0, 0], [1, 2, 0, 0.0]])], [(0,), (1,), (2, 3)]),  # multiplicities differ
+])
+def test_classes_of_hand_made_blocks(mats, expected):
+    got = exchange_classes(mats, mats[0].shape[1])
+    assert partition(got) == expected
+    assert partition(brute_classes(mats, mats[0].shape[1])) == expected
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_classes_match_brute_force_and_are_closed(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 8))
+    mats = []
+    for _ in range(int(rng.integers(1, 3))):
+        A = (rng.random((int(rng.integers(1, 6)), n)) < 0.5).astype(float)
+        perm = rng.permutation(n)
+        swap = A.copy()
+        swap[:, perm[:2]] = A[:, perm[1::-1]]
+        A = np.vstack([A, swap]) if rng.random() < 0.6 else A   # often a symmetric pair
+        mats.append(A[np.any(A, axis=1)] if np.any(A) else np.ones((1, n)))
+    got = exchange_classes(mats, n)
+    assert partition(got) == partition(brute_classes(mats, n))
+    for k in range(got.r):
+        for i, j in itertools.combinations(got.members(k), 2):
+            assert all(swaps_rows(A, i, j) for A in mats)
+
+
+def test_row_orbits_coordinates():
+    classes = Classes.build([0, 0, 0, 1, 1, 2])
+    A = np.vstack([np.eye(6), np.ones((1, 6)), [[1, 1, 1, 0, 0, 0]], [[0, 0, 1, 0, 0, 0]]])
+    orb = row_orbits(A, classes)
+    # identity rows of one class are one orbit (the two in class 0 and the single e_2 row too)
+    assert orb.index[0] == orb.index[1] == orb.index[2] == orb.index[8]
+    assert orb.index[3] == orb.index[4] and orb.index[5] != orb.index[3]
+    e0 = orb.index[0]
+    np.testing.assert_allclose(orb.U[e0], [1 / np.sqrt(3), 0, 0])
+    np.testing.assert_allclose(orb.res[e0], [1 - 1 / 3, 0, 0])
+    tot = orb.index[6]
+    np.testing.assert_allclose(orb.U[tot], [np.sqrt(3), np.sqrt(2), 1])
+    assert np.all(orb.res[tot] == 0) and np.all(orb.res[orb.index[7]] == 0)   # whole classes: no residual
+    assert orb.count[e0] == 4
+    M = classes.average_basis()
+    np.testing.assert_allclose(M @ M.T, np.eye(3), atol=1e-12)
+    Rb = classes.residual_basis(0)
+    np.testing.assert_allclose(Rb @ Rb.T, np.eye(2), atol=1e-12)
+    np.testing.assert_allclose(Rb @ M.T, 0, atol=1e-12)
+
+
+ALONE = [[1, 0, 0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1, 1, 0]]
+COUNT = [[1, 1, 1, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0, 1, 0]]
+FIRST = [[1, 0, 0, 0, 0, 0, 0, 0]]
+PAIRS = [[1, 1, 0, 0, 0, 0, 0, 0], [0, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0, 1, 1]]
+BANDS = {"ranges": [(0, 2), (3, 5), (6, 8), (9, 11)]}
+SEX_TOTAL = [[1, 0], [0, 1], [1, 1]]
+
+#: Small unions with aggregation blocks (d <= 1,024): name -> (domain, groups).
+UNIONS = {
+    "race aggregations x sex": ({"r": 8, "s": 2}, [({"r": ALONE, "s": "identity"}, 2.0), ({"r": COUNT}, 1.0),
+                                                   ({"r": "identity"}, 6.0), ({}, 0.5)]),
+    "race x bands x sex": ({"r": 8, "a": 12, "s": 2}, [({"r": ALONE, "a": BANDS}, 4.0), ({"a": "identity", "s": "identity"}, 10.0),
+                                                     ({"r": FIRST, "s": SEX_TOTAL}, 1.0), ({"r": COUNT}, 2.0)]),
+    "pairs x prefix": ({"r": 8, "a": 6}, [({"r": PAIRS, "a": "prefix"}, 5.0), ({"r": "identity"}, 3.0), ({}, 1.0)]),
+    "bands x identity + singles": ({"a": 12, "b": 5}, [({"a": BANDS, "b": "identity"}, 3.0),
+                                                      ({"a": {"ranges": [(0, 0), (1, 1), (2, 2)]}}, 1.0),
+                                                      ({"b": "identity"}, 0.8)]),
+    "two aggregated attributes": ({"r": 8, "q": 8}, [({"r": ALONE, "q": COUNT}, 4.0), ({"r": "identity"}, 2.0),
+                                                     ({"q": "identity"}, 2.0), ({"r": COUNT, "q": ALONE}, 6.0)]),
+    "identity plus total is no structure": ({"s": 2, "r": 8, "t": 3}, [({"s": SEX_TOTAL, "r": COUNT}, 2.0),
+                                                                        ({"t": "identity", "s": "identity"}, 1.0)]),
+    "first value apart": ({"r": 8, "s": 2, "t": 4}, [({"r": FIRST, "t": "identity"}, 1.0), ({"r": "identity", "s": "identity"}, 5.0),
+                                                     ({"t": "identity"}, 0.5)]),
+    "alone by bands by sex": ({"r": 8, "a": 12, "s": 2}, [({"r": ALONE, "a": BANDS, "s": "identity"}, 6.0),
+                                                         ({"r": "identity", "s": SEX_TOTAL}, 4.0), ({}, 0.5)]),
+    "bands x counts x sex": ({"a": 12, "r": 8, "s": 2}, [({"a": BANDS, "r": COUNT, "s": "identity"}, 8.0),
+                                                       ({"a": "identity"}, 4.0), ({"r": ALONE}, 1.0)]),
+    "weighted rows": ({"r": 8, "s": 3}, [({"r": [[2, 2, 1, 1, 0, 0, 0, 0], [1, 1, 2, 2, 0, 0, 0, 0]], "s": "identity"}, 2.0),
+                                         ({"r": "identity"}, 3.0), ({"s": "identity"}, 1.0)]),
+    "aggregations with totals only": ({"r": 8, "t": 5}, [({"r": ALONE}, 1.0), ({"r": COUNT}, 1.5),
+                                                         ({"t": "identity"}, 0.7), ({}, 0.3)]),
+    "pairs and alone by two identities": ({"r": 8, "s": 2, "t": 3}, [({"r": PAIRS, "s": "identity"}, 3.0),
+                                                                     ({"r": ALONE, "t": "identity"}, 3.0),
+                                                                     ({"s": "identity", "t": "identity"}, 1.0)]),
+}
+QUICK = ("race aggregations x sex", "identity plus total is no structure", "first value apart")
+
+
+def product_problem(domain, groups):
+    return ffu.FitnessProblem.from_workload(ffu.workloads.product(ffu.Domain(domain), groups))
+
+
+def check_exact(name, tol=1e-4):
+    problem = product_problem(*UNIONS[name])
+    assert problem.d <= 1024
+    sol = solve_kron(problem, tol=tol)
+    assert sol.info["structure"] == "symmetric" and sol.status == "optimal" and sol.gap <= tol
+    dense = ffu.solve(problem.dense(), method="smii", tol=1e-7)
+    assert sol.lower_bound <= dense.privacy_cost * dense.max_ratio * (1 + 1e-9)
+    assert sol.privacy_cost * sol.max_ratio <= dense.lower_bound * (1 + tol) * (1 + 1e-9)
+    check_against_dense(sol)
+    return sol
+
+
+@pytest.mark.parametrize("name", QUICK)
+def test_small_unions_with_aggregations_reach_the_dense_optimum(name):
+    check_exact(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in UNIONS if n not in QUICK])
+def test_every_small_union_with_aggregations_reaches_the_dense_optimum(name):
+    check_exact(name)
+
+
+def test_a_stalled_ascent_says_so_with_an_honest_gap():
+    """Here the optimum leaves a whole block slack: the primal points of the ascent stall above
+    it (a known limit of recovering the primal from the dual), and the result says so."""
+    problem = product_problem({"a": 16, "s": 2}, [({"a": {"ranges": [(4, 15)]}, "s": "identity"}, 1.0),
+                                                  ({"a": {"ranges": [(0, 0), (1, 1), (2, 3), (4, 7), (8, 15)]}}, 2.0),
+                                                  ({"a": "identity"}, 8.0)])
+    sol = solve_kron(problem, max_iter=300)
+    dense = ffu.solve(problem.dense(), method="sdp")
+    assert sol.lower_bound <= dense.privacy_cost * dense.max_ratio * (1 + 1e-9)
+    assert sol.gap == pytest.approx(sol.privacy_cost * sol.max_ratio / sol.lower_bound - 1, rel=1e-9)
+    assert sol.status == ("optimal" if sol.gap <= 1e-4 else "max_iter")
+
+
+def test_identity_plus_total_leaves_one_class():
+    problem = product_problem(*UNIONS["identity plus total is no structure"])
+    classes = kron_reduce.classes_of(problem.workload)
+    assert [c.r for c in classes] == [1, 4, 1]          # r: count classes 3, 3, 1 and the zero column
+    red = kron_reduce.reduce(problem.workload, classes)
+    assert red.D == 4 and all(blk.D in (1, 4) for blk in red.blocks)
+
+
+def test_reduction_is_never_worse_than_the_simple_structures():
+    problem = product_problem(*UNIONS["race x bands x sex"])
+    sol = solve_kron(problem)
+    with pytest.warns(RuntimeWarning):
+        simple = [solve_kron(problem, structure=s) for s in ("kronecker", "independent")]
+    assert sol.privacy_cost * sol.max_ratio <= min(s.privacy_cost * s.max_ratio for s in simple)
+    assert sol.gap <= 1e-4 and all(s.lower_bound <= sol.privacy_cost * sol.max_ratio for s in simple)
+
+
+def test_max_time_gives_the_best_certified_iterate_and_logs(caplog):
+    problem = product_problem(*UNIONS["two aggregated attributes"])
+    with caplog.at_level(logging.INFO, logger="ffu_cvx"):
+        sol = solve_kron(problem, tol=1e-12, max_time=0.3)
+    assert sol.status == "max_iter" and "max_time" in sol.message
+    assert 0 < sol.lower_bound <= sol.privacy_cost * sol.max_ratio and np.isfinite(sol.gap)
+    assert any("dual ascent" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ValueError):
+        solve_kron(problem, max_time=-1.0)
+
+
+def test_noise_of_a_reduced_solution_has_the_variances():
+    problem = product_problem(*UNIONS["race aggregations x sex"])
+    sol = solve_kron(problem)
+    rng = np.random.default_rng(1)
+    draws = np.array([sol.sample_answer_noise(rng) for _ in range(4000)])
+    np.testing.assert_allclose(draws.var(axis=0), sol.variances, rtol=0.15)
