@@ -22,3 +22,31 @@ def test_bench_kron_quick_bank_matches_the_dense_optimum():
     for r in rows:
         assert abs(r["kron_excess"]) <= 1e-4 and r["bound_excess"] <= 1e-9
         assert r["kron"] <= min(r["kronecker"], r["independent"])
+
+
+def test_census_tables_reduce_to_small_blocks():
+    from experiments import census_tables
+    from ffu_cvx.kron import reduce as kron_reduce
+    from ffu_cvx.kron import structure_of
+    problem = census_tables.problem("national")
+    assert problem.d == 500_480 and len(problem.groups) == 13
+    classes = kron_reduce.classes_of(problem.workload)
+    assert [c.r for c in classes] == [1, 1, 8, 1, 25]   # race: White, 5 other races alone, 2..6 races, none
+    assert structure_of(problem, classes)[0] == "symmetric"
+
+
+def test_census_tables_baselines_are_never_below_the_bound():
+    import ffu_cvx as ffu
+    from experiments import census_tables
+    from ffu_cvx.kron import solve_kron
+    race = census_tables.race_blocks()
+    dom = ffu.Domain({"sex": 2, "race": 64, "age": 12})
+    wl = ffu.workloads.product(dom, [({"race": race["alone"], "age": {"bands": 4}}, 4.0),
+                                     ({"race": race["count"], "sex": "identity"}, 2.0), ({}, 1.0)])
+    problem = ffu.FitnessProblem.from_workload(wl)
+    ours = solve_kron(problem)
+    assert ours.status == "optimal"
+    for sol in (census_tables.hdmm_solution(problem, ours.lower_bound),
+                census_tables.identity_solution(problem, ours.lower_bound)):
+        assert sol.privacy_cost * sol.max_ratio >= ours.lower_bound
+        assert sol.privacy_cost * sol.max_ratio >= ours.privacy_cost * ours.max_ratio * (1 - 1e-4)

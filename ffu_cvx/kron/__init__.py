@@ -5,13 +5,14 @@ Solver layer: the package imports numpy, scipy, the core modules (``basis``, ``p
 ``sdp`` and ``smii`` (for the per-attribute problems), and ``fourier`` (unions of marginals). Its modules, from the bottom
 (none imports one above it):
 
+- ``exchange``: the exchangeable values of an attribute and the orbits of a block's rows;
 - ``terms``: structured mechanisms kept in factors (profile, variances, noise);
 - ``solution``: :class:`KronSolution`, the Solution with Sigma in factors;
 - ``factors``: per-attribute Problem 1 solves (closed forms, SDP, SM-II), cached;
 - ``simple``: the exact product of one group, one Kronecker Sigma by block-coordinate
   descent, independent per-group products;
-- ``reduce``: the symmetry reduction of unions (residual bases of the identity/total
-  attributes) and its certified block dual ascent;
+- ``reduce``: the reduction of unions by exchangeable values (class averages and
+  within-class residuals) and its certified block dual ascent;
 - ``driver``: :func:`solve_kron`, the choice of structure;
 - ``marginals``: unions of marginals through the Fourier optimum (``method="auto"``).
 """

@@ -5,11 +5,11 @@ Solver layer, top of ``ffu_cvx.kron``: imports numpy, ``problem``, ``products``,
 ``solution``. The structure is chosen from the workload:
 
 - one product group: the exact product of per-attribute optima (``"product"``);
-- a union whose structured attributes (those with a block other than identity or
-  total) span at most :data:`ffu_cvx.kron.reduce.DENSE_D_MAX` cells (:data:`ONE_BLOCK_D_MAX`
-  when the reduction has a single block): the symmetry
-  reduction, solved exactly with a certified gap (``"symmetric"``; one block is a dense
-  Problem 1 for SM-II, several go to the block dual ascent);
+- a union whose reduction by exchangeable values (:mod:`ffu_cvx.kron.exchange`,
+  :mod:`ffu_cvx.kron.reduce`) has blocks of at most :data:`ffu_cvx.kron.reduce.DENSE_D_MAX`
+  class tuples (:data:`ONE_BLOCK_D_MAX` when it has a single block): solved exactly with
+  a certified gap (``"symmetric"``; one block is a dense Problem 1 for SM-II, several go to
+  the block dual ascent, with ``max_time`` and progress logs);
 - otherwise the better of the two simple structures (one Kronecker Sigma by
   block-coordinate descent, ``"kronecker"``; independent per-group products,
   ``"independent"``), certified against the best single-group optimum (a valid bound:
@@ -36,8 +36,8 @@ from .solution import KronSolution
 
 __all__ = ["STRUCTURES", "ONE_BLOCK_D_MAX", "solve_kron", "structure_of"]
 
-#: A union whose reduction has a single block is a dense Problem 1 over the structured
-#: attributes' joint space; SM-II takes it up to this many cells.
+#: A union whose reduction has a single block is a dense Problem 1 over its class tuples;
+#: SM-II takes it up to this many.
 ONE_BLOCK_D_MAX = 4096
 
 #: Structures ``solve_kron(structure=...)`` accepts ("auto" picks as the module docstring says).

@@ -88,8 +88,8 @@ from ..status import MAX_ITER, OPTIMAL, USER_STOPPED, IntermediateResult
 from .exchange import SYMMETRIC_KINDS, Classes, attribute_classes, row_orbits
 from .terms import Factor, Term
 
-__all__ = ["SYMMETRIC_KINDS", "DENSE_D_MAX", "ReducedBlock", "GroupGrid", "Reduction", "classes_of", "group_grids", "reached_patterns",
-           "reduce", "AscentResult", "ascent", "certified_bound"]
+__all__ = ["SYMMETRIC_KINDS", "DENSE_D_MAX", "ReducedBlock", "GroupGrid", "Reduction", "classes_of", "group_grids",
+           "reached_patterns", "reduce", "AscentResult", "ascent", "certified_bound"]
 
 log = logging.getLogger(__name__)
 
@@ -519,7 +519,7 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
             best_cost, best_sigmas, improved = cost, tuple(s[1] * (1.0 / ratio) for s in steps), True
         if lb > best_lb:
             best_lb, best_dual, improved = lb, (lam, mu), True
-        if it % rescale_every == 0 or it == 1:
+        if it % rescale_every == 0:
             cost, sigmas = _smoothed_primal(red, steps, lam, mu, rescale_iters, relax)
             if cost < best_cost:
                 best_cost, best_sigmas, improved = cost, sigmas, True
