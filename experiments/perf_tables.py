@@ -10,9 +10,10 @@ the command, the commit, the date, the processor, the load and the BLAS thread s
 number in the documentation is therefore always the number in a committed results file; to
 update it, run the experiment again, commit its results file and run this module.
 
-``--check`` writes nothing and exits 1 when a generated file differs from what the results
-files give (the documentation's test runs it); ``--readme`` prints the README's short
-performance table (Markdown) instead.
+The same command rewrites the README's short performance table (Markdown, the block that opens
+with :data:`README_HEADER`) from the same files. ``--check`` writes nothing and exits 1 when a
+generated file or the README's table differs from what the results files give (the
+documentation's test runs it); ``--readme`` prints the README's table instead.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ from . import paths
 
 RESULTS = paths.REPO / "results"
 OUT = paths.REPO / "docs" / "generated"
+README = paths.REPO / "README.md"
+#: The first line of the README's performance table; the table runs to the first line not starting with ``|``.
+README_HEADER = "| problem | method | result | time (s) | results file |"
 #: Results files the documentation draws on; each must be committed (see ``.gitignore``).
 SOURCES = ("table2", "bench_smii", "census", "bench_kron_scale", "table3", "table4", "table5", "table6", "table7", "table8",
-           "table9", "figures23")
+           "table9", "figures23", "bench_sdp", "bench_workloads", "bench_authors", "bench_backends", "bench_records")
 #: The ratio tables of the paper's §7 (one layout, :mod:`experiments.ratios`).
 RATIO_TABLES = ("table4", "table5", "table6", "table7", "table8", "table9")
 
@@ -169,8 +173,93 @@ def figures23(data: dict) -> str:
     return list_table(header, rows)
 
 
+def _status(r: dict) -> str:
+    """A row's status, or its error (a cell the runner reported instead of computing)."""
+    return r.get("status") or r.get("error") or ""
+
+
+def _count(x) -> str:
+    return "–" if x is None else f"{x:,}"
+
+
+def bench_sdp(data: dict) -> str:
+    """The SDP's formulations and solvers, cell by cell (skipped cells say why); the refinement's
+    columns only for a refined run."""
+    refined = bool(data.get("meta", {}).get("refine"))
+    header = ["workload", "d", "formulation", "solver", "LMI order", "main (s)"] + \
+        (["refine (s)", "levels"] if refined else []) + ["wall (s)", "α", "paper", "certified gap", "warm start", "status"]
+    rows = []
+    for r in data["rows"]:
+        refine = [_num(r.get("refine_s"), ".2f"), _count(r.get("levels"))] if refined else []
+        rows.append([r["workload"], str(r["d"]), r["formulation"], r.get("solver_used") or r.get("solver", ""),
+                     str(r.get("order")), _num(r.get("main_s"), ".2f")] + refine +
+                    [_num(r.get("wall_s"), ".2f"), _num(r.get("alpha"), ".6f"), _num(r.get("paper_IP"), ".2f"),
+                     _num(r.get("gap"), ".1e"), str(r.get("warm_start") or "–"), _status(r)])
+    warm = data.get("meta", {}).get("warm_start")
+    intro = ("Problem 1 by each formulation, refined (≺R): ``main`` is the time to Problem 1's optimum, "
+             "``refine`` that of the refinement's levels after it" if refined else
+             "Problem 1 by each formulation, without the refinement: ``main`` is the time to its optimum") + \
+        f"; warm start ``{warm}`` (the column names the start a cell used).\n\n"
+    return intro + list_table(header, rows)
+
+
+def bench_workloads(data: dict) -> str:
+    """SM-II across workload classes, one row per class, size and seed."""
+    header = ["workload", "d", "seed", "m", "k", "time (s)", "Newton steps", "Hessian products", "α",
+              "certified gap", "restarts", "polish", "polish (s)", "status"]
+    rows = [[r["workload"], str(r["d"]), str(r["seed"]), str(r.get("m")), str(r.get("k")), _num(r.get("time_s"), ".2f"),
+             _count(r.get("nit")), _count(r.get("n_hvp")), _num(r.get("alpha"), ".6g"), _num(r.get("gap"), ".1e"),
+             _count(r.get("restarts")), r.get("polish") or "–", _num(r.get("polish_s"), ".2f"), _status(r)]
+            for r in data["rows"]]
+    tol = data.get("meta", {}).get("tol")
+    return (f"SM-II at ``tol = {tol}``, default options.\n\n" if tol else "") + list_table(header, rows)
+
+
+def bench_authors(data: dict) -> str:
+    """SM-II on the workloads of the authors' scripts."""
+    header = ["workload", "seed", "m x d", "k", "time (s)", "Newton steps", "Hessian products", "α", "certified gap",
+              "polish", "status"]
+    rows = [[r["workload"], str(r["seed"]), f"{r.get('m')} x {r.get('d')}", str(r.get("k")),
+             _num(r.get("time_s"), ".2f"), _count(r.get("nit")), _count(r.get("n_hvp")), _num(r.get("alpha"), ".6g"),
+             _num(r.get("gap"), ".1e"), r.get("polish") or "–", _status(r)] for r in data["rows"]]
+    stopped = sorted({r["refine_failed"] for r in data["rows"] if r.get("refine_failed")})
+    tol = data.get("meta", {}).get("tol")
+    intro = f"SM-II at ``tol = {tol}``, default options.\n\n" if tol else ""
+    notes = "".join(f"\nA ``stopped`` polish: {why}.\n" for why in stopped)
+    return intro + list_table(header, rows) + notes
+
+
+def bench_backends(data: dict) -> str:
+    """SM-II on each array backend that ran, against numpy."""
+    header = ["workload", "d", "backend", "device", "time (s)", "speedup over numpy", "Newton steps",
+              "Hessian products", "α", "α vs numpy", "certified gap", "status"]
+    rows = [[r["workload"], str(r["d"]), r["backend"], r.get("device") or "–", _num(r.get("time_s"), ".2f"),
+             _num(r.get("speedup"), ".2f"), _count(r.get("nit")), _count(r.get("n_hvp")), _num(r.get("alpha"), ".6g"),
+             _num(r.get("alpha_vs_numpy"), ".1e"), _num(r.get("gap"), ".1e"), _status(r)] for r in data["rows"]]
+    ran = list(dict.fromkeys(r["backend"] for r in data["rows"]))
+    meta = data.get("meta", {})
+    intro = (f"Backends that ran: {', '.join(f'``{b}``' for b in ran)}; SM-II at ``tol = {meta.get('tol')}``"
+             + (", single-precision Hessian products" if meta.get("float32") else "") + ".\n\n")
+    return intro + list_table(header, rows)
+
+
+def bench_records(data: dict) -> str:
+    """Records to counts to answers, step by step."""
+    rows = data["rows"]
+    meta = data.get("meta", {})
+    first = rows[0]
+    intro = (f"{_count(first.get('records'))} records drawn uniformly over the census-like domain "
+             f"({_count(meta.get('domain_cells'))} cells; {_count(first.get('nonzero_cells'))} of them non-empty), "
+             f"{_count(first.get('queries'))} queries in {len(meta.get('groups') or [])} groups.\n\n")
+    header = ["step", "time (s)", "tracemalloc peak (MB)"]
+    return intro + list_table(header, [[r["step"], _num(r.get("time_s"), ".3f"), _num(r.get("peak_mb"), ".1f")]
+                                       for r in rows])
+
+
 BUILDERS = {"table2": table2, "bench_smii": bench_smii, "census": census, "bench_kron_scale": bench_kron_scale,
-            "table3": table3, "figures23": figures23, **{name: ratios for name in RATIO_TABLES}}
+            "table3": table3, "figures23": figures23, **{name: ratios for name in RATIO_TABLES},
+            "bench_sdp": bench_sdp, "bench_workloads": bench_workloads, "bench_authors": bench_authors,
+            "bench_backends": bench_backends, "bench_records": bench_records}
 #: Generated tables drawn from several results files: name -> those files.
 COMBINED = {"figures23": ("figure2", "figure3")}
 
@@ -213,6 +302,27 @@ def readme_table() -> str:
     return "\n".join(lines)
 
 
+def readme_with_table(text: str, table: str) -> str:
+    """``text`` (the README) with its performance table replaced by ``table``; ValueError when it has none."""
+    lines = text.split("\n")
+    try:
+        start = lines.index(README_HEADER)
+    except ValueError:
+        raise ValueError(f"README.md has no performance table (a line {README_HEADER!r})") from None
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "\n".join(lines[:start] + table.split("\n") + lines[end:])
+
+
+def targets() -> dict[Path, str]:
+    """Every file this module generates -> its text: the documentation's tables and the README."""
+    out = generated()
+    readme = README.read_text(encoding="utf-8")
+    out[README] = readme_with_table(readme, readme_table())
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.perf_tables", description=__doc__.split("\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 when a generated table is out of date")
@@ -222,7 +332,7 @@ def main(argv=None) -> int:
         print(readme_table())
         return 0
     stale = []
-    for path, text in generated().items():
+    for path, text in targets().items():
         old = path.read_text(encoding="utf-8") if path.exists() else None
         if old == text:
             continue
