@@ -19,7 +19,7 @@ bound-constrained fit), ``files``, ``memory``, ``product_release`` (the noise so
    cell ``i`` gets ``round(S_i) - round(S_{i-1})`` with ``S`` the running sum of ``x_hat``,
    so every cell, and every run of consecutive cells, stays within 1 of its unrounded
    sum, no cell is negative and the total is the rounded total;
-3. **the published tables** ``W x_int``: integers, non-negative, and every table sums
+3. **the published tables** ``W x_int``: integers (the built-in blocks are 0/1), non-negative, and every table sums
    exactly to the totals it nests in, because they are all the same histogram's sums;
 4. **bootstrap intervals**: a parametric bootstrap draws ``B`` new releases
    ``W x_hat + noise`` with the mechanism's own noise, re-estimates each (from ``x_hat``),
@@ -196,8 +196,8 @@ def _check(release, solution, workload, max_cells: int):
     if workload.d > max_cells:
         raise ValueError(
             f"the domain has {workload.d:,} cells, more than max_cells = {max_cells:,}: one histogram would take "
-            f"{human_bytes(8 * workload.d)} and the fit about {2 * nonneg.MEMORY + 8} times that. Publish the raw answers "
-            "(release.postprocess), coarsen the domain (fewer attribute values), or pass a larger max_cells if "
+            f"{human_bytes(8 * workload.d)} and the fit about {2 * nonneg.MEMORY + 8} times that. Publish the raw "
+            "answers (release.postprocess), coarsen the domain (fewer attribute values), or pass a larger max_cells if "
             "the memory is there")
     source = noise_source(getattr(solution, "solution", solution), workload)
     if release.m != workload.m:

@@ -1,8 +1,8 @@
 """The mechanism's generalised least squares in whitened form: implicit operators on histograms.
 
-Mechanisms layer: imports numpy, scipy.linalg and ``products`` (the workload's blocks); it
-reads a Solution's fields (``terms`` of a structured one, ``sigma`` and ``problem`` of a
-dense one) and imports no solver.
+Core layer: imports numpy and scipy.linalg only; it reads a product workload's groups and
+blocks (:mod:`ffu_cvx.products`) and a Solution's fields (``terms`` of a structured one,
+``sigma`` and ``problem`` of a dense one) without importing their modules.
 
 A release publishes the answers ``a = W x + e`` with ``e ~ N(0, C)``, ``C = L Sigma L^T``
 and ``W = L B``. The generalised least squares (GLS) objective of a histogram ``x`` is
