@@ -154,15 +154,16 @@ def _tse_factor(B: np.ndarray, G: np.ndarray, steps: int) -> np.ndarray:
         w = np.maximum(w, 1e-300)
         half = (V * np.sqrt(w)) @ V.T
         m, U = linalg.eigh(half @ G @ half)
-        root = (U * np.sqrt(np.maximum(m, 0.0))) @ U.T
+        root = (U * np.sqrt(np.maximum(m, 1e-12 * m.max()))) @ U.T   # directions G never asks for: kept finite
         inv_half = (V / np.sqrt(w)) @ V.T
         sigma = inv_half @ root @ inv_half            # Sigma G Sigma = P
-        sigma = 0.5 * (sigma + sigma.T) + 1e-12 * np.trace(sigma) / sigma.shape[0] * np.eye(sigma.shape[0])
-        p = np.einsum("ij,ij->j", B, linalg.solve(sigma, B, assume_a="pos"))
+        sigma = 0.5 * (sigma + sigma.T)
+        p = np.einsum("ij,ij->j", B, linalg.pinvh(sigma) @ B)
         err = float(np.trace(G @ sigma)) * float(p.max())
         if err < best:
             best, best_sigma = err, sigma / float(p.max()) * 1.0
-        lam = lam * p / float(lam @ p)
+        lam = lam * p / float(lam @ p) + 1e-15
+        lam /= lam.sum()
     return best_sigma
 
 
@@ -182,6 +183,7 @@ def hdmm_solution(prob, lower_bound: float, sweeps: int = HDMM_SWEEPS, steps: in
             other = np.array([math.prod(float(np.trace(Ls[j][g] @ sigmas[j] @ Ls[j][g].T))
                                         for j in range(len(sizes)) if j != i) for g in range(len(groups))])
             G = sum(w * o * (Ls[i][g].T @ Ls[i][g]) for g, (w, o) in enumerate(zip(weights, other)))
+            G = G / np.trace(G) + 1e-12 * np.eye(G.shape[0])   # the strategy does not depend on G's scale
             sigmas[i] = _tse_factor(bases[i], G, steps)
     factors = tuple(Factor.build((i,), B, S) for i, (B, S) in enumerate(zip(bases, sigmas)))
     recon = {g: tuple(Ls[i][g] for i in range(len(sizes))) for g in range(len(groups))}
