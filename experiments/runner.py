@@ -376,10 +376,11 @@ def _interrupts_held():
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-#: Keys of a results file's rows and meta that hold timings or memory peaks. A run whose results differ
+#: Keys of a results file's rows and meta that hold timings (``*time``, ``*_s``: solve_s, wall_s, cpu_s ...),
+#: their ratios (``speedup``) or memory peaks (``*_mb``). A run whose results differ
 #: from the file on disk only in these and in its environment (date, load, commit) leaves the file as it
 #: is (:func:`same_numbers`), so a tracked results file changes only when its numbers do.
-VOLATILE_KEY = re.compile(r"(time|time_s|cpu_s|_mb)$", re.IGNORECASE)
+VOLATILE_KEY = re.compile(r"(time|_s|_mb|speedup)$", re.IGNORECASE)
 
 
 def _numbers(data: dict) -> dict:

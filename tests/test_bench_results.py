@@ -99,8 +99,6 @@ def test_bench_records_rows_count_records_cells_and_queries(tmp_outputs):
     assert meta["domain_cells"] == 116 * 2 * 2 * 63 * 50 and len(meta["groups"]) == 3
 
 
-@pytest.mark.xfail(strict=True, reason="experiments.runner.VOLATILE_KEY does not yet count the timing columns "
-                                       "named *_s (solve_s, main_s, wall_s, polish_s) as timings")
 @pytest.mark.parametrize("name, extra", [
     ("bench_sdp", ("--formulations", "inverse")),
     ("bench_workloads", ("--workloads", "tree", "--sizes", "16")),
