@@ -35,8 +35,9 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import os
+import threading
 import time
-import tracemalloc
 import warnings
 
 import numpy as np
@@ -49,7 +50,7 @@ from ffu_cvx.kron import Factor, KronSolution, Term, solve_kron
 from . import runner
 
 NAME = "census_tables"
-CELL_VERSION = 1
+CELL_VERSION = 2
 RACES = ("White", "Black", "AIAN", "Asian", "NHPI", "Other")
 #: The 23 age bands of the published sex-by-age tables.
 AGE_BANDS = ((0, 4), (5, 9), (10, 14), (15, 17), (18, 19), (20, 20), (21, 21), (22, 24), (25, 29), (30, 34),
@@ -59,9 +60,11 @@ SINGLE_YEARS = tuple((a, a) for a in range(100)) + ((100, 104), (105, 109), (110
 ADULTS = ((18, 114),)
 RELATIONSHIPS = 17
 STATES = 51
-COLUMNS = ("case", "mechanism", "cells", "queries", "privacy_cost", "worst", "lower_bound", "gap", "time_s",
-           "peak_MB", "status")
+COLUMNS = ("case", "mechanism", "cells", "queries", "privacy_cost", "worst", "vs_simple", "lower_bound", "gap",
+           "time_s", "peak_MB", "load", "status")
 HDMM_SWEEPS, HDMM_STEPS = 6, 300
+#: Seconds between two samples of the resident memory while a mechanism is computed.
+RSS_EVERY = 0.02
 #: Seconds the solve of ours may take (the result is then the best certified iterate).
 MAX_TIME = 600.0
 
@@ -145,25 +148,28 @@ def problem(case: str):
 # ----------------------------------------------------------------------------- the HDMM-style strategy
 def _tse_factor(B: np.ndarray, G: np.ndarray, steps: int) -> np.ndarray:
     """``Sigma`` (k, k) minimising ``tr(G Sigma)`` with ``diag(B^T Sigma^{-1} B) <= 1`` (the
-    Gaussian total-squared-error strategy on one attribute), by ``lam <- lam p``."""
+    Gaussian total-squared-error strategy on one attribute).
+
+    For multipliers ``lam`` on the columns, ``Sigma = P^{1/2} (P^{1/2} G P^{1/2})^{-1/2} P^{1/2}``
+    (``P = B diag(lam) B^T``) solves ``Sigma G Sigma = P``, the stationarity of the
+    Lagrangian; ``lam <- lam p`` (``p`` the profile, normalised) is its fixed point. The
+    best iterate is returned scaled to a profile of max 1.
+    """
     lam = np.full(B.shape[1], 1.0 / B.shape[1])
     best, best_sigma = math.inf, None
     for _ in range(steps):
-        P = (B * lam) @ B.T
-        w, V = linalg.eigh(P)
-        w = np.maximum(w, 1e-300)
-        half = (V * np.sqrt(w)) @ V.T
+        w, V = linalg.eigh((B * lam) @ B.T)
+        half = (V * np.sqrt(np.maximum(w, 0.0))) @ V.T
         m, U = linalg.eigh(half @ G @ half)
-        root = (U * np.sqrt(np.maximum(m, 1e-12 * m.max()))) @ U.T   # directions G never asks for: kept finite
-        inv_half = (V / np.sqrt(w)) @ V.T
-        sigma = inv_half @ root @ inv_half            # Sigma G Sigma = P
+        inv_root = (U / np.sqrt(np.maximum(m, 1e-12 * m.max()))) @ U.T
+        sigma = half @ inv_root @ half
         sigma = 0.5 * (sigma + sigma.T)
-        p = np.einsum("ij,ij->j", B, linalg.pinvh(sigma) @ B)
+        p = np.einsum("ij,ij->j", B, linalg.solve(sigma, B, assume_a="pos"))
         err = float(np.trace(G @ sigma)) * float(p.max())
         if err < best:
-            best, best_sigma = err, sigma / float(p.max()) * 1.0
-        lam = lam * p / float(lam @ p) + 1e-15
-        lam /= lam.sum()
+            best, best_sigma = err, sigma * float(p.max())
+        lam = lam * p / float(lam @ p)
+        lam = lam / lam.sum() + 1e-15
     return best_sigma
 
 
@@ -200,21 +206,55 @@ def identity_solution(prob, lower_bound: float) -> KronSolution:
 
 
 # ----------------------------------------------------------------------------- cells
-def _measured(fn):
-    tracemalloc.start()
+def _rss_mb() -> float:
+    """The resident memory of this process (MB), from ``/proc`` (0 where there is none)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except OSError:
+        return 0.0
+
+
+def _measured(fn, every: float = RSS_EVERY):
+    """``(fn(), seconds, peak MB)``: the peak is the process's resident memory sampled every
+    ``every`` seconds during the call (what was already held included: an upper bound that
+    does not slow the call down, unlike ``tracemalloc``)."""
+    peak, done = [_rss_mb()], threading.Event()
+
+    def sample():
+        while not done.wait(every):
+            peak[0] = max(peak[0], _rss_mb())
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
     t0 = time.perf_counter()
-    out = fn()
-    elapsed = time.perf_counter() - t0
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return out, elapsed, peak / 1e6
+    try:
+        out = fn()
+    finally:
+        elapsed = time.perf_counter() - t0
+        done.set()
+        watcher.join()
+    return out, elapsed, max(peak[0], _rss_mb())
 
 
-def _best_simple(prob):
+def _load() -> float | None:
+    """The machine's one-minute load average (None where unknown): timings depend on it."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def _normalised(sol) -> float:
+    """The privacy cost of ``sol`` scaled to meet every target exactly."""
+    return sol.privacy_cost * sol.max_ratio
+
+
+def _best_simple_of(prob):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # their gap is the point
         sols = [solve_kron(prob, structure=s) for s in ("kronecker", "independent")]
-    return min(sols, key=lambda s: s.privacy_cost * s.max_ratio)
+    return min(sols, key=_normalised)
 
 
 @functools.lru_cache(maxsize=None)
@@ -224,25 +264,70 @@ def _ours(case: str):
     return _measured(lambda: solve_kron(prob, tol=1e-3 if case == "ordered" else 1e-4, max_time=MAX_TIME))
 
 
-def cell(case: str, mechanism: str, quick: bool = False) -> dict:
-    """One mechanism on one table set: its normalised cost, time, memory and certified gap."""
+@functools.lru_cache(maxsize=None)
+def _best_simple(case: str):
+    """``(solution, seconds, peak MB)`` of the best simple structure on ``case``, once per process."""
     prob = problem(case)
-    ours, t_ours, peak_ours = _ours(case)
+    return _measured(lambda: _best_simple_of(prob))
+
+
+def records(prob, n: int, seed: int = 0):
+    """Sparse counts of ``n`` records drawn uniformly over the domain of ``prob``."""
+    rng = np.random.default_rng(seed)
+    return prob.workload.domain.counts(np.stack([rng.integers(0, k, n) for k in prob.domain.sizes], axis=1))
+
+
+def release_row(case: str, quick: bool = False) -> dict:
+    """The release of ours from :data:`RECORDS` records (:data:`QUICK_RECORDS` with ``quick``): its
+    time and memory, and the worst variance over target of the released answers."""
+    prob = problem(case)
+    ours = _ours(case)[0]
+    counts = records(prob, QUICK_RECORDS if quick else RECORDS)
+    rel, elapsed, peak = _measured(lambda: ffu.release_product(ours, prob.workload, counts, rng=0))
+    worst = float(np.max(rel.variances / prob.workload.c))
+    return {"cells": prob.d, "queries": prob.m, "privacy_cost": rel.privacy_cost, "worst": worst,
+            "lower_bound": ours.lower_bound, "gap": ours.gap, "time_s": elapsed, "peak_MB": peak,
+            "status": "within targets" if worst <= 1.0 + 1e-9 else "over target",
+            "vs_simple": None, "load": _load(), "records": int(counts.counts.sum())}
+
+
+def cell(case: str, mechanism: str, quick: bool = False) -> dict:
+    """One mechanism on one table set: its normalised cost, time, memory and certified gap.
+
+    ``worst`` is its largest variance over target at the privacy cost of ours, ``vs_simple``
+    its privacy cost over the best simple structure's (both meeting every target): ours must
+    never be above 1. ``load`` is the one-minute load average when the cell started.
+    """
+    if mechanism == RELEASE:
+        return release_row(case, quick)
+    load = _load()
+    prob = problem(case)
+    ours = _ours(case)[0]
     if mechanism == "ours":
-        sol, elapsed, peak = ours, t_ours, peak_ours
+        sol, elapsed, peak = _ours(case)
+    elif mechanism == "best simple":
+        sol, elapsed, peak = _best_simple(case)
     else:
-        run = {"best simple": lambda: _best_simple(prob), "HDMM-style": lambda: hdmm_solution(prob, ours.lower_bound),
+        run = {"HDMM-style": lambda: hdmm_solution(prob, ours.lower_bound),
                "identity": lambda: identity_solution(prob, ours.lower_bound)}[mechanism]
         sol, elapsed, peak = _measured(run)
-    cost = sol.privacy_cost * sol.max_ratio
-    reference = ours.privacy_cost * ours.max_ratio
-    return {"cells": prob.d, "queries": prob.m, "privacy_cost": cost, "worst": cost / reference,
+    cost = _normalised(sol)
+    return {"cells": prob.d, "queries": prob.m, "privacy_cost": cost, "worst": cost / _normalised(ours),
             "lower_bound": sol.lower_bound, "gap": cost / ours.lower_bound - 1.0, "time_s": elapsed,
-            "peak_MB": peak, "status": sol.status}
+            "peak_MB": peak, "status": sol.status, "vs_simple": cost / _normalised(_best_simple(case)[0]),
+            "load": load}
 
 
+RELEASE = "ours: release"
+NOTES = ("`worst`: the largest variance over target at the privacy cost of ours; `vs_simple`: the privacy cost "
+         "over the best simple structure's, both meeting every target (never above 1 for ours); `gap`: the "
+         "privacy cost over the certified lower bound of ours, minus 1; `load`: the one-minute load average when "
+         "the cell started (2 cores). The release row draws its records uniformly over the domain: `worst` is "
+         "the largest released variance over its target, `time_s` the release from sparse counts.")
 MECHANISMS = ("ours", "best simple", "HDMM-style", "identity")
 CASES = ("national", "states", "ordered")
+#: Records drawn for the release row (``--quick``: the smaller number).
+RECORDS, QUICK_RECORDS = 1_000_000, 10_000
 
 
 def main(argv=None):
@@ -251,11 +336,14 @@ def main(argv=None):
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     args = p.parse_args(argv)
     cases = ["national"] if args.quick else args.cases
-    cells = [runner.Cell({"case": c, "mechanism": m}, label=f"{c}: {m}", row={"case": c, "mechanism": m})
+    cells = [runner.Cell({"case": c, "mechanism": m, "quick": args.quick}, label=f"{c}: {m}",
+                         row={"case": c, "mechanism": m})
              for c, m in itertools.product(cases, MECHANISMS)]
+    cells += [runner.Cell({"case": c, "mechanism": RELEASE, "quick": args.quick}, label=f"{c}: {RELEASE}",
+                          row={"case": c, "mechanism": RELEASE}) for c in cases if c == "national"]
     return runner.run_grid(NAME, cells, cell, args, version=CELL_VERSION,
                            table=runner.Table("Census person tables at equal privacy cost (worst variance / target)",
-                                              COLUMNS, floatfmt=".4g"))
+                                              COLUMNS, notes=NOTES, floatfmt=".4g"))
 
 
 if __name__ == "__main__":

@@ -50,3 +50,33 @@ def test_census_tables_baselines_are_never_below_the_bound():
                 census_tables.identity_solution(problem, ours.lower_bound)):
         assert sol.privacy_cost * sol.max_ratio >= ours.lower_bound
         assert sol.privacy_cost * sol.max_ratio >= ours.privacy_cost * ours.max_ratio * (1 - 1e-4)
+
+
+def test_hdmm_style_factor_is_the_total_squared_error_optimum():
+    """Per attribute, min tr(G Sigma) with every column's profile at most 1, against CVXPY."""
+    cp = pytest.importorskip("cvxpy")
+    import numpy as np
+    from experiments import census_tables
+    n = 6
+    W = np.vstack([np.tril(np.ones((n, n))), np.ones((1, n))])
+    G = W.T @ W
+    sigma = census_tables._tse_factor(np.eye(n), G, 300)
+    profile = np.diag(np.linalg.inv(sigma))
+    assert profile.max() == pytest.approx(1.0, rel=1e-9)
+    X = cp.Variable((n, n), PSD=True)
+    best = cp.Problem(cp.Minimize(cp.matrix_frac(W.T, X)), [cp.diag(X) <= 1]).solve()
+    assert np.trace(G @ sigma) == pytest.approx(best, rel=1e-3)
+    assert np.trace(G @ sigma) < np.trace(G)          # better than the identity strategy
+
+
+@pytest.mark.slow
+def test_census_tables_quick_run_compares_at_equal_privacy_and_releases():
+    from experiments import census_tables
+    rows = {r["mechanism"]: r for r in census_tables.main(["--quick", "--quiet", "--no-cache"])}
+    assert set(rows) == set(census_tables.MECHANISMS) | {census_tables.RELEASE}
+    ours = rows["ours"]
+    assert ours["worst"] == pytest.approx(1.0) and ours["gap"] <= 1e-4 and ours["status"] == "optimal"
+    assert ours["vs_simple"] <= 1.0
+    for name in ("best simple", "HDMM-style", "identity"):
+        assert rows[name]["worst"] >= 1.0 and rows[name]["gap"] >= 0.0
+    assert rows[census_tables.RELEASE]["worst"] <= 1.0 + 1e-9
