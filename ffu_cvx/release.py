@@ -52,9 +52,11 @@ TOOL = "ffu-cvx"
 SIDECAR_SUFFIX = ".privacy.json"
 #: Relative slack under which a variance counts as meeting its target.
 TARGET_RTOL = 1e-6
-#: The answers CSV's columns, in order (``group``, ``target`` and ``postprocessed`` only when present:
-#: ``target`` is the group's accuracy target in the publisher's words, where one is a margin).
-COLUMNS = ("query", "group", "label", "answer", "variance", "std", "lower", "upper", "target", "postprocessed")
+#: The answers CSV's columns, in order (``group``, ``target`` and ``postprocessed*`` only when present:
+#: ``target`` is the group's accuracy target in the publisher's words, where one is a margin;
+#: ``postprocessed_lower`` / ``_upper`` the post-processed values' own (bootstrap) interval, where one was made).
+COLUMNS = ("query", "group", "label", "answer", "variance", "std", "lower", "upper", "target", "postprocessed",
+           "postprocessed_lower", "postprocessed_upper")
 
 
 def check_level(level) -> float:
@@ -129,7 +131,9 @@ class Release(privacy.GaussianPrivacy):
     its privacy holds for (:data:`ffu_cvx.privacy.ADD_REMOVE`); mechanism : what drew the
     noise; name : the workload's name; statement_delta : the delta at which the statement
     gives epsilon; groups : (m,) group of each query or None, with group_names; info :
-    more JSON-able description for the sidecar (the domain, the groups); postprocessed,
+    more JSON-able description for the sidecar (the domain, the groups); postprocessed_interval :
+    ``(lower, upper, how)``, the post-processed values' own interval at ``level`` ((m,) each)
+    and one phrase saying how it was made (a parametric bootstrap), or None; postprocessed,
     postprocessing : see :meth:`postprocess`; created_utc, tool_version : when and by what.
     """
 
@@ -148,6 +152,7 @@ class Release(privacy.GaussianPrivacy):
     group_names: tuple = ()
     info: dict = field(default_factory=dict)
     postprocessed: np.ndarray | None = None
+    postprocessed_interval: tuple | None = None
     postprocessing: tuple = ()
     created_utc: str = field(default_factory=utc_now)
     tool_version: str = __version__
@@ -179,7 +184,11 @@ class Release(privacy.GaussianPrivacy):
         if self.postprocessing:
             post = {"steps": list(self.postprocessing), "column": "postprocessed",
                     "note": "post-processing of the released answers: it costs no privacy, but the postprocessed "
-                            "values are no longer unbiased and the intervals are those of the raw answers"}
+                            "values are no longer unbiased; " + (
+                                "the lower and upper columns are the raw answers' exact intervals, "
+                                "postprocessed_lower and postprocessed_upper the postprocessed values' own "
+                                f"intervals ({self.postprocessed_interval[2]})" if self.postprocessed_interval
+                                else "the intervals are those of the raw answers")}
             text += f" Post-processing (no privacy cost): {', '.join(self.postprocessing)}."
         accuracy = None
         if self.targets is not None:
@@ -209,7 +218,7 @@ class Release(privacy.GaussianPrivacy):
             steps.append("answers rounded to the nearest integer")
         if not steps:
             raise ValueError("`postprocess` needs nonnegative=True and/or round=True")
-        return dataclasses.replace(self, postprocessed=values, postprocessing=tuple(steps))
+        return dataclasses.replace(self, postprocessed=values, postprocessing=tuple(steps), postprocessed_interval=None)
 
     @property
     def _stated(self) -> bool:
@@ -218,7 +227,8 @@ class Release(privacy.GaussianPrivacy):
 
     def _columns(self) -> list:
         present = {"group": self.groups is not None, "postprocessed": self.postprocessed is not None,
-                   "target": self._stated}
+                   "target": self._stated, "postprocessed_lower": self.postprocessed_interval is not None,
+                   "postprocessed_upper": self.postprocessed_interval is not None}
         return [c for c in COLUMNS if present.get(c, True)]
 
     def csv_bytes(self) -> bytes:
@@ -239,6 +249,9 @@ class Release(privacy.GaussianPrivacy):
                     row["target"] = self.group_targets[g].short()
             if self.postprocessed is not None:
                 row["postprocessed"] = self.postprocessed[j]
+            if self.postprocessed_interval is not None:
+                row["postprocessed_lower"] = self.postprocessed_interval[0][j]
+                row["postprocessed_upper"] = self.postprocessed_interval[1][j]
             w.writerow([repr(float(row[c])) if isinstance(row[c], (float, np.floating)) else row[c] for c in cols])
         return buf.getvalue().encode()
 
@@ -295,6 +308,8 @@ class Release(privacy.GaussianPrivacy):
             values["target"] = [self.group_targets[g].short() for g in self.groups] if self._stated else None
         if self.postprocessed is not None:
             values["postprocessed"] = self.postprocessed
+        if self.postprocessed_interval is not None:
+            values["postprocessed_lower"], values["postprocessed_upper"] = self.postprocessed_interval[:2]
         frame = pd.DataFrame({c: values[c] for c in self._columns()})
         frame.attrs["privacy"] = self.statement()
         return frame
