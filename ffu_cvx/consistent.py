@@ -98,14 +98,20 @@ class Consistent:
         return self.answers if self.integer_answers is None else self.integer_answers
 
     def to_release(self, release: Release) -> Release:
-        """``release`` with :attr:`published` as its ``postprocessed`` column and :attr:`steps` in its statement.
+        """``release`` with :attr:`published` as its ``postprocessed`` column, the bootstrap interval as
+        its ``postprocessed_lower`` / ``postprocessed_upper`` columns and :attr:`steps` in its statement.
 
         The answers, their exact intervals and the privacy cost are the release's own.
         """
         if release.m != self.answers.shape[0]:
             raise ValueError(f"the release has {release.m} answers, this estimate {self.answers.shape[0]}")
+        interval = None
+        if self.lower is not None:
+            interval = (self.lower, self.upper, f"{self.level:.0%} parametric bootstrap intervals from "
+                                                f"{self.replicates} re-releases, the union of the percentile and "
+                                                "basic intervals")
         return dataclasses.replace(release, postprocessed=np.asarray(self.published, dtype=float),
-                                   postprocessing=self.steps)
+                                   postprocessing=self.steps, postprocessed_interval=interval)
 
     def csv_bytes(self, release: Release) -> bytes:
         """One row per query: the raw answer and its exact interval, the consistent and published

@@ -119,13 +119,14 @@ class _Pinv(dict):
 
 
 def _orthogonal(term, other, g: int, cache: _Pinv) -> bool:
-    """Some factor of group ``g`` separates ``term`` from ``other``: ``R_{g,t,f}^+ R_{g,t',f} = 0``."""
-    if [f.attrs for f in term.factors] != [f.attrs for f in other.factors]:
+    """Some factor of group ``g`` separates ``term`` from ``other``: ``R_{g,t,f}^+ R_{g,t',f} = 0`` (factors
+    matched by their attributes, in any order; scalar factors over no attribute separate nothing)."""
+    mine = {f.attrs: R for f, R in zip(term.factors, term.recon[g]) if f.attrs}
+    theirs = {f.attrs: S for f, S in zip(other.factors, other.recon[g]) if f.attrs}
+    if set(mine) != set(theirs):
         return False
-    for R, S in zip(term.recon[g], other.recon[g]):
-        if np.abs(cache.pinv(R) @ S).max() <= RANK_RTOL * max(1.0, np.abs(S).max()):
-            return True
-    return False
+    return any(np.abs(cache.pinv(R) @ theirs[a]).max() <= RANK_RTOL * max(1.0, np.abs(theirs[a]).max())
+               for a, R in mine.items())
 
 
 def reading_group(terms, t: int, cache: _Pinv | None = None) -> int | None:
