@@ -188,16 +188,17 @@ def test_refusals(wl, solutions, counts):
 @pytest.mark.slow
 @pytest.mark.parametrize("which", ["kron", "dense"])
 def test_bootstrap_intervals_cover_near_nominal(wl, solutions, which):
-    """Pooled over 46 queries x 60 releases (2,760 intervals, correlated within a release),
-    coverage within 3 points of 95%: two points for the bootstrap's own error at B = 100 and
-    the estimate's bias, one for the Monte Carlo error of the check."""
+    """Pooled over 46 queries x 40 releases (1,840 intervals, correlated within a release),
+    coverage within 3 points of 95%: two for the bootstrap's own error at B = 60 and the
+    union's conservatism (2.1 points over on the 42,000-cell benchmark), one for the Monte
+    Carlo error of the check (binomial standard error 0.5 point)."""
     sol = solutions[which]
     x = np.random.default_rng(11).poisson(30.0, wl.d).astype(float)
     W, _ = wl.dense()
     true = W @ x
     covered = []
-    for seed in range(60):
+    for seed in range(40):
         rel = ffu.release_product(sol, wl, x, rng=100 + seed)
-        est = consistent.estimate(rel, sol, wl, bootstrap=100, rng=seed)
+        est = consistent.estimate(rel, sol, wl, bootstrap=60, rng=seed)
         covered.append((est.lower <= true) & (true <= est.upper))
     assert abs(np.mean(covered) - 0.95) <= 0.03
