@@ -222,6 +222,18 @@ def test_reduction_is_never_worse_than_the_simple_structures():
     assert sol.gap <= 1e-4 and all(s.lower_bound <= sol.privacy_cost * sol.max_ratio for s in simple)
 
 
+def test_an_unfinished_ascent_is_never_above_the_simple_structures():
+    problem = product_problem(*UNIONS["race x bands x sex"])
+    sol = solve_kron(problem, max_iter=1)
+    with pytest.warns(RuntimeWarning):
+        simple = [solve_kron(problem, structure=s) for s in ("kronecker", "independent")]
+    best = min(s.privacy_cost * s.max_ratio for s in simple)
+    assert sol.status == "max_iter" and sol.privacy_cost * sol.max_ratio <= best * (1 + 1e-12)
+    assert sol.info["structure"] in ("kronecker", "independent")       # one step is worse than both
+    assert sol.lower_bound >= max(s.lower_bound for s in simple)
+    assert sol.gap == pytest.approx(sol.privacy_cost * sol.max_ratio / sol.lower_bound - 1, rel=1e-9)
+
+
 def test_max_time_gives_the_best_certified_iterate_and_logs(caplog):
     problem = product_problem(*UNIONS["two aggregated attributes"])
     with caplog.at_level(logging.INFO, logger="ffu_cvx"):

@@ -9,7 +9,9 @@ Solver layer, top of ``ffu_cvx.kron``: imports numpy, ``problem``, ``products``,
   :mod:`ffu_cvx.kron.reduce`) has blocks of at most :data:`ffu_cvx.kron.reduce.DENSE_D_MAX`
   class tuples (:data:`ONE_BLOCK_D_MAX` when it has a single block): solved exactly with
   a certified gap (``"symmetric"``; one block is a dense Problem 1 for SM-II, several go to
-  the block dual ascent, with ``max_time`` and progress logs);
+  the block dual ascent, with ``max_time`` and progress logs); when it ends above ``tol``
+  the simple structures below are computed too and the cheaper mechanism returned, with
+  the better bound, so the result is never above them;
 - otherwise the better of the two simple structures (one Kronecker Sigma by
   block-coordinate descent, ``"kronecker"``; independent per-group products,
   ``"independent"``), certified against the best single-group optimum (a valid bound:
@@ -148,6 +150,24 @@ def _simple(problem, solver, which, tol, t0, why):
                                    costs=costs, bound="best single group")
 
 
+def _no_worse_than_simple(problem, sol, solver, tol, t0):
+    """``sol`` (a symmetric solve that ended above ``tol``), or the best simple structure with
+    ``sol``'s status and the better of the two bounds when that one costs less: the result
+    is never above the simple structures."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # its gap is reported through sol
+        simple = _simple(problem, solver, "best simple", tol, t0, sol.info["why"])
+    if simple.privacy_cost * simple.max_ratio >= sol.privacy_cost * sol.max_ratio:
+        return sol
+    info = {k: v for k, v in sol.info.items() if k != "structure"}
+    return KronSolution.from_terms(problem, simple.terms, status=sol.status,
+                                   message=f"{sol.message}; the simple structure {simple.info['structure']!r} "
+                                           "costs less than the best iterate",
+                                   lower_bound=max(sol.lower_bound, simple.lower_bound), nit=sol.nit,
+                                   time=time.perf_counter() - t0, history=sol.history,
+                                   structure=simple.info["structure"], **info)
+
+
 def solve_kron(problem: ProductProblem, *, tol: float = 1e-4, callback=None, factor_method: str = "auto",
                structure: str = "auto", max_iter: int = 20_000, max_time: float | None = None) -> KronSolution:
     """Solve Problem 1 for a :class:`ffu_cvx.products.ProductProblem` with Sigma in factors.
@@ -204,5 +224,7 @@ def solve_kron(problem: ProductProblem, *, tol: float = 1e-4, callback=None, fac
         sol = _symmetric(problem, tol, callback, max_iter, t0, why, max_time, classes)
         if sol.status == USER_STOPPED:
             warnings.warn("solve_kron: stopped by the callback", RuntimeWarning, stacklevel=2)
+        elif sol.status != OPTIMAL:
+            sol = _no_worse_than_simple(problem, sol, solver, tol, t0)
         return sol
     return _simple(problem, solver, structure, tol, t0, why)
