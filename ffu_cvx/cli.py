@@ -1,6 +1,6 @@
 """The ``ffu-cvx`` command line: solve a user's workload, release answers, report.
 
-Interfaces layer: imports ``solvers``, ``mechanism``, ``budget``, ``product_release``, ``release``,
+Interfaces layer: imports ``solvers``, ``mechanism``, ``budget``, ``consistent``, ``product_release``, ``release``,
 ``products``, ``problem``, ``memory``, ``files`` and the command line's own modules ``clifiles`` (inputs, outputs, histograms),
 ``resultfile`` (the SPEC and RESULT formats, documented there) and ``cliplot`` (the
 report figure).
@@ -16,15 +16,17 @@ Commands
     (``domain`` and ``groups``) is solved densely by the dense methods when its domain is
     small enough, or with Sigma in factors by ``kron`` (``auto`` picks the method).
 ``ffu-cvx release RESULT.json (--data HIST.csv | --records RECORDS.csv) --out ANSWERS.csv``
-    ``[--seed N] [--level 0.95] [--nonnegative] [--round] [--overwrite]``
+    ``[--seed N] [--level 0.95] [--nonnegative] [--round] [--consistent [--bootstrap 200]] [--overwrite]``
     Run the mechanism on a histogram (``--data``) or on microdata (``--records``: a CSV
     with a header naming the product spec's attributes) and write the noisy answers and,
     beside them, their privacy statement (``ANSWERS.privacy.json``, recording the answers'
     digest), as one unit: both or neither, whatever interrupts them or writes beside them
     (:meth:`ffu_cvx.release.Release.to_csv`). Existing files are replaced only with
     ``--overwrite``. ``--nonnegative`` and ``--round`` add a post-processed column (marked
-    as post-processing). Without ``--seed`` the noise comes from the operating system's
-    entropy; a seed is for testing only (whoever knows it can remove the noise). What is
+    as post-processing); ``--consistent`` (with ``--records``) adds instead the consistent,
+    non-negative, integer tables of :mod:`ffu_cvx.consistent` with their bootstrap
+    intervals. Without ``--seed`` the noise comes from the operating system's entropy; a
+    seed is for testing only (whoever knows it can remove the noise). What is
     computed from the data without noise (the number of records, of non-empty cells) is
     printed on the terminal, marked confidential, and written to no file.
 ``ffu-cvx budget SPEC.json [--epsilon E] [--delta 1e-6] [--method M] [--quiet]``
@@ -64,6 +66,7 @@ from pathlib import Path
 import numpy as np
 
 from .clifiles import InputError, check_output, read_histogram, read_json
+from . import consistent
 from .budget import accuracy_at, smallest_budget, tables
 from .cliplot import plot_result
 from .files import Terminated, atomic_write_bytes, atomic_write_group, raise_if_signalled, signals_unwind
@@ -310,6 +313,11 @@ def _warn_targets(sol, m: int, c, run: _Run) -> None:
 def _cmd_release(args, run: _Run) -> int:
     if (args.data is None) == (args.records is None):
         raise InputError("give exactly one of --data (a histogram CSV) or --records (microdata CSV with a header)")
+    if args.consistent and (args.nonnegative or args.round or args.data is not None):
+        raise InputError("--consistent goes with --records alone: its tables are already non-negative integers "
+                         "(leave out --nonnegative and --round)")
+    if args.bootstrap < 0:
+        raise InputError(f"--bootstrap must be a number of replicates >= 0, got {args.bootstrap}")
     inputs = {"result": Path(args.result), "--data": args.data and Path(args.data),
               "--records": args.records and Path(args.records)}
     out = _release_outputs(args, inputs)
@@ -353,6 +361,10 @@ def _release_records(args, run: _Run, out: Path, inputs: dict) -> int:
     counts = wl.domain.counts(Path(args.records))
     run.say(f"confidential, not written to any file: {counts.n_records} records in {len(counts)} of {wl.d} cells")
     rel = release_product(source, wl, counts, rng=args.seed, level=args.level, delta=res["delta"])
+    if args.consistent:
+        run.say(f"consistent tables: GLS under the mechanism's covariance, non-negative, integer; {args.bootstrap} "
+                "bootstrap replicates ...")
+        rel = consistent.estimate(rel, source, wl, bootstrap=args.bootstrap, rng=args.seed).to_release(rel)
     _write_release(dataclasses.replace(rel, inputs=inputs), args, run, out)
     return EXIT_OK
 
@@ -462,6 +474,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="replace an existing answers file and its privacy statement (never an input)")
     r.add_argument("--nonnegative", action="store_true", help="post-processing: add answers clipped at 0")
     r.add_argument("--round", action="store_true", help="post-processing: add answers rounded to integers")
+    r.add_argument("--consistent", action="store_true",
+                   help="post-processing (--records): consistent non-negative integer tables, one GLS estimate "
+                        "under the mechanism's covariance, with bootstrap intervals")
+    r.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates of --consistent (default 200)")
     r.add_argument("--quiet", action="store_true", help="no messages on stderr")
     r.set_defaults(func=_cmd_release)
     b = sub.add_parser("budget", help="the smallest privacy loss meeting every target, or the accuracy at a budget")
