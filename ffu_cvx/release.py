@@ -189,7 +189,7 @@ class Release(privacy.GaussianPrivacy):
                                 "postprocessed_lower and postprocessed_upper the postprocessed values' own "
                                 f"intervals ({self.postprocessed_interval[2]})" if self.postprocessed_interval
                                 else "the intervals are those of the raw answers")}
-            text += f" Post-processing (no privacy cost): {', '.join(self.postprocessing)}."
+            text += f" Post-processing (no privacy cost): {'; '.join(self.postprocessing)}."
         accuracy = None
         if self.targets is not None:
             accuracy = accuracy_summary(self.variances, self.targets)

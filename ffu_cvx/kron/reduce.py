@@ -26,7 +26,7 @@ symmetric attributes, an attribute of singleton classes (a prefix) has no residu
 dense in every block.
 
 **Profile and variances.** A cell ``x`` in class tuple ``t`` (over the free attributes)
-has
+has::
 
     profile(x) = sum_{s compatible with t} kappa_{s,t} (B_s^T Sigma_s^{-1} B_s)_{t_0 t_0},
     kappa_{s,t} = prod_{i: s_i >= 0} (1 - 1/|C_{i,s_i}|) * prod_{i: s_i = -1} 1/|C_{i,t_i}|,
