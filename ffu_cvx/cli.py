@@ -78,7 +78,7 @@ from .products import ProductProblem
 from .release import TARGET_RTOL, Release
 from .resultfile import (SCHEMA_VERSION, STRUCTURED, WORKLOADS, at_spec_targets, check_options, check_target,
                          dump_result, load_result, load_spec, load_structured, product_workload, result_dict,
-                         spec_inputs, structured_result_dict)
+                         spec_goal, spec_inputs, structured_result_dict)
 from .status import SolverError
 from .solvers import METHODS, STRUCTURED_METHODS, auto_method, solve
 
@@ -328,6 +328,10 @@ def _cmd_release(args, run: _Run) -> int:
     sol = at_spec_targets(sol, res)
     _warn_targets(sol, sol["problem"].m, sol["problem"].c, run)
     rel = GaussianMechanism(sol).release(x, rng=args.seed, level=args.level, delta=res["delta"])
+    goal = spec_goal(res["spec"], sol["problem"].m)
+    if goal is not None:  # the spec's target in its own words, and what the release delivers in them
+        rel = dataclasses.replace(rel, info={"target": {**goal.as_dict(), "stated": goal.text("each answer"),
+                                                        "achieved": goal.achieved(float(rel.variances.max()))}})
     _write_release(dataclasses.replace(rel, inputs=inputs), args, run, out)
     return EXIT_OK
 
@@ -392,8 +396,11 @@ def _report_lines(sol, res: dict, delta: float) -> list[str]:
         f"{int(np.sum(ratio <= 1 + TARGET_RTOL))}/{problem.m} queries within their targets",
         f"certificate   lower bound {lower:.10g} on alpha at these targets, gap {gap:.2e}",
     ]
+    goal = None if structured else spec_goal(res["spec"], problem.m)
     if structured:
         lines += [f"table         {t.text()}" for t in tables(sol, problem)]
+    elif goal is not None:
+        lines.append(f"target        {goal.text('each answer')}; gets {goal.achieved(float(variances.max()))}")
     if target:
         klb = np.nan if target["k_lower_bound"] is None else target["k_lower_bound"]
         verdict = "every target met" if target["met"] else f"targets MISSED by up to a factor {target['k']:.6g}"

@@ -62,6 +62,7 @@ checked against the new solution in the same way.
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -79,7 +80,7 @@ from .version import __version__
 
 __all__ = ["SCHEMA_VERSION", "WORKLOADS", "STRUCTURED", "load_spec", "product_workload", "spec_inputs",
            "structured_result_dict", "load_structured", "check_target", "check_options",
-           "result_dict", "dump_result", "load_result", "at_spec_targets"]
+           "result_dict", "dump_result", "load_result", "at_spec_targets", "spec_goal"]
 
 SCHEMA_VERSION = 3
 #: Built-in workload builders a SPEC may name.
@@ -343,8 +344,15 @@ def _check_target_info(ck: "_Checker", res: dict, target_info) -> None:
             if ck.get(target, key, f"target.{key}") is not value:
                 ck.fail(f"target.{key}", f"must be {value!r}")
         else:
-            ck.agrees(ck.number(target, key, f"target.{key}", null=True), float(value), f"target.{key}",
-                      scale=abs(float(value)))
+            recorded, value = ck.number(target, key, f"target.{key}", null=True), float(value)
+            if not (math.isnan(recorded) and math.isnan(value)):  # no bound is recorded as null
+                ck.agrees(recorded, value, f"target.{key}", scale=abs(value))
+
+
+def spec_goal(spec: dict, m: int) -> accuracy.Target | None:
+    """The one accuracy target a dense spec's ``c`` states for all its ``m`` queries (a margin), or None."""
+    c = spec.get("c") if isinstance(spec, dict) else None
+    return accuracy.target(c, "c", queries=m) if isinstance(c, dict) else None
 
 
 def dump_result(res: dict) -> str:

@@ -96,6 +96,15 @@ def test_dense_spec_margins_and_the_budget_command(tmp_path, capsys):
     assert main(["budget", str(spec), "--epsilon", "0.1", "--quiet"]) == 0
     assert "MISSED by a factor" in capsys.readouterr().out
     assert main(["budget", str(spec), "--epsilon", "-1"]) == 2
+    capsys.readouterr()
+    # Solved, reported and released: the margin is stated back in the report and the statement.
+    assert main(["solve", str(spec), "--out", str(tmp_path / "r.json"), "--quiet"]) == 0
+    assert main(["report", str(tmp_path / "r.json")]) == 0
+    assert "each answer within ±10 at 95%; gets ±10 at 95%" in capsys.readouterr().out
+    (tmp_path / "h.csv").write_text("".join(f"{i}\n" for i in range(8)))
+    assert main(["release", str(tmp_path / "r.json"), "--data", str(tmp_path / "h.csv"), "--out",
+                 str(tmp_path / "a.csv"), "--quiet"]) == 0
+    assert ffu.release.verify(tmp_path / "a.csv")["target"]["stated"] == "each answer within ±10 at 95%"
 
 
 def test_product_spec_with_margins_through_the_cli(tmp_path, capsys):
