@@ -1,6 +1,6 @@
 """The command line's two file formats: SPEC (a workload to solve) and RESULT (a solved mechanism).
 
-Interfaces layer: imports numpy, ``accuracy``, ``workloads``, ``domain``, ``products``, ``problem``, ``result``, ``status``,
+Interfaces layer: imports numpy, ``accuracy``, ``budget`` (the tables' accuracy), ``workloads``, ``domain``, ``products``, ``problem``, ``result``, ``status``,
 ``privacy``, ``fingerprint``, ``release`` (``TARGET_RTOL``), ``jsonio``, ``version`` and ``clifiles``. Every error is an
 :class:`~ffu_cvx.clifiles.InputError` naming the file and the field.
 
@@ -48,6 +48,8 @@ RESULT (JSON, ``schema_version`` 3; non-finite numbers are written as null)
 - ``profile`` (d,), ``variances`` (m,), ``max_ratio`` (max variance / c).
 - ``certificate``: ``lower_bound`` (certified lower bound on the optimal alpha at the
   targets ``c``) and ``gap`` (relative).
+- ``accuracy``: per table, the spec's target in its own words (``stated``), what the mechanism
+  delivers in those words (``achieved``) and whether it is ``met`` (:func:`accuracy_record`).
 - ``target``: null, or ``epsilon``, ``delta``, ``k``, ``k_lower_bound`` and ``met`` (``k <= 1``:
   whether the spec's targets are met at that privacy target) of Problem 2.
 - ``timings``: ``load_s``, ``solve_s``, ``total_s`` (wall-clock seconds).
@@ -68,7 +70,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import accuracy, fingerprint, jsonio, privacy, workloads
+from . import accuracy, budget, fingerprint, jsonio, privacy, workloads
 from .clifiles import InputError, load_array, read_json
 from .domain import Domain
 from .problem import FitnessProblem
@@ -263,6 +265,7 @@ def result_dict(sol: Solution, spec: dict, spec_path: Path, delta: float, target
         "profile": sol["profile"], "variances": sol["variances"], "max_ratio": sol["max_ratio"],
         "certificate": {"lower_bound": sol["lower_bound"], "gap": sol["gap"]},
         "target": target,
+        "accuracy": accuracy_record(sol, spec),
         "timings": timings,
     })
 
@@ -289,8 +292,40 @@ def structured_result_dict(sol, spec: dict, spec_path: Path, method: str, delta:
         "variances": None if variances is None else np.asarray(variances, dtype=float),
         "max_ratio": _get(sol, "max_ratio"),
         "certificate": {"lower_bound": _get(sol, "lower_bound"), "gap": _get(sol, "gap")},
-        "target": target, "timings": timings,
+        "target": target, "accuracy": accuracy_record(sol, spec), "timings": timings,
     })
+
+
+def accuracy_record(sol, spec: dict) -> list:
+    """Per table, the spec's target in its own words and what ``sol`` delivers in them (what a RESULT records).
+
+    A product problem's tables are its groups; a dense spec is one table, recorded when its
+    ``c`` states a margin (under a Problem 2 target the dense RESULT's ``c`` is ``k`` times the
+    spec's, and its variances are compared with the spec's own).
+    """
+    problem = sol["problem"]
+    if not hasattr(problem, "groups") and isinstance(spec, dict) and "groups" in spec:
+        problem = product_workload(spec, Path("spec.json")).to_problem()  # a dense solution of a product spec
+    if hasattr(problem, "groups"):
+        return [{"table": t.name, "stated": t.target.short(), "achieved": t.target.achieved(t.worst_variance),
+                 "met": t.met} for t in budget.tables(sol, problem)]
+    goal = spec_goal(spec, problem.m)
+    if goal is None:
+        return []
+    worst = float(np.max(sol["variances"]))
+    return [{"table": problem.name, "stated": goal.short(), "achieved": goal.achieved(worst),
+             "met": bool(worst <= goal.variance * (1 + TARGET_RTOL))}]
+
+
+def _check_accuracy(ck: "_Checker", res: dict, sol, spec: dict) -> None:
+    recorded = ck.get(res, "accuracy", "accuracy")
+    try:
+        actual = jsonio.jsonable(accuracy_record(sol, spec))
+    except (InputError, ValueError) as exc:
+        ck.fail("spec", f"no longer describes the solved problem ({' '.join(str(exc).split())})")
+    if actual != recorded:
+        ck.fail("accuracy", "is not what the solution delivers against the spec's targets: the spec's queries or "
+                            "targets are not those of the solved problem, or the field was edited")
 
 
 def load_structured(path, res: dict, resolve) -> tuple:
@@ -331,6 +366,7 @@ def load_structured(path, res: dict, resolve) -> tuple:
         ck.agrees(ck.number(cert, key, f"certificate.{key}", null=True), float(_get(sol, key)), f"certificate.{key}",
                   scale=max(abs(float(_get(sol, key))), 1e-12))
     _check_target_info(ck, res, target_info)
+    _check_accuracy(ck, res, sol, spec)
     return sol, wl, res
 
 
@@ -575,6 +611,7 @@ def load_result(path) -> tuple[Solution, dict]:
     _check_target(ck, res, sol)
     if ck.string(res, "fingerprint", "fingerprint") != fingerprint.of(problem):
         ck.fail("fingerprint", "is not the fingerprint of the recorded problem (W, c, B)")
+    _check_accuracy(ck, res, at_spec_targets(sol, res), res["spec"])
     return sol, res
 
 

@@ -114,9 +114,15 @@ def test_product_spec_with_margins_through_the_cli(tmp_path, capsys):
         {"blocks": {"county": "identity", "sex": "identity"}, "margin": 60, "level": 0.95, "joint": True}]}))
     out = tmp_path / "r.json"
     assert main(["solve", str(spec), "--method", "kron", "--out", str(out), "--quiet"]) == 0
+    res = json.loads(out.read_text())
+    assert res["accuracy"][0] == {"table": "county totals", "stated": "±50 at 95%",
+                                  "achieved": res["accuracy"][0]["achieved"], "met": True}
     assert main(["report", str(out)]) == 0
     report = capsys.readouterr().out
     assert "county totals: asked ±50 at 95%" in report and "all 60 at once" in report
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps({**res, "accuracy": [{**res["accuracy"][0], "stated": "±5 at 95%"}, *res["accuracy"][1:]]}))
+    assert main(["report", str(edited)]) == 2 and "`accuracy`" in capsys.readouterr().err
     rec = tmp_path / "rec.csv"
     rec.write_text("county,sex\n" + "".join(f"{i % 30},{'FM'[i % 2]}\n" for i in range(300)))
     assert main(["release", str(out), "--records", str(rec), "--out", str(tmp_path / "a.csv"), "--quiet"]) == 0

@@ -110,8 +110,8 @@ def test_a_solution_is_released_only_for_its_own_workload(case):
     assert sol.fingerprint == ffu.fingerprint.of(wl) != ffu.fingerprint.of(other)
 
 
-@pytest.mark.parametrize("key, value, needle", [("variance", 0.5, "variance targets differ"),
-                                                 ("blocks", {"age": "prefix"}, "other queries")])
+@pytest.mark.parametrize("key, value, needle", [("variance", 0.5, "the spec's queries or targets are not those"),
+                                                 ("blocks", {"age": "prefix"}, "the spec's queries or targets")])
 def test_cli_refuses_a_result_whose_spec_was_edited(tmp_path, capsys, key, value, needle):
     spec = {"domain": {"age": 4}, "groups": [{"blocks": {"age": "identity"}, "variance": 2.0}]}
     (tmp_path / "s.json").write_text(json.dumps(spec))
