@@ -121,7 +121,8 @@ def test_product_spec_with_margins_through_the_cli(tmp_path, capsys):
     report = capsys.readouterr().out
     assert "county totals: asked ±50 at 95%" in report and "all 60 at once" in report
     edited = tmp_path / "edited.json"
-    edited.write_text(json.dumps({**res, "accuracy": [{**res["accuracy"][0], "stated": "±5 at 95%"}, *res["accuracy"][1:]]}))
+    tables = [{**res["accuracy"][0], "stated": "±5 at 95%"}, *res["accuracy"][1:]]
+    edited.write_text(json.dumps({**res, "accuracy": tables}))
     assert main(["report", str(edited)]) == 2 and "`accuracy`" in capsys.readouterr().err
     rec = tmp_path / "rec.csv"
     rec.write_text("county,sex\n" + "".join(f"{i % 30},{'FM'[i % 2]}\n" for i in range(300)))
