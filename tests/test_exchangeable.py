@@ -245,6 +245,41 @@ def test_max_time_gives_the_best_certified_iterate_and_logs(caplog):
         solve_kron(problem, max_time=-1.0)
 
 
+def _covariance(parts, problem):
+    """``W Sigma W^T`` (m, m) from the dense terms of :func:`check_against_dense`."""
+    offsets = np.cumsum([0] + [g.m for g in problem.groups])
+    cov = np.zeros((offsets[-1], offsets[-1]))
+    for _, S, R in parts:
+        for g, Rg in R.items():
+            for h, Rh in R.items():
+                cov[offsets[g]:offsets[g + 1], offsets[h]:offsets[h + 1]] += Rg @ S @ Rh.T
+    return cov
+
+
+@pytest.mark.parametrize("name", ["race aggregations x sex", "identity plus total is no structure"])
+def test_implicit_residual_factors_match_the_dense_ones(name):
+    """Residual factors kept as a scalar and a class give the dense factors' profile, variances
+    and noise covariance (identity, total and aggregation blocks through them)."""
+    from ffu_cvx.kron import KronSolution
+    from ffu_cvx.kron.terms import ResidualFactor
+    problem = product_problem(*UNIONS[name])
+    red = kron_reduce.reduce(problem.workload)
+    res = kron_reduce.ascent(red, tol=1e-4, max_iter=2000)
+    sols = [KronSolution.from_terms(problem, red.terms(res.sigmas, implicit_min=m), lower_bound=res.lower_bound)
+            for m in (2, 10**9)]
+    kinds = [{type(f) for t in s.terms for f in t.factors} for s in sols]
+    assert ResidualFactor in kinds[0] and ResidualFactor not in kinds[1]
+    np.testing.assert_allclose(sols[0].profile, sols[1].profile, rtol=1e-12)
+    np.testing.assert_allclose(sols[0].variances, sols[1].variances, rtol=1e-12)
+    assert sols[0].privacy_cost == pytest.approx(sols[1].privacy_cost, rel=1e-12)
+    cov = _covariance(check_against_dense(sols[0]), problem)
+    rng = np.random.default_rng(3)
+    n = 6000
+    draws = np.array([sols[0].sample_answer_noise(rng) for _ in range(n)])
+    sd = np.sqrt(np.diag(cov))
+    np.testing.assert_allclose(draws.T @ draws / n, cov, atol=float(6 * sd.max() ** 2 / np.sqrt(n)))
+
+
 def test_noise_of_a_reduced_solution_has_the_variances():
     problem = product_problem(*UNIONS["race aggregations x sex"])
     sol = solve_kron(problem)

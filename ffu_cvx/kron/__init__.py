@@ -5,8 +5,9 @@ Solver layer: the package imports numpy, scipy, the core modules (``basis``, ``p
 ``sdp`` and ``smii`` (for the per-attribute problems), and ``fourier`` (unions of marginals). Its modules, from the bottom
 (none imports one above it):
 
+- ``terms``: structured mechanisms kept in factors (profile, variances, noise), the
+  residual of a large class kept implicit;
 - ``exchange``: the exchangeable values of an attribute and the orbits of a block's rows;
-- ``terms``: structured mechanisms kept in factors (profile, variances, noise);
 - ``solution``: :class:`KronSolution`, the Solution with Sigma in factors;
 - ``factors``: per-attribute Problem 1 solves (closed forms, SDP, SM-II), cached;
 - ``simple``: the exact product of one group, one Kronecker Sigma by block-coordinate

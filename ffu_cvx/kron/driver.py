@@ -36,11 +36,17 @@ from .reduce import DENSE_D_MAX, group_grids, ascent, classes_of, reached_patter
 from .simple import independent, kronecker_bcd, product_bound, product_term
 from .solution import KronSolution
 
-__all__ = ["STRUCTURES", "ONE_BLOCK_D_MAX", "solve_kron", "structure_of"]
+__all__ = ["STRUCTURES", "ONE_BLOCK_D_MAX", "GUARD_KRONECKER_N_MAX", "solve_kron", "structure_of"]
 
 #: A union whose reduction has a single block is a dense Problem 1 over its class tuples;
 #: SM-II takes it up to this many.
 ONE_BLOCK_D_MAX = 4096
+
+#: A symmetric solve that ends above ``tol`` is compared with the best simple structure; the
+#: Kronecker descent (a dense per-attribute problem over every block of the attribute) is
+#: part of it only when every attribute has at most this many values, else the independent
+#: per-group products alone (closed forms for identities and totals).
+GUARD_KRONECKER_N_MAX = 1024
 
 #: Structures ``solve_kron(structure=...)`` accepts ("auto" picks as the module docstring says).
 STRUCTURES = ("auto", "product", "symmetric", "kronecker", "independent")
@@ -153,10 +159,12 @@ def _simple(problem, solver, which, tol, t0, why):
 def _no_worse_than_simple(problem, sol, solver, tol, t0):
     """``sol`` (a symmetric solve that ended above ``tol``), or the best simple structure with
     ``sol``'s status and the better of the two bounds when that one costs less: the result
-    is never above the simple structures."""
+    is never above the simple structures (the independent one alone when an attribute has
+    more than :data:`GUARD_KRONECKER_N_MAX` values)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # its gap is reported through sol
-        simple = _simple(problem, solver, "best simple", tol, t0, sol.info["why"])
+        which = "best simple" if max(problem.domain.sizes) <= GUARD_KRONECKER_N_MAX else "independent"
+        simple = _simple(problem, solver, which, tol, t0, sol.info["why"])
     if simple.privacy_cost * simple.max_ratio >= sol.privacy_cost * sol.max_ratio:
         return sol
     info = {k: v for k, v in sol.info.items() if k != "structure"}

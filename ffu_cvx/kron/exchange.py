@@ -1,6 +1,7 @@
 """Exchangeable values of an attribute, found from the workload's blocks alone.
 
-Solver layer (``ffu_cvx.kron``), bottom of the package beside ``terms``: imports numpy only.
+Solver layer (``ffu_cvx.kron``), bottom of the package above ``terms``: imports numpy and the
+package's ``terms`` (the residual basis).
 
 **The relation.** Values ``i`` and ``j`` of one attribute are *exchangeable* when swapping
 them (the transposition ``(i j)`` of the columns) maps every block of every group on that
@@ -30,10 +31,11 @@ that orbit-mates agree bit for bit.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from .terms import residual_basis
 
 __all__ = ["SYMMETRIC_KINDS", "Classes", "RowOrbits", "swaps_rows", "exchange_classes", "row_orbits",
            "attribute_classes"]
@@ -82,15 +84,8 @@ class Classes:
 
     def residual_basis(self, k: int) -> np.ndarray:
         """(|C_k| - 1, n): orthonormal rows spanning the zero-sum vectors supported on ``C_k``
-        (Helmert contrasts)."""
-        idx = self.members(k)
-        s = idx.size
-        out = np.zeros((s - 1, self.n))
-        for j in range(1, s):
-            out[j - 1, idx[:j]] = 1.0
-            out[j - 1, idx[j]] = -j
-            out[j - 1] /= math.sqrt(j * (j + 1))
-        return out
+        (Helmert contrasts, :func:`ffu_cvx.kron.terms.residual_basis`)."""
+        return residual_basis(self.members(k), self.n)
 
 
 def swaps_rows(A: np.ndarray, i: int, j: int) -> bool:

@@ -86,7 +86,7 @@ from scipy import linalg, sparse
 from .. import basis as _basis
 from ..status import MAX_ITER, OPTIMAL, USER_STOPPED, IntermediateResult
 from .exchange import SYMMETRIC_KINDS, Classes, attribute_classes, row_orbits
-from .terms import Factor, Term
+from .terms import Factor, ResidualFactor, Term
 
 __all__ = ["SYMMETRIC_KINDS", "DENSE_D_MAX", "ReducedBlock", "GroupGrid", "Reduction", "classes_of", "group_grids",
            "reached_patterns", "reduce", "AscentResult", "ascent", "certified_bound"]
@@ -95,6 +95,10 @@ log = logging.getLogger(__name__)
 
 #: Largest block (class tuples of the free attributes on their class averages) solved dense.
 DENSE_D_MAX = 1024
+#: Classes of at least this many values keep their residual factor implicit in the solution's
+#: terms (:class:`ffu_cvx.kron.terms.ResidualFactor`); smaller ones are dense (what
+#: ``ffu_cvx.gls`` reads).
+IMPLICIT_RESIDUAL_MIN = 256
 #: Exponent of the over-relaxed multiplicative step of :func:`ascent` (1: the plain fixed point).
 #: Where a cell and a query share one direction that the optimum leaves slack (both
 #: multipliers near zero), the step maps their ratio ``r`` to ``C r^(1 - relax)``: it
@@ -235,20 +239,25 @@ class Reduction:
         """The largest block."""
         return max(b.D for b in self.blocks)
 
-    def _side(self, i: int, side: int) -> Factor:
-        """Attribute ``i`` on its class average (one class) or on the residual of class ``side``."""
+    def _side(self, i: int, side: int, implicit_min: int):
+        """Attribute ``i`` on its class average (one class) or on the residual of class ``side``
+        (a :class:`ResidualFactor` from ``implicit_min`` values on, else dense)."""
         c = self.classes[i]
         if side < 0:
             return Factor.build((i,), c.average_basis(), np.eye(1), profile=np.full(c.n, 1.0 / c.n))
+        if c.sizes[side] >= implicit_min:
+            return ResidualFactor((i,), c.members(side), c.n)
         prof = np.where(c.of == side, 1.0 - 1.0 / c.sizes[side], 0.0)
         B = c.residual_basis(side)
         return Factor.build((i,), B, np.eye(B.shape[0]), profile=prof)
 
-    def terms(self, sigmas) -> tuple:
+    def terms(self, sigmas, implicit_min: int = IMPLICIT_RESIDUAL_MIN) -> tuple:
         """The structured mechanism of block covariances ``sigmas`` (one (k, k) per block).
 
         An attribute's side factor and its reconstruction depend only on the attribute, the
-        side and the block, so they are built once and shared among the terms.
+        side and the block, so they are built once and shared among the terms. The residual
+        of a class of ``implicit_min`` values or more is implicit (:class:`ResidualFactor`:
+        a scalar and the class; no dense basis, reconstruction or Cholesky factor).
         """
         groups = self.workload.groups
         sides, recon_of = {}, {}
@@ -259,15 +268,16 @@ class Reduction:
                 if i in blk.avg:
                     continue
                 if (i, side) not in sides:
-                    sides[i, side] = self._side(i, side)
+                    sides[i, side] = self._side(i, side, implicit_min)
                 f = sides[i, side]
                 factors.append(f)
                 for g in blk.L:
-                    A = groups[g].blocks[i].matrix
-                    key = (i, side, A.shape, A.tobytes())
+                    block = groups[g].blocks[i]
+                    key = (i, side, block.matrix.shape, block.matrix.tobytes())
                     if key not in recon_of:
-                        recon_of[key] = A @ f.B.T
-                        recon_of[key].setflags(write=False)
+                        recon_of[key] = f.reconstruction(block.matrix, block.kind)
+                        if isinstance(recon_of[key], np.ndarray):
+                            recon_of[key].setflags(write=False)
                     recon[g].append(recon_of[key])
             factors.append(Factor.build(blk.avg, blk.B, sigma, classes=[self.classes[i] for i in blk.avg]))
             for g, L in blk.L.items():

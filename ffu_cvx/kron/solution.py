@@ -89,10 +89,10 @@ class KronSolution(Solution):
         """One draw (m,) of the noise on every answer, covariance exactly ``W Sigma W^T``.
 
         ``rng``: a numpy Generator or a seed. Per term a flat standard normal draw of
-        ``prod_f k_f`` entries (any number of factors: no array of one axis per factor), the per-factor Cholesky factors and reconstruction
+        ``prod_f draws_f`` entries (any number of factors: no array of one axis per factor), the per-factor Cholesky factors and reconstruction
         matrices applied by mode products; groups sharing a term get correlated noise.
         """
         rng = np.random.default_rng(rng)
-        xis = [rng.standard_normal(math.prod(f.k for f in t.factors)) for t in self["terms"]]
+        xis = [rng.standard_normal(math.prod(f.draws for f in t.factors)) for t in self["terms"]]
         return np.concatenate([_terms.group_noise(self["terms"], xis, g, _rows(grp))
                                for g, grp in enumerate(self["problem"].groups)])

@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import privacy
 
-__all__ = ["Factor", "Term", "GRID_MAX", "profile_max", "profile_vector", "group_variances", "group_noise",
+__all__ = ["Factor", "ResidualFactor", "ResidualRecon", "residual_basis", "Term", "GRID_MAX", "profile_max", "profile_vector", "group_variances", "group_noise",
            "max_ratio"]
 
 #: Largest grid (cells over the attributes whose profile varies) on which the exact max of a
@@ -81,6 +81,20 @@ class Factor:
     def k(self) -> int:
         return self.sigma.shape[0]
 
+    @property
+    def draws(self) -> int:
+        """Standard normal draws per noise vector of this factor (``k``)."""
+        return self.k
+
+    def reconstruction(self, A: np.ndarray, kind: str = "") -> np.ndarray:
+        """``R = A B^T`` (rows, k): the part of a block ``A`` over the factor's cells it answers
+        (``B`` over cells, orthonormal rows)."""
+        return A @ self.B.T
+
+    def noise_mode(self, Z: np.ndarray, dims: list, axis: int, R) -> np.ndarray:
+        """The mode product of ``R C`` (``C`` the Cholesky factor) along ``axis`` of the flat noise ``Z``."""
+        return _mode(Z, dims, axis, R @ self.chol)
+
     def profile(self) -> np.ndarray:
         """``diag(B^T Sigma^{-1} B)`` over the factor's cells (prod n,), read-only, computed once:
         the symmetry reduction shares one factor among many terms."""
@@ -123,6 +137,132 @@ class Factor:
     def scaled(self, s: float) -> "Factor":
         return Factor.build(self.attrs, self.B, self.sigma * s, self.classes,
                             None if self.known_profile is None else self.known_profile / s)
+
+
+def residual_basis(members: np.ndarray, n: int) -> np.ndarray:
+    """(|C| - 1, n): orthonormal rows spanning the zero-sum vectors supported on the values
+    ``members`` of an attribute of ``n`` values (Helmert contrasts)."""
+    size = members.size
+    out = np.zeros((size - 1, n))
+    for j in range(1, size):
+        out[j - 1, members[:j]] = 1.0
+        out[j - 1, members[j]] = -j
+        out[j - 1] /= math.sqrt(j * (j + 1))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class ResidualRecon:
+    """A block ``A`` (rows, n) of ``kind`` seen through a residual factor: ``A P_C`` with ``P_C``
+    the projector on the zero-sum vectors supported on the class ``members``, never formed.
+
+    ``rho`` (rows,) are the rows' residual norms ``||P_C a||^2``; :meth:`apply` maps
+    standard normals on the class to ``A (xi - mean xi)`` (an identity block places them,
+    a total gives zero); ``numpy.asarray`` forms ``A B^T`` with ``B`` the Helmert basis
+    (checks on small domains).
+    """
+
+    A: np.ndarray
+    members: np.ndarray
+    kind: str = ""
+
+    @property
+    def shape(self) -> tuple:
+        return (self.A.shape[0], self.members.size - 1)
+
+    @cached_property
+    def rho(self) -> np.ndarray:
+        if self.kind == "identity":
+            out = np.zeros(self.A.shape[0])
+            out[self.members] = 1.0 - 1.0 / self.members.size
+        else:
+            part = self.A[:, self.members]
+            out = np.einsum("ij,ij->i", part, part) - part.sum(axis=1) ** 2 / self.members.size
+            out[out <= 1e-12 * np.maximum(np.einsum("ij,ij->i", part, part), 1e-300)] = 0.0
+        out.setflags(write=False)
+        return out
+
+    def apply(self, Z: np.ndarray) -> np.ndarray:
+        """``Z`` (left, |C|, right) standard normals to (left, rows, right): ``A`` times them centred."""
+        Z = Z - Z.mean(axis=1, keepdims=True)
+        if self.kind == "identity":
+            out = np.zeros((Z.shape[0], self.A.shape[0], Z.shape[2]))
+            out[:, self.members, :] = Z
+            return out
+        if self.kind == "total":
+            return np.zeros((Z.shape[0], self.A.shape[0], Z.shape[2]))
+        return np.einsum("rc,lcm->lrm", self.A[:, self.members], Z)
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.A @ residual_basis(self.members, self.A.shape[1]).T
+        return out if dtype is None else out.astype(dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class ResidualFactor:
+    """An attribute on the residual of one class, implicit: ``Sigma = scale I`` on the zero-sum
+    vectors supported on the class ``members`` of its ``n`` values.
+
+    Same interface as :class:`Factor` where the terms use it: profile ``(1 - 1/|C|) / scale``
+    on the class, variances ``scale rho`` (:class:`ResidualRecon`), noise from ``|C|``
+    standard normals centred (covariance ``P_C``, the residual's projector). Nothing of
+    size ``|C|^2`` is formed; ``B``, ``sigma`` and ``chol`` are formed only when asked
+    (checks on small domains).
+    """
+
+    attrs: tuple
+    members: np.ndarray
+    n: int
+    scale: float = 1.0
+    classes = None
+
+    @property
+    def k(self) -> int:
+        return self.members.size - 1
+
+    @property
+    def draws(self) -> int:
+        return self.members.size
+
+    def profile(self) -> np.ndarray:
+        return self._profile
+
+    @cached_property
+    def _profile(self) -> np.ndarray:
+        p = np.zeros(self.n)
+        p[self.members] = (1.0 - 1.0 / self.members.size) / self.scale
+        p.setflags(write=False)
+        return p
+
+    @cached_property
+    def B(self) -> np.ndarray:
+        return residual_basis(self.members, self.n)
+
+    @property
+    def sigma(self) -> np.ndarray:
+        return self.scale * np.eye(self.k)
+
+    @property
+    def chol(self) -> np.ndarray:
+        return math.sqrt(self.scale) * np.eye(self.k)
+
+    def cell_basis(self) -> np.ndarray:
+        return self.B
+
+    def reconstruction(self, A: np.ndarray, kind: str = "") -> ResidualRecon:
+        return ResidualRecon(A, self.members, kind)
+
+    def variances(self, R: ResidualRecon) -> np.ndarray:
+        return self.scale * R.rho
+
+    def noise_mode(self, Z: np.ndarray, dims: list, axis: int, R: ResidualRecon) -> np.ndarray:
+        left, right = math.prod(dims[:axis]), math.prod(dims[axis + 1:])
+        out = math.sqrt(self.scale) * R.apply(Z.reshape(left, dims[axis], right))
+        dims[axis] = out.shape[1]
+        return out.reshape(-1)
+
+    def scaled(self, s: float) -> "ResidualFactor":
+        return ResidualFactor(self.attrs, self.members, self.n, self.scale * s)
 
 
 def _class_expand(p: np.ndarray, classes) -> np.ndarray:
@@ -264,7 +404,7 @@ def _mode(Z: np.ndarray, dims: list, axis: int, M: np.ndarray) -> np.ndarray:
 
 def group_noise(terms, xis, g: int, rows: tuple) -> np.ndarray:
     """Noise on group ``g``'s answers (m_g,) from the standard normal draws ``xis`` (one per term,
-    ``prod_f k_f`` entries, any shape: read row-major over the term's factors).
+    ``prod_f draws_f`` entries, any shape: read row-major over the term's factors).
 
     ``z_t = (C_{t,1} (x) ...) xi_t`` and the group's share ``(R_{g,t,1} (x) ...) z_t``, by
     mode products; the terms' noises are shared by every group that uses them, which
@@ -274,9 +414,9 @@ def group_noise(terms, xis, g: int, rows: tuple) -> np.ndarray:
     for t, xi in zip(terms, xis):
         if g not in t.recon:
             continue
-        Z, dims = np.asarray(xi, dtype=float).reshape(-1), [f.k for f in t.factors]
+        Z, dims = np.asarray(xi, dtype=float).reshape(-1), [f.draws for f in t.factors]
         for axis, (f, R) in enumerate(zip(t.factors, t.recon[g])):
-            Z = _mode(Z, dims, axis, R @ f.chol)
+            Z = f.noise_mode(Z, dims, axis, R)
         # each factor axis holds its attributes' rows jointly: split them (axes of one row
         # dropped), then domain order
         order = [i for f in t.factors for i in f.attrs if rows[i] > 1]
