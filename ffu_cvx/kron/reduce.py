@@ -551,8 +551,8 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
             except StopIteration:
                 status = USER_STOPPED
                 break
-        if gap <= tol:
-            status = OPTIMAL
+        if gap <= tol and best_cost / certified_bound(red, *best_dual) - 1.0 <= tol:
+            status = OPTIMAL   # the bound recomputed by singular values (the one returned) agrees
             break
         if it - last_gain >= patience:
             message = f"no better gap in {patience} steps"
