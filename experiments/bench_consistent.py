@@ -12,8 +12,11 @@ solved with ``method="auto"`` (a marginal union: the structured Fourier optimum)
   negative or fractional value;
 - ``rmse``: root mean squared error over the workload's queries of the raw answers and
   of the consistent (non-integer and integer) ones over 200 releases, overall and per group;
-- ``coverage``: coverage of the true answers by the bootstrap intervals (95%, B = 50
-  replicates) over 20 releases (192,000 intervals), overall and per group, beside the raw
+  beside them the same from the tight solve (the stall rule off, ``fdec=0``): its integer
+  RMSE, the largest shift of a consistent answer in standard deviations of its noise and
+  the share of published integers that differ;
+- ``coverage``: coverage of the true answers by the bootstrap intervals (95%, B = 60
+  replicates) over 60 releases (576,000 intervals), overall and per group, beside the raw
   answers' exact intervals;
 - ``scale``: a 10^7-cell product (county 1,000 x age 100 x sex 2 x race 50, the same three
   tables): seconds and peak memory of one estimate (``tracemalloc`` peak of Python and
@@ -37,7 +40,7 @@ from ffu_cvx import consistent
 from . import runner
 
 NAME = "bench_consistent"
-CELL_VERSION = 1
+CELL_VERSION = 2
 #: Two-sided 95% normal quantile: a margin at 95% is this many standard deviations.
 Z95 = 1.959963984540054
 #: The agency example and the large product: attribute sizes and records.
@@ -50,8 +53,8 @@ MARGINS = {"county totals": ({"county": "identity"}, 50.0),
 PARTS = ("estimate", "rmse", "coverage", "scale")
 COLUMNS = ("case", "part", "cells", "queries", "releases", "replicates", "estimate_s", "bootstrap_s", "adds_up",
            "negative", "fractional", "rmse_raw", "rmse_consistent", "rmse_integer", "ratio", "ratio_county",
-           "ratio_cells", "ratio_race", "coverage", "coverage_county", "coverage_cells", "coverage_race",
-           "raw_coverage", "peak_MB", "max_rss_MB")
+           "ratio_cells", "ratio_race", "rmse_integer_tight", "max_shift_sd", "changed_integers", "coverage",
+           "coverage_county", "coverage_cells", "coverage_race", "raw_coverage", "peak_MB", "max_rss_MB")
 SHORT = ("county", "cells", "race")
 
 
@@ -108,15 +111,20 @@ def _rms(err, mask=None) -> float:
 def rmse_cell(case: str, releases: int) -> dict:
     wl, sol, x = _setup(case)
     true, g = wl.apply(x), wl.group_index()
-    raw, cons, integ = [], [], []
+    raw, cons, integ, tight, shift, changed = [], [], [], [], 0.0, []
     for seed in range(releases):
         rel = ffu.release_product(sol, wl, x, rng=1000 + seed)
         est = consistent.estimate(rel, sol, wl, bootstrap=0)
+        ref = consistent.estimate(rel, sol, wl, bootstrap=0, fdec=0.0)
         raw.append(rel.answers - true)
         cons.append(est.answers - true)
         integ.append(est.published - true)
+        tight.append(ref.published - true)
+        shift = max(shift, float(np.max(np.abs(est.answers - ref.answers) / rel.std)))
+        changed.append(np.mean(est.published != ref.published))
     out = {"cells": wl.d, "queries": wl.m, "releases": releases, "rmse_raw": _rms(raw), "rmse_consistent": _rms(cons),
-           "rmse_integer": _rms(integ), "ratio": _rms(integ) / _rms(raw)}
+           "rmse_integer": _rms(integ), "ratio": _rms(integ) / _rms(raw), "rmse_integer_tight": _rms(tight),
+           "max_shift_sd": shift, "changed_integers": float(np.mean(changed))}
     for k, short in enumerate(SHORT):
         out[f"ratio_{short}"] = _rms(integ, g == k) / _rms(raw, g == k)
     return out
@@ -161,7 +169,7 @@ def _cells(parts, quick: bool) -> list:
     n = 10 if quick else 1
     plan = {"estimate": (estimate_cell, {"case": "agency", "replicates": 200 // n}),
             "rmse": (rmse_cell, {"case": "agency", "releases": 200 // n}),
-            "coverage": (coverage_cell, {"case": "agency", "releases": 20 // n, "replicates": 50}),
+            "coverage": (coverage_cell, {"case": "agency", "releases": 60 // n, "replicates": 60}),
             "scale": (scale_cell, {"case": "agency" if quick else "product_1e7"})}
     return [runner.Cell({"part": p, **plan[p][1]}, row={"case": plan[p][1]["case"], "part": p}, label=p)
             for p in PARTS if p in parts]
@@ -173,10 +181,23 @@ def cell(part: str, **key) -> dict:
 
 NOTES = ("Agency example: 42,000 cells (county 200 x age band 21 x sex 2 x race 5), 200,000 synthetic records. "
          "ratio = RMSE of the published integer tables / RMSE of the raw answers over the workload's queries "
-         "(per group: county totals, age x sex x county cells, race x county). coverage: share of true answers "
-         "inside the 95% bootstrap intervals (union of percentile and basic); raw_coverage: the raw answers' "
-         "exact 95% intervals. bootstrap_s: seconds of the bootstrap of one release. Scale: 10^7 cells; peak_MB "
-         "is tracemalloc's peak during the estimate, max_rss_MB the process's peak resident set.")
+         "(per group: county totals, age x sex x county cells, race x county). rmse_integer_tight: the same from "
+         "the tight solve (fdec=0); max_shift_sd: the largest difference of a consistent answer between the two, "
+         "in standard deviations of its noise, over the 200 releases; changed_integers: share of published "
+         "integers that differ (systematic rounding moves with any change of the histogram, at no cost in RMSE). "
+         "coverage: share of true answers inside the 95% bootstrap intervals (published value +- t quantile x "
+         "the replicates' standard deviation); raw_coverage: the raw answers' exact 95% intervals. bootstrap_s: "
+         "seconds of the bootstrap of one release. Scale: 10^7 cells; peak_MB is tracemalloc's peak during the "
+         "estimate, max_rss_MB the process's peak resident set. Other intervals from the same draws (the first "
+         "19 of the coverage releases, B = 60, computed from the saved replicates; overall / county / cells / "
+         "race): percentile 96.5 / 82.5 / 97.3 / 93.2%, basic 62.7 / 92.3 / 59.0 / 87.5%, their union 97.4 / "
+         "96.9 / 97.6 / 95.9%, normal with the z quantile 93.9 / 93.6 / 93.8 / 94.5%, with the t quantile 94.3 / "
+         "94.3 / 94.2 / 94.9%. The fit's start (40 multiplicative updates, consistent.START_ITERATIONS) cuts the "
+         "projected L-BFGS from 195 to 129 iterations on a 10^6-cell product (county 100 x age 100 x sex 2 x race "
+         "50); from 20 updates, 141. On the 10^7-cell product the stall rule (nonneg.FDEC) stops at an objective "
+         "0.0016 above the tight solve's (20948.1659), after 177 iterations where the tight solve takes 385. "
+         "At 42,000 cells, from the same start, scipy's L-BFGS-B takes 0.6 s and the projected solver 0.3 s to "
+         "the same objective (724.3771).")
 
 
 def main(argv=None):

@@ -57,16 +57,15 @@ def _modes(T: np.ndarray, dims: list, mats) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- the workload, block by block
 def _block_mode(T: np.ndarray, dims: list, axis: int, block, adjoint: bool) -> np.ndarray:
-    """One block applied along ``axis`` (``A`` or ``A^T``): identities skipped, totals summed or broadcast."""
+    """One block applied along ``axis`` (``A`` or ``A^T``; a total only forwards): identities skipped, totals
+    summed."""
     left, n, right = math.prod(dims[:axis]), dims[axis], math.prod(dims[axis + 1:])
     A = block.matrix
     if block.kind == "identity":
         return T
     T = T.reshape(left, n, right)
-    if block.kind == "total" and not adjoint:
+    if block.kind == "total":
         out, dims[axis] = T.sum(axis=1), 1
-    elif block.kind == "total":
-        out, dims[axis] = np.broadcast_to(T, (left, A.shape[1], right)), A.shape[1]
     else:
         M = A.T if adjoint else A
         out, dims[axis] = np.einsum("rk,lkm->lrm", M, T), M.shape[0]
@@ -83,14 +82,23 @@ def group_apply(x: np.ndarray, group) -> np.ndarray:
     return T
 
 
-def group_adjoint(u: np.ndarray, group) -> np.ndarray:
-    """``W_g^T u`` (d,) for ``u`` (m_g,), blocks that grow last."""
+def group_adjoint(u: np.ndarray, group, out: np.ndarray | None = None) -> np.ndarray:
+    """``W_g^T u`` (d,) for ``u`` (m_g,), blocks that grow last, added into ``out`` if given.
+
+    Totals are broadcasts: the other blocks are applied first, on a tensor with one row
+    on each total's axis, and the result is added into ``out`` by broadcasting, so no
+    (d,) temporary is formed.
+    """
     dims = [b.matrix.shape[0] for b in group.blocks]
-    order = sorted(range(len(dims)), key=lambda i: group.blocks[i].matrix.shape[1] / dims[i])
+    rest = [i for i, b in enumerate(group.blocks) if not b.is_total]
+    order = sorted(rest, key=lambda i: group.blocks[i].matrix.shape[1] / dims[i])
     T = np.asarray(u, dtype=float).reshape(-1)
     for axis in order:
         T = _block_mode(T, dims, axis, group.blocks[axis], adjoint=True)
-    return T
+    full = [b.matrix.shape[1] for b in group.blocks]
+    out = np.zeros(math.prod(full)) if out is None else out
+    out.reshape(full)[...] += T.reshape(dims)
+    return out
 
 
 # ----------------------------------------------------------------------------- structured
@@ -205,12 +213,24 @@ class StructuredGLS:
         """``F^T r = W^T V r`` (d,)."""
         out = np.zeros(self.d)
         for g, u in self.whiten_adjoint(r).items():
-            out += group_adjoint(u, self.groups[g])
+            group_adjoint(u, self.groups[g], out)
         return out
 
     def answers(self, x: np.ndarray) -> np.ndarray:
         """``W x`` (m,)."""
         return np.concatenate([group_apply(x, g) for g in self.groups])
+
+    def answers_adjoint(self, u: np.ndarray) -> np.ndarray:
+        """``W^T u`` (d,) for ``u`` (m,)."""
+        out = np.zeros(self.d)
+        for g, group in enumerate(self.groups):
+            group_adjoint(u[self._group_slice(g)], group, out)
+        return out
+
+    @property
+    def nonnegative(self) -> bool:
+        """Every entry of ``W`` is >= 0 (true of the built-in blocks)."""
+        return all(b.matrix.min() >= 0 for g in self.groups for b in g.blocks)
 
 
 
@@ -242,6 +262,13 @@ class DenseGLS:
 
     def answers(self, x: np.ndarray) -> np.ndarray:
         return self.W @ x
+
+    def answers_adjoint(self, u: np.ndarray) -> np.ndarray:
+        return self.W.T @ u
+
+    @property
+    def nonnegative(self) -> bool:
+        return bool(self.W.min() >= 0)
 
 
 def operator(solution, workload):
