@@ -26,9 +26,11 @@ exclude_patterns = ["_build", "generated"]  # generated/: tables included by oth
 root_doc = "index"
 language = "en"
 
-# Docstrings write the size of a component set as |D|: shown as written, not as an rST substitution.
+# Docstrings write the size of a component set as |D| and of a class of values as |C|: shown as written,
+# not as rST substitutions.
 rst_prolog = r"""
 .. |D| replace:: \|D\|
+.. |C| replace:: \|C\|
 """
 
 # API reference: members in source order, numpydoc sections, no member tables (autodoc lists them).
