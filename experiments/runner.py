@@ -48,7 +48,6 @@ import json
 import os
 import platform
 import re
-import signal
 import sys
 import time
 import warnings
@@ -57,7 +56,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ffu_cvx import batch, jsonio
-from ffu_cvx.files import atomic_write_bytes, signals_unwind
+from ffu_cvx.files import atomic_write_bytes, held_signals, signals_unwind
 from ffu_cvx.version import __version__
 
 from . import paths
@@ -363,19 +362,6 @@ def figure_files(figures: Sequence[Figure], data: dict, quick: bool) -> dict[Pat
     return out
 
 
-@contextlib.contextmanager
-def _interrupts_held():
-    """Hold SIGINT until the block ends (then a pending Ctrl-C is raised as usual)."""
-    held = hasattr(signal, "pthread_sigmask")
-    if held:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        if held:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 #: Keys of a results file's rows and meta that hold timings (``*time``, ``*_s``: solve_s, wall_s, cpu_s ...),
 #: their ratios (``speedup``) or memory peaks (``*_mb``). A run whose results differ
 #: from the file on disk only in these and in its environment (date, load, commit) leaves the file as it
@@ -404,7 +390,7 @@ def same_numbers(path: Path, data: dict) -> dict | None:
 
 def write_files(files: dict[Path, bytes]) -> list[Path]:
     """Write every file atomically, Ctrl-C held off until the last is in place; print each path."""
-    with _interrupts_held():
+    with held_signals():
         for path, data in files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(path, data)

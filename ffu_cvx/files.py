@@ -39,7 +39,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["Terminated", "signals_unwind", "raise_if_signalled", "check_output",
+__all__ = ["Terminated", "signals_unwind", "raise_if_signalled", "held_signals", "check_output",
            "atomic_write_bytes", "atomic_write_text", "atomic_write_group"]
 
 #: Write permission for anyone: a file with none is read-only, even to root.
@@ -149,7 +149,7 @@ def check_output(path, what: str, inputs: dict | None = None, overwrite: bool = 
 def _temporary(path: Path, data: bytes, made: list) -> None:
     """A complete, flushed temporary copy of ``data`` beside ``path`` (umask permissions; ``mkstemp``
     gives 0600), appended to ``made`` as soon as it exists (the caller removes what ``made`` holds)."""
-    with _held_signals():  # no signal between the file's creation and its record in ``made``
+    with held_signals():  # no signal between the file's creation and its record in ``made``
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         made.append(tmp)
         fh = os.fdopen(fd, "wb")
@@ -176,7 +176,7 @@ def _os_error(exc: OSError, path: Path) -> OSError:
 
 
 @contextmanager
-def _held_signals():
+def held_signals():
     """SIGINT and SIGTERM wait until the block ends, then take effect as they would have.
 
     In the main thread their handlers are swapped for ones that only remember the signal
@@ -246,7 +246,7 @@ def atomic_write_group(items, written: list | None = None) -> list[Path]:
                 except OSError as exc:
                     raise _os_error(exc, path) from None
             raise_if_signalled()
-            with _folder_lock(folders.pop()) as fd, _held_signals():
+            with _folder_lock(folders.pop()) as fd, held_signals():
                 for (path, _), tmp in zip(items, tmps):
                     _replace(tmp, path)
                 os.fsync(fd)
