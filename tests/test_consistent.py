@@ -226,7 +226,7 @@ def test_bootstrap_intervals_cover_near_nominal(wl, solutions, which):
     """Pooled over 46 queries x 40 releases (1,840 intervals, correlated within a release),
     coverage within 3 points of 95%: two for the bootstrap's own error at B = 60 and the
     bias that non-negativity leaves (the interval is 0.7 point under on the 42,000-cell
-    benchmark), one for the Monte Carlo error of the check (binomial standard error 0.5
+    benchmark, 1.5 on its county totals), one for the Monte Carlo error of the check (binomial standard error 0.5
     point)."""
     sol = solutions[which]
     x = np.random.default_rng(11).poisson(30.0, wl.d).astype(float)
