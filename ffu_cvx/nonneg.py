@@ -56,10 +56,14 @@ FDEC = 1e-3
 ARMIJO, BACKTRACK = 1e-4, 0.5
 
 
+def _free(x, g, nonnegative) -> np.ndarray:
+    """The free variables: off the bound, or pushed away from it by the gradient (all without bounds)."""
+    return (x > 0) | (g < 0) if nonnegative else np.ones(x.shape, dtype=bool)
+
+
 def _projected_gradient_norm(x, g, nonnegative) -> float:
-    """Largest entry of the gradient on the free variables (off the bound, or pushed away from it)."""
-    free = (x > 0) | (g < 0) if nonnegative else np.ones(x.shape, dtype=bool)
-    return float(np.abs(g[free]).max(initial=0.0))
+    """Largest entry of the gradient on the free variables."""
+    return float(np.abs(g[_free(x, g, nonnegative)]).max(initial=0.0))
 
 
 def _objective(op, z):
@@ -130,7 +134,7 @@ class _Pairs:
 
 def _direction(op, x, g, pairs: _Pairs, nonnegative):
     """Descent direction on the free variables (zero on the active bound) and the projected gradient."""
-    free = (x > 0) | (g < 0) if nonnegative else np.ones(x.shape, dtype=bool)
+    free = _free(x, g, nonnegative)
     pg = np.where(free, g, 0.0)
     if pairs:
         p = pairs.apply(pg)
