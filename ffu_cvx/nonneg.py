@@ -7,8 +7,8 @@ Core layer: imports numpy and scipy (linalg, optimize). ``F`` is any object with
   but its work per iteration grows faster than ``d`` (about 3 s an iteration at 10^7
   variables, and 17 ``d`` floats of workspace at memory 6);
 - ``"projected"``: a projected L-BFGS (two-metric projection): the quasi-Newton direction
-  (compact form of the inverse-Hessian approximation, two matrix-vector products over the
-  stored pairs) on the free variables (those off the bound or pushed away from it), a
+  (compact form of the inverse-Hessian approximation: a matrix-vector product over the
+  stored steps and one over the gradient changes) on the free variables (those off the bound or pushed away from it), a
   projected backtracking (Armijo) line search, and the curvature pairs of the projected
   steps; ``O(m d)`` per iteration, for large domains.
 
@@ -84,11 +84,10 @@ class _Pairs:
     """The last ``size`` curvature pairs ``(s, y)`` of L-BFGS in compact form (Byrd, Nocedal and Schnabel 1994).
 
     The pairs are rows of two ``(size + 1, d)`` arrays (one spare row takes the next pair,
-    so a rejected pair overwrites nothing; inner products run over all rows, without copies),
-    with their inner products ``s_i . y_j`` and
-    ``y_i . y_j``; ``H q`` then takes one matrix-vector product over the stored rows and
-    in-place BLAS updates, where the two-loop recursion takes ``4 size`` vector passes and
-    as many temporaries.
+    so a rejected pair overwrites nothing; inner products run over all rows, without
+    copies), with their inner products ``s_i . y_j`` and ``y_i . y_j``; ``H q`` then takes
+    a matrix-vector product per array and in-place BLAS updates, where the two-loop
+    recursion takes ``4 size`` vector passes and as many temporaries.
     """
 
     def __init__(self, d: int, size: int):
