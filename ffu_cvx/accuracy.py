@@ -42,7 +42,8 @@ from scipy import special, stats
 
 from . import validation
 
-__all__ = ["Target", "target", "variances", "z_value", "margin_of", "joint_coverage", "Coverage", "KINDS"]
+__all__ = ["Target", "target", "variances", "z_value", "margin_of", "joint_coverage", "coverage", "Coverage",
+           "KINDS"]
 
 #: The kinds of :class:`Target`.
 KINDS = ("variance", "margin", "joint")
@@ -194,9 +195,15 @@ def joint_coverage(sample_noise, margins, draws: int = 2000, rng=None, confidenc
     privacy. Returns a :class:`Coverage` with an exact binomial interval.
     """
     draws = validation.positive_int(draws, "draws")
-    confidence = validation.fraction(confidence, "confidence")
     gen = np.random.default_rng(rng)
     margins = np.asarray(margins, dtype=float)
     hits = sum(bool(np.all(np.abs(sample_noise(gen)) <= margins)) for _ in range(draws))
-    ci = stats.binomtest(hits, draws).proportion_ci(confidence_level=confidence, method="exact")
-    return Coverage(hits, draws, float(ci.low), float(ci.high), confidence)
+    return coverage(hits, draws, confidence)
+
+
+def coverage(hits: int, draws: int, confidence: float = 0.95) -> Coverage:
+    """The :class:`Coverage` of ``hits`` successes in ``draws`` simulated releases, with its exact interval."""
+    draws = validation.positive_int(draws, "draws")
+    confidence = validation.fraction(confidence, "confidence")
+    ci = stats.binomtest(int(hits), draws).proportion_ci(confidence_level=confidence, method="exact")
+    return Coverage(int(hits), draws, float(ci.low), float(ci.high), confidence)

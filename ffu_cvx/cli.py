@@ -2,7 +2,7 @@
 
 Interfaces layer: imports ``solvers``, ``mechanism``, ``budget``, ``consistent``, ``product_release``, ``release``,
 ``products``, ``problem``, ``memory``, ``files`` and the command line's own modules ``clifiles`` (inputs, outputs, histograms),
-``resultfile`` (the SPEC and RESULT formats, documented there) and ``cliplot`` (the
+``resultfile`` and ``specfile`` (the RESULT and SPEC formats, documented there) and ``cliplot`` (the
 report figure).
 
 Commands
@@ -76,9 +76,9 @@ from .problem import FitnessProblem
 from .product_release import noise_source, release_product
 from .products import ProductProblem
 from .release import TARGET_RTOL, Release
-from .resultfile import (SCHEMA_VERSION, STRUCTURED, WORKLOADS, at_spec_targets, check_options, check_target,
-                         dump_result, load_result, load_spec, load_structured, product_workload, result_dict,
-                         spec_goal, spec_inputs, structured_result_dict)
+from .resultfile import (SCHEMA_VERSION, STRUCTURED, at_spec_targets, dump_result, load_result, load_structured,
+                         result_dict, structured_result_dict)
+from .specfile import WORKLOADS, check_options, check_target, load_spec, product_workload, spec_goal, spec_inputs
 from .status import SolverError
 from .solvers import METHODS, STRUCTURED_METHODS, auto_method, solve
 

@@ -26,7 +26,7 @@ from pathlib import PurePath
 import numpy as np
 
 from . import fingerprint, privacy
-from .accuracy import joint_coverage
+from .accuracy import coverage
 from .counts import Counts
 from .mechanism import GaussianMechanism
 from .products import ProductWorkload
@@ -198,15 +198,14 @@ def _group_accuracy(workload: ProductWorkload, variances: np.ndarray, coverage: 
 
 def _joint_coverages(source, workload: ProductWorkload, draws: int) -> dict:
     """{group: :class:`ffu_cvx.accuracy.Coverage`} of each joint target, from the mechanism's own noise
-    (no data: the simulation is public), ``draws`` simulated releases shared by the groups."""
+    (no data: the simulation is public), ``draws`` simulated releases shared by the groups, one held at a time."""
     joint = [i for i, g in enumerate(workload.groups) if g.accuracy.kind == "joint"]
     if not joint or not draws:
         return {}
-    noise = [np.asarray(source.sample_answer_noise(np.random.default_rng([COVERAGE_SEED, k])))
-             for k in range(draws)]
-    out = {}
-    for i in joint:
-        g, lo, hi = workload.groups[i], workload.offsets[i], workload.offsets[i + 1]
-        stream = iter(noise)
-        out[i] = joint_coverage(lambda _gen: next(stream)[lo:hi], g.accuracy.margin, draws=draws)
-    return out
+    hits = dict.fromkeys(joint, 0)
+    for k in range(draws):
+        noise = np.abs(np.asarray(source.sample_answer_noise(np.random.default_rng([COVERAGE_SEED, k]))))
+        for i in joint:
+            part = noise[workload.offsets[i]:workload.offsets[i + 1]]
+            hits[i] += bool(np.all(part <= workload.groups[i].accuracy.margin))
+    return {i: coverage(h, draws) for i, h in hits.items()}

@@ -1,35 +1,11 @@
-"""The command line's two file formats: SPEC (a workload to solve) and RESULT (a solved mechanism).
+"""The command line's RESULT format (a solved mechanism); its SPEC format (a workload to solve) is in
+:mod:`ffu_cvx.specfile`.
 
-Interfaces layer: imports numpy, ``accuracy``, ``budget`` (the tables' accuracy), ``workloads``, ``domain``, ``products``, ``problem``, ``result``, ``status``,
-``privacy``, ``fingerprint``, ``release`` (``TARGET_RTOL``), ``jsonio``, ``version`` and ``clifiles``. Every error is an
-:class:`~ffu_cvx.clifiles.InputError` naming the file and the field.
+Interfaces layer: imports numpy, ``accuracy``, ``budget`` (the tables' accuracy), ``specfile``, ``products``,
+``problem``, ``result``, ``status``, ``privacy``, ``fingerprint``, ``release`` (``TARGET_RTOL``), ``jsonio``,
+``version`` and ``clifiles``. Every error is an :class:`~ffu_cvx.clifiles.InputError` naming the file and the field.
 
-SPEC (JSON object; relative paths are resolved against the spec's directory)
-----------------------------------------------------------------------------
-``workload``: a built-in builder of :mod:`ffu_cvx.workloads` (``prefix``, ``random_ranges``,
-``random_pm1``, ``tree``, ``pl94``, ``age_pyramid``, ``marginals_a``, ``marginals_b``) with
-``params``: its keyword arguments, e.g. ``{"workload": "prefix", "params": {"d": 16}}``;
-or ``W``: the (m, d) matrix inline (list of rows) or a path to ``.npy``, ``.npz`` (array
-``W`` or the only array) or ``.csv`` (comma separated, no header). ``c``: the (m,) variance
-targets (a number, a list or a path; required with ``W``, replaces the builder's targets
-with ``workload``), or accuracy in the publisher's words (:mod:`ffu_cvx.accuracy`):
-``{"margin": 50, "level": 0.95}`` for every query, ``{"margin": 50, "level": 0.95, "joint":
-true}`` for all of them at once, or a list mixing variances and per-query margins. Optional: ``basis`` (``"auto"``, ``"identity"``, ``"upper"``, ``"rows"``,
-or a (k, d) matrix / path), ``labels`` (m strings), ``name``, ``method`` (the solver, when ``--method`` does not
-say), ``options`` (keyword options of the solver), ``target`` (``{"epsilon": e, "delta": d}``:
-solve Problem 2 instead, i.e. rescale Sigma to meet (e, d) exactly and report the uniform
-scaling ``k`` of ``c``).
-
-A *product* SPEC names a domain and groups of queries instead of ``W`` (see
-:mod:`ffu_cvx.products`): ``domain`` ``{"age": 116, "sex": ["F", "M"], ...}`` (a size or the
-value labels per attribute), optional ``ordered`` (the ordered attributes; default those
-given by a size), ``groups``: a list of ``{"blocks": {attribute: block}, "variance": v}``
-(or ``"margin": M, "level": L`` and optionally ``"joint": true`` instead of ``variance``;
-optional ``name``; attributes not named get the total; a block is ``"identity"``,
-``"total"``, ``"prefix"``, ``"ranges"``, ``{"bands": w}``, ``{"ranges": [[lo, hi], ...]}`` or
-a matrix), and ``name``, ``method``, ``options``, ``target`` as above. Its RESULT is the
-dense one below when a dense method solved it (its ``spec`` rebuilds the domain to count
-records); a structured solution (``method="kron"``) is recorded as :data:`STRUCTURED`.
+The SPEC format is :mod:`ffu_cvx.specfile`'s.
 
 RESULT (JSON, ``schema_version`` 3; non-finite numbers are written as null)
 -------------------------------------------------------------------------------
@@ -70,28 +46,19 @@ from pathlib import Path
 
 import numpy as np
 
-from . import accuracy, budget, fingerprint, jsonio, privacy, workloads
-from .clifiles import InputError, load_array, read_json
-from .domain import Domain
+from . import accuracy, budget, fingerprint, jsonio, privacy
+from .clifiles import InputError, read_json
 from .problem import FitnessProblem
-from .products import ProductProblem, ProductWorkload, product
+from .specfile import check_options, check_target, is_number, product_workload, spec_goal
 from .result import Solution
 from .release import TARGET_RTOL
 from .status import STATUSES, SUCCESS, SolverError
 from .version import __version__
 
-__all__ = ["SCHEMA_VERSION", "WORKLOADS", "STRUCTURED", "load_spec", "product_workload", "spec_inputs",
-           "structured_result_dict", "load_structured", "check_target", "check_options",
-           "result_dict", "dump_result", "load_result", "at_spec_targets", "spec_goal"]
+__all__ = ["SCHEMA_VERSION", "STRUCTURED", "structured_result_dict", "load_structured", "accuracy_record",
+           "result_dict", "dump_result", "load_result", "at_spec_targets"]
 
 SCHEMA_VERSION = 3
-#: Built-in workload builders a SPEC may name.
-WORKLOADS = ("prefix", "random_ranges", "random_pm1", "tree", "pl94", "age_pyramid", "marginals_a", "marginals_b")
-SPEC_KEYS = {"workload", "params", "W", "c", "basis", "labels", "name", "method", "options", "target"}
-PRODUCT_SPEC_KEYS = {"domain", "ordered", "groups", "name", "method", "options", "target"}
-#: A group's accuracy target: ``variance``, or ``margin`` and ``level`` (and ``joint``); see :mod:`ffu_cvx.accuracy`.
-TARGET_KEYS = ("variance", "margin", "level", "joint")
-GROUP_KEYS = {"blocks", "name", *TARGET_KEYS}
 #: ``kind`` of a RESULT holding a structured solution: the spec, the method and its options and
 #: the recorded numbers (privacy cost, epsilon, variances); ``release`` re-solves (deterministic)
 #: and checks that the numbers agree before any noise is drawn.
@@ -102,145 +69,6 @@ RESULT_RTOL = 1e-8
 #: How far a recorded lower bound may sit above the normalised cost it bounds (solvers
 #: certify to about 1e-9; more means the bound or the cost was edited).
 CERTIFICATE_SLACK = 1e-6
-_ARRAY_SUFFIXES = (".npy", ".npz", ".csv")
-
-
-# ---------------------------------------------------------------------------- SPEC
-def _builder_workload(spec: dict, path: Path):
-    wname = spec["workload"]
-    if not isinstance(wname, str) or wname not in WORKLOADS:
-        raise InputError(f"spec {path}: unknown `workload` {wname!r}; available: {list(WORKLOADS)}")
-    params = spec.get("params", {})
-    if not isinstance(params, dict):
-        raise InputError(f"spec {path}: `params` must be an object of keyword arguments, got {params!r}")
-    try:
-        return getattr(workloads, wname)(**params)
-    except TypeError as exc:
-        raise InputError(f"spec {path}: bad `params` for workload {wname!r}: {exc}") from None
-    except ValueError as exc:
-        raise InputError(f"spec {path}: `params` of workload {wname!r}: {exc}") from None
-
-
-def product_workload(spec: dict, path: Path) -> ProductWorkload:
-    """The product workload of a product SPEC (``domain``, ``groups``); ``InputError`` naming the field."""
-    unknown = sorted(set(spec) - PRODUCT_SPEC_KEYS)
-    if unknown:
-        raise InputError(f"spec {path}: unknown key(s) {unknown} in a product spec; allowed keys are "
-                         f"{sorted(PRODUCT_SPEC_KEYS)}")
-    try:
-        domain = Domain(spec["domain"], ordered=spec.get("ordered"))
-    except ValueError as exc:
-        raise InputError(f"spec {path}: `domain`: {exc}") from None
-    groups = spec.get("groups")
-    if not isinstance(groups, list) or not groups:
-        raise InputError(f"spec {path}: `groups` must be a non-empty list of {{\"blocks\": ..., \"variance\": v}}")
-    items = []
-    for i, g in enumerate(groups):
-        if not isinstance(g, dict) or not ("variance" in g or "margin" in g) or set(g) - GROUP_KEYS:
-            raise InputError(f"spec {path}: `groups[{i}]` must be an object with `variance` (or `margin` and "
-                             f"`level`, optionally `joint`) and optional `blocks` and `name` (keys "
-                             f"{sorted(GROUP_KEYS)}), got {g!r:.80}")
-        goal = g["variance"] if set(g).intersection(TARGET_KEYS) == {"variance"} else {k: g[k] for k in TARGET_KEYS if k in g}
-        items.append((g.get("blocks", {}), goal, *([g["name"]] if "name" in g else [])))
-    name = spec.get("name", path.stem)
-    if not isinstance(name, str):
-        raise InputError(f"spec {path}: `name` must be a string, got {name!r}")
-    try:
-        return product(domain, items, name=name)
-    except ValueError as exc:
-        raise InputError(f"spec {path}: `groups`: {exc}") from None
-
-
-def load_spec(path) -> tuple[FitnessProblem | ProductProblem, dict]:
-    """Read a SPEC file (see the module docstring) and build its ``FitnessProblem`` (a
-    ``ProductProblem`` for a product spec).
-
-    Returns ``(problem, spec)``; raises ``InputError`` (a ``ValueError``) on bad input.
-    """
-    path = Path(path)
-    spec = read_json(path, "spec")
-    if "domain" in spec or "groups" in spec:
-        return product_workload(spec, path).to_problem(), spec
-    unknown = sorted(set(spec) - SPEC_KEYS)
-    if unknown:
-        raise InputError(f"spec {path}: unknown key(s) {unknown}; allowed keys are {sorted(SPEC_KEYS)}")
-    base = path.parent
-    if ("workload" in spec) == ("W" in spec):
-        raise InputError(f"spec {path} must give exactly one of `workload` (a built-in name) or `W` (a matrix)")
-    labels, name = spec.get("labels"), spec.get("name")
-    if name is not None and not isinstance(name, str):
-        raise InputError(f"spec {path}: `name` must be a string, got {name!r}")
-    if "workload" in spec:
-        wl = _builder_workload(spec, path)
-        W = wl.W
-        c = load_array(spec["c"], "c", base) if "c" in spec else wl.c
-        labels = wl.labels if labels is None else labels
-        name = wl.name if name is None else name
-    else:
-        if "c" not in spec:
-            raise InputError(f"spec {path}: `c` (variance targets) is required with `W`")
-        if "params" in spec:
-            raise InputError(f"spec {path}: `params` only goes with `workload`")
-        W = load_array(spec["W"], "W", base)
-        c = load_array(spec["c"], "c", base)
-    if isinstance(c, np.ndarray) and c.ndim == 2 and 1 in c.shape:
-        c = c.ravel()
-    try:
-        c, _ = accuracy.variances(c, np.shape(W)[0])
-    except ValueError as exc:
-        raise InputError(f"spec {path}: {exc}") from None
-    basis = spec.get("basis", "auto")
-    if not isinstance(basis, str) or Path(basis).suffix.lower() in _ARRAY_SUFFIXES:
-        basis = load_array(basis, "basis", base)
-        try:
-            basis = np.asarray(basis, dtype=float)
-        except (TypeError, ValueError):
-            raise InputError(f"spec {path}: `basis` must be a name or a numeric (k, d) matrix") from None
-    try:
-        problem = FitnessProblem(W, c, basis=basis, labels=labels, name=name or path.stem)
-    except InputError:
-        raise
-    except ValueError as exc:
-        raise InputError(f"spec {path}: {exc}") from None
-    return problem, spec
-
-
-def spec_inputs(spec: dict, path) -> dict:
-    """The files a spec reads: ``{"spec": path, "`W` file": ..., ...}`` (for the output checks)."""
-    path = Path(path)
-    found = {"spec": path}
-    for field in ("W", "c", "basis"):
-        value = spec.get(field)
-        if isinstance(value, str) and Path(value).suffix.lower() in _ARRAY_SUFFIXES:
-            found[f"`{field}` file"] = path.parent / value
-    return found
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def check_target(spec: dict) -> tuple[float, float] | None:
-    """The spec's Problem 2 ``target`` as ``(epsilon, delta)``, or ``None``."""
-    target = spec.get("target")
-    if target is None:
-        return None
-    if not isinstance(target, dict) or set(target) != {"epsilon", "delta"}:
-        raise InputError(f"`target` must be {{\"epsilon\": e, \"delta\": d}}, got {target!r}")
-    eps, dlt = target["epsilon"], target["delta"]
-    if not all(_is_number(v) for v in (eps, dlt)):
-        raise InputError(f"`target` epsilon and delta must be numbers, got {target!r}")
-    if not (eps > 0 and 0 < dlt < 1):
-        raise InputError(f"`target` needs epsilon > 0 and 0 < delta < 1, got {target!r}")
-    return float(eps), float(dlt)
-
-
-def check_options(spec: dict) -> dict:
-    """The spec's solver ``options`` (an object), default none."""
-    options = spec.get("options", {})
-    if not isinstance(options, dict):
-        raise InputError(f"`options` must be an object of solver options, got {options!r}")
-    return options
 
 
 # ---------------------------------------------------------------------------- RESULT: writing
@@ -385,12 +213,6 @@ def _check_target_info(ck: "_Checker", res: dict, target_info) -> None:
                 ck.agrees(recorded, value, f"target.{key}", scale=abs(value))
 
 
-def spec_goal(spec: dict, m: int) -> accuracy.Target | None:
-    """The one accuracy target a dense spec's ``c`` states for all its ``m`` queries (a margin), or None."""
-    c = spec.get("c") if isinstance(spec, dict) else None
-    return accuracy.target(c, "c", queries=m) if isinstance(c, dict) else None
-
-
 def dump_result(res: dict) -> str:
     """Strict JSON with one top-level key per line and compact arrays (large matrices stay small)."""
     items = (f"{json.dumps(k)}: {jsonio.dumps(v, separators=(',', ':'))}" for k, v in res.items())
@@ -446,7 +268,7 @@ class _Checker:
         v = self.get(obj, key, field)
         if v is None and null:
             return float("nan")
-        if not _is_number(v):
+        if not is_number(v):
             self.fail(field, f"must be a number{' or null' if null else ''}, got {v!r:.40}")
         return float(v)
 
@@ -564,20 +386,21 @@ def _check_target(ck: _Checker, res: dict, sol: Solution) -> None:
     if ck.get(target, "met", "target.met") is not bool(k <= 1 + TARGET_RTOL):
         ck.fail("target.met", f"must be {bool(k <= 1 + TARGET_RTOL)} for k = {k!r}")
     ck.agrees(sol["privacy_cost"], privacy.gaussian_max_delta_m(eps, delta) ** 2, "privacy_cost (or target)")
-    spec_c = _spec_targets(res["spec"], res["spec_path"])
+    spec_c = _spec_targets(res["spec"], res["spec_path"], sol["problem"].m)
     if spec_c is not None and spec_c.shape == sol["problem"].c.shape:
         worst = int(np.argmax(np.abs(sol["problem"].c - k * spec_c) / sol["problem"].c))
         ck.agrees(float(sol["problem"].c[worst]), float(k * spec_c[worst]), f"target.k (or problem.c[{worst}])")
 
 
-def _spec_targets(spec: dict, spec_path: str):
-    """The spec's own targets (m,) where the RESULT holds them (a product spec, or ``c`` inline), else None."""
+def _spec_targets(spec: dict, spec_path: str, m: int):
+    """The spec's own targets (m,) where the RESULT holds them (a product spec, or ``c`` inline: variances or
+    margins), else None."""
     try:
         if "groups" in spec:
             return product_workload(spec, Path(spec_path)).c
         c = spec.get("c")
-        if isinstance(c, (int, float, list)) and not isinstance(c, bool):
-            return np.asarray(c, dtype=float).reshape(-1)
+        if isinstance(c, (int, float, list, dict)) and not isinstance(c, bool):
+            return np.broadcast_to(np.asarray(accuracy.variances(c, m)[0], dtype=float), (m,))
     except (InputError, TypeError, ValueError):
         pass
     return None

@@ -87,7 +87,7 @@ def test_smallest_budget_and_the_accuracy_a_budget_buys(agency):
 def test_dense_spec_margins_and_the_budget_command(tmp_path, capsys):
     spec = tmp_path / "s.json"
     spec.write_text(json.dumps({"workload": "prefix", "params": {"d": 8}, "c": {"margin": 10, "level": 0.95}}))
-    problem, _ = ffu.resultfile.load_spec(spec)
+    problem, _ = ffu.specfile.load_spec(spec)
     assert np.all(problem.c == (10 / special.ndtri(0.975)) ** 2)
     assert main(["budget", str(spec), "--quiet"]) == 0
     out = capsys.readouterr().out

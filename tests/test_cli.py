@@ -387,7 +387,7 @@ def test_structured_results_are_re_solved_on_release(tmp_path, capsys, monkeypat
     res = json.loads(result.read_text())
     assert res["kind"] == "structured" and res["method"] == "kron" and "W" not in res and "sigma" not in res
     assert isinstance(calls[0], ffu.products.ProductProblem)
-    direct = ffu.solve(ffu.FitnessProblem.from_workload(ffu.resultfile.product_workload(PRODUCT_SPEC, spec)),
+    direct = ffu.solve(ffu.FitnessProblem.from_workload(ffu.specfile.product_workload(PRODUCT_SPEC, spec)),
                        method="sdp")
     assert res["privacy_cost"] == pytest.approx(direct.privacy_cost, rel=2e-6)
     out = tmp_path / "a.csv"

@@ -242,7 +242,7 @@ EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples
 
 
 def test_problem2_of_a_structured_solution_matches_the_dense_one():
-    wl = ffu.resultfile.product_workload(json.loads((EXAMPLES / "people_product.json").read_text()),
+    wl = ffu.specfile.product_workload(json.loads((EXAMPLES / "people_product.json").read_text()),
                                          EXAMPLES / "people_product.json")
     kron = ffu.mechanism.problem2(ffu.solve(wl.to_problem(), method="kron", tol=1e-8), 1.0, 1e-6)
     dense = ffu.mechanism.problem2(wl.to_problem().dense(), 1.0, 1e-6, method="sdp")
