@@ -1,7 +1,7 @@
 """Budget from accuracy, and accuracy from a budget, table by table in the publisher's words.
 
-Mechanisms layer: imports numpy, ``accuracy``, ``mechanism`` (Problem 2), ``problem``,
-``products`` and ``solvers``.
+Mechanisms layer: imports numpy, ``accuracy``, ``mechanism`` (Problem 2), ``privacy``, ``problem``,
+``products``, ``release``, ``solvers`` and ``validation``.
 
 - :func:`smallest_budget`: the least privacy loss (epsilon at a given delta, and rho-zCDP)
   at which every target is met. Problem 1 finds the least privacy cost ``alpha``; the
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import privacy
+from . import privacy, validation
 from .accuracy import Target, margin_of
 from .mechanism import problem2
 from .problem import FitnessProblem
@@ -118,7 +118,7 @@ def smallest_budget(problem, delta: float = DEFAULT_DELTA, method: str = "auto",
     certified lower bound on ``alpha``.
     """
     problem = _check_problem(problem)
-    privacy.gaussian_epsilon(delta, 1.0)  # validates delta before any solve
+    delta = validation.fraction(delta, "delta")  # before any solve
     solved = problem.for_method(method) if isinstance(problem, ProductProblem) else problem
     sol = solve(solved, method=method, **options)
     lb = sol.get("lower_bound")
