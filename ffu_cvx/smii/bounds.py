@@ -68,12 +68,13 @@ class BoundKeeper:
 
     ``value`` (0 before the first certificate), ``lam`` (d,), ``mu`` (m,); ``gain`` is
     the relative rise of the bound at the last certificate and ``skips`` the
-    certificates skipped since the last dual ascent. ``on``: the problem's arrays on an
+    certificates skipped since the last dual ascent (never while the gap is over ``tol`` without
+    ``skip``). ``on``: the problem's arrays on an
     accelerator backend (:class:`~ffu_cvx.smii.backend.Placed`), None on numpy.
     """
 
-    def __init__(self, problem: FitnessProblem, tol: float, on=None):
-        self.problem, self.tol, self.on = problem, tol, on
+    def __init__(self, problem: FitnessProblem, tol: float, on=None, skip: bool = True):
+        self.problem, self.tol, self.on, self.skip = problem, tol, on, skip
         self.value, self.lam, self.mu = 0.0, None, None
         self.gain, self.skips = math.inf, 0
 
@@ -93,7 +94,7 @@ class BoundKeeper:
     def _skip(self, gap: float) -> bool:
         """Whether a sub-problem's end may reuse the best bound (see the module docstring)."""
         far = gap > CERTIFY_SKIP * self.tol
-        return gap <= self.tol or (self.skips < CERTIFY_MAX_SKIPS and (far or self.gain < CERTIFY_STALL * self.tol))
+        return gap <= self.tol or (self.skip and self.skips < CERTIFY_MAX_SKIPS and (far or self.gain < CERTIFY_STALL * self.tol))
 
     def _bound(self, p: Point, kappa: float, c_int):
         """``(lower bound, lam, mu)`` certified at ``p`` (internal targets ``c_int``; both on any backend)."""

@@ -17,7 +17,7 @@ history, the callback's ``sigma``, the certificate and the Solution are numpy. B
   itself (:func:`~ffu_cvx.smii.newton.extension_pays`); plain CG's budget doubles while full Newton
   steps gain less and less. A sub-problem also ends when the Newton decrement is below ``ntrel / t1``,
   after a full step that gained less than ``SETTLE`` times that or ``SETTLE_GAP`` (:func:`settles`), when
-  progress stalls, or after ``SUB_MAXIT`` steps; near the goal ``t`` grows by less than ``mu``.
+  progress stalls, or after ``sub_maxit`` steps; near the goal ``t`` grows by less than ``mu``.
 - Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` each sub-problem weights
   its soft maxes by the previous one's weights (a damped exponential method of multipliers,
   :func:`~ffu_cvx.smii.multipliers.damped_shift`, whose fixed points are Problem 3's KKT
@@ -95,17 +95,9 @@ MIX_BYTES = 2 ** 28
 #: Iterates are mixed only once theirs, the best or the least-cost gap is within this multiple
 #: of ``tol`` (every certifying mix seen had one within 1.5; a pair's grids take 0.27 ms at d = 8).
 MIX_WITHIN = 10.0
-#: From this basis size the next sub-problem starts from the point rescaled
-#: (:func:`~ffu_cvx.smii.model.renormalise`) instead of factored afresh: 0.5 s a sub-problem at
-#: k = 2048, one BLAS thread. Below it the saving is milliseconds, and the fresh factorisation keeps
-#: numpy's and torch's runs within 1e-10 of each other (rescaled, random ranges d = 32 drifted 1.2e-10).
-RESCALE_MIN_K = 1000
 #: A sub-problem has stalled (it ends without another direction) when the last step
 #: decreased ``F`` by less than this fraction of the Newton-decrement threshold.
 STALL = 0.1
-#: A sub-problem ends after this many Newton steps (SM-II only): without a cap, a slow sub-problem
-#: can spend the whole run (mixed scales d = 64, seed 1: 1,084 steps and no certificate; capped, 232).
-SUB_MAXIT = 50
 #: A failed line search along a direction whose derivative is below this fraction of
 #: ``|F|`` is rounding, not failure: the sub-problem ends.
 ROUNDING = 1e-12
@@ -153,7 +145,8 @@ class Method(NamedTuple):
 
     ``direction(p, L, c, maxcg, tol2, radius) -> Step`` is the step solver's (:mod:`~ffu_cvx.smii.newton`);
     a run that ends with a status in ``warn_on`` short of ``tol`` warns, with ``remedy``. A sub-problem
-    ends after ``sub_maxit`` steps (SM-II: ``SUB_MAXIT``; gradient descent: never, Table 3's schedule).
+    ends after the option ``sub_maxit``'s steps with ``capped`` (SM-II; gradient descent: never, Table 3's
+    schedule).
     """
 
     name: str
@@ -161,7 +154,7 @@ class Method(NamedTuple):
     direction: object
     warn_on: tuple
     remedy: str
-    sub_maxit: float = math.inf
+    capped: bool = False
 
 
 class Run:
@@ -185,7 +178,8 @@ class Run:
         sigma, self.c_int, self.kappa = normalise(start, self.B, self.L, bk.asarray(problem.c))
         self.t1, self.t2 = (max(opts.t1, opts.t_shift), max(opts.t2, opts.t_shift)) if ascent else (opts.t1, opts.t2)
         self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2)
-        self.bounds = BoundKeeper(problem, opts.tol, on=None if bk is NUMPY else Placed(bk, self.B, self.L))
+        self.bounds = BoundKeeper(problem, opts.tol, on=None if bk is NUMPY else Placed(bk, self.B, self.L),
+                                  skip=opts.skip_certificates)
         if ascent:  # its bound is the run's first
             bound = self.bounds.offer(*ascent[1:])
             self.log.note(f"dual-ascent start: bound {bound:.8g}, t1 = {self.t1:g}, t2 = {self.t2:g}")
@@ -196,9 +190,10 @@ class Run:
         self.status, self.message = None, ""
         # The schedule of the current sub-problem (see the module docstring).
         self.cg_budget, self.last_decrease = opts.maxcg, math.inf
-        self.sub_steps, self.settled, self.settle = 0, False, SETTLE
+        self.sub_steps, self.settled, self.settle = 0, False, SETTLE if opts.settle else 0.0
+        self.sub_maxit = opts.sub_maxit if method.capped and opts.sub_maxit is not None else math.inf
         self.shift_best, self.misses = math.inf, 0  # best gap of the shifted sub-problems, sub-problems since
-        self.n_kkt, self.kkt_below = 0, kkt.start(problem.k)
+        self.n_kkt, self.kkt_below = 0, kkt.START if opts.kkt else 0.0
         self.ends, self.mixed = EndPool(min(MIX_ENDS, MIX_BYTES // (8 * problem.k ** 2))), None
 
     def run(self) -> Solution:
@@ -226,7 +221,7 @@ class Run:
     def _try_step(self, threshold: float) -> tuple[float, Point, Step] | None:
         """``(step, new point, direction)``, or None when the sub-problem is over."""
         p, opts = self.p, self.opts
-        over = self.settled or self.sub_steps >= self.method.sub_maxit
+        over = self.settled or self.sub_steps >= self.sub_maxit
         if over or not self.last_decrease >= STALL * threshold:
             return None
         d = self.method.direction(p, self.L, self.c_int, self.cg_budget, opts.tol2, opts.radius)
@@ -345,10 +340,12 @@ class Run:
 
     def _astray(self, gap: float) -> bool:
         """Whether a shifted sub-problem's end of ``gap`` is over ``REGRESS`` times the best end's."""
-        return self.t1 >= self.opts.t_shift and gap > REGRESS * self.best.gap
+        return self.opts.restarts and self.t1 >= self.opts.t_shift and gap > REGRESS * self.best.gap
 
     def _near(self, gap: float) -> bool:
         """Whether ``gap``, the best end's or the least-cost iterate's is within ``MIX_WITHIN`` tol."""
+        if not self.opts.mixing:
+            return False
         low = math.inf if self.lowest is None else self.bounds.gap(self.lowest.alpha)
         return min(gap, math.inf if self.best is None else self.best.gap, low) <= MIX_WITHIN * self.opts.tol
 
@@ -382,7 +379,7 @@ class Run:
         opts = self.opts
         # The soft-max error, hence the gap, falls like 1/t: near the goal a smaller
         # factor than mu reaches it with an easier sub-problem.
-        grow = min(opts.mu, max(MIN_GROW, MIN_GROW * gap / opts.tol))
+        grow = min(opts.mu, max(MIN_GROW, MIN_GROW * gap / opts.tol)) if opts.adaptive_growth else opts.mu
         shifted = self.t1 >= opts.t_shift
         if shifted and self.p.s1 is None and self.nit == self.sub_steps and all(h["step"] < 1 for h in self.history):
             # A start too stiff for t_shift (the first sub-problem there took no full step): one level down.
@@ -395,7 +392,8 @@ class Run:
         s1, s2 = p.s1, p.s2
         if shifted:
             # Exponential multipliers: the next soft maxes are weighted by this one's weights.
-            s1, s2 = damped_shift(p.g, p.t1, s1), damped_shift(p.h, p.t2, s2)
+            s1, s2 = (damped_shift(x, t, s, cap=opts.shift_cap, floor=opts.shift_floor, fast_rise=opts.fast_rise)
+                      for x, t, s in ((p.g, p.t1, s1), (p.h, p.t2, s2)))
             # The iterates of the multiplier method need not improve the gap every
             # time: t grows only after SHIFT_PATIENCE sub-problems without a new best.
             self.misses = 0 if gap < self.shift_best else self.misses + 1
@@ -408,7 +406,7 @@ class Run:
             grow = min(grow, max(opts.t_shift / self.t1, 1.0))
         self.sub_steps, self.settled = 0, False
         self.t1, self.t2 = self.t1 * grow, self.t2 * grow
-        if self.problem.k >= RESCALE_MIN_K:
+        if opts.rescale:
             self.p, self.c_int, a = renormalise(p, self.L, self.c_int, self.t1, self.t2, s1, s2)
         else:
             sigma, self.c_int, a = normalise(p.sigma, self.B, self.L, self.c_int, g=p.g)
@@ -542,6 +540,29 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     float32 : bool or "auto", default "auto"
         The Hessian products inside CG in single precision (about twice as fast at large
         ``k``); gradients, line search and certificate stay float64. "auto": from ``k = 256``.
+    kkt : bool or "auto", default "auto"
+        Finish by KKT steps (:mod:`ffu_cvx.smii.kkt`) from a sub-problem end that certifies 0.1;
+        "auto": for ``64 <= k <= 2100``.
+    mixing : bool, default True
+        Mix an iterate near ``tol`` with earlier ends (:mod:`ffu_cvx.smii.mixing`); stop on a mix that certifies.
+    restarts : bool, default True
+        Go back to the cheapest iterate, sharper, when a shifted sub-problem's gap exceeds 3 times the best.
+    settle : bool, default True
+        End a sub-problem after a full step that gained under 100 times the decrement threshold (shifted:
+        or 1% of the gap), unless that step drifted from the best gap.
+    skip_certificates : bool, default True
+        Reuse the best bound instead of certifying (at most 3 ends in a row) while the gap is far above
+        ``tol`` or the bound has stalled.
+    fast_rise : bool, default True
+        Raise growing log multipliers up to 4 times faster than the damped update (:mod:`ffu_cvx.smii.multipliers`).
+    shift_cap, shift_floor : float or None, default 2, 11
+        Largest drop of a log multiplier per update, and how far below the largest it may fall (None: no bound).
+    sub_maxit : int or None, default 50
+        Newton steps per sub-problem at most (None: no cap).
+    rescale : bool or "auto", default "auto"
+        Start each sub-problem from the last point rescaled rather than factored afresh; "auto": ``k >= 1000``.
+    adaptive_growth : bool, default True
+        Near the goal ``t`` grows by ``max(2, 2 gap / tol)`` rather than ``mu``.
     verbose : bool, default False
         Print an iteration log (:mod:`ffu_cvx.smii.log`).
     array_backend : str, default "numpy"
@@ -577,7 +598,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     direction = functools.partial(smii_direction, precondition=opts.precondition, float32=opts.float32,
                                   extend_to=opts.maxcg_cap if opts.precondition else 0)
     method = Method("smii", "SM-II: Newton-CG on soft maxes", direction, (OPTIMAL_INACCURATE,),
-                    "raise `t_max` or loosen `tol`", SUB_MAXIT)
+                    "raise `t_max` or loosen `tol`", capped=True)
     return Run(problem, opts, Q, method, callback).run()
 
 

@@ -62,13 +62,14 @@ RISE_MAX = 4.0
 RISE_RATE = 0.5
 
 
-def damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
+def damped_shift(x: np.ndarray, t: float, shift=None, *, cap: float | None = SHIFT_CAP,
+                 floor: float | None = SHIFT_FLOOR, fast_rise: bool = True) -> np.ndarray:
     """The next log multipliers (n,): ``shift + theta (log w - shift)``, ``w`` the
     weights of :func:`ffu_cvx.smii.model.softmax` (computed in the log domain, finite
-    where they underflow), ``theta = SHIFT_DAMP`` (times the ``RISE_MAX``-bounded factor
-    where ``log w > shift``); ``shift = None`` counts as uniform.
-    Relative to the largest, no entry falls by more than ``SHIFT_CAP`` in one update, nor
-    ever below ``-SHIFT_FLOOR``."""
+    where they underflow), ``theta = SHIFT_DAMP`` (with ``fast_rise``, times the
+    ``RISE_MAX``-bounded factor where ``log w > shift``); ``shift = None`` counts as uniform.
+    Relative to the largest, no entry falls by more than ``cap`` in one update, nor
+    ever below ``-floor`` (None: no such bound)."""
     bk = of(x)
     xp = bk.xp
     y, _ = logits(x, t, shift)
@@ -78,7 +79,13 @@ def damped_shift(x: np.ndarray, t: float, shift=None) -> np.ndarray:
     else:
         before = shift - xp.max(shift)
         step = logw - shift
-        rise = bk.minimum(xp.exp(-RISE_RATE * before), RISE_MAX)
-        new = shift + SHIFT_DAMP * xp.where(step > 0, step * rise, step)
+        if fast_rise:
+            step = xp.where(step > 0, step * bk.minimum(xp.exp(-RISE_RATE * before), RISE_MAX), step)
+        new = shift + SHIFT_DAMP * step
     top = float(xp.max(new))
-    return top + bk.maximum(bk.maximum(new - top, before - SHIFT_CAP), -SHIFT_FLOOR)
+    new = new - top
+    if cap is not None:
+        new = bk.maximum(new, before - cap)
+    if floor is not None:
+        new = bk.maximum(new, -floor)
+    return top + new

@@ -16,6 +16,7 @@ import math
 
 from .. import validation
 from . import backend, kkt
+from .multipliers import SHIFT_CAP, SHIFT_FLOOR
 from .polish import REFINE_AUTO_MAX_K, REFINE_BUDGET
 
 __all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "ASCENT_MIN_K", "ASCENT_MAX_K", "Options", "smii_options",
@@ -56,6 +57,14 @@ MAXCG_CAP = 40
 #: steps; d = 128, six classes, seeds 0-3, 4.1 -> 3.1 s; d = 256 (seeds 0-2) 14.6 -> 10.1 s; d = 512
 #: 65.0 -> 51.9 s; d = 1,024 (tol 1e-3) 203.0 -> 157.6 s.
 ASCENT_MIN_K, ASCENT_MAX_K = kkt.MIN_K, kkt.MAX_K
+#: ``sub_maxit``: a sub-problem ends after this many Newton steps: without a cap, a slow sub-problem
+#: can spend the whole run (mixed scales d = 64, seed 1: 1,084 steps and no certificate; capped, 232).
+SUB_MAXIT = 50
+#: ``rescale="auto"``: from this basis size the next sub-problem starts from the point rescaled
+#: (:func:`~ffu_cvx.smii.model.renormalise`) instead of factored afresh: 0.5 s a sub-problem at
+#: k = 2048, one BLAS thread. Below it the saving is milliseconds, and the fresh factorisation keeps
+#: numpy's and torch's runs within 1e-10 of each other (rescaled, random ranges d = 32 drifted 1.2e-10).
+RESCALE_MIN_K = 1000
 #: The values of ``start``.
 STARTS = ("auto", "ascent", "cheapest")
 #: The options :func:`ffu_cvx.smii.solve_gd` accepts, and its own defaults for the rest
@@ -93,6 +102,19 @@ class Options:
     array_backend: str = "numpy"
     refine_budget: float = REFINE_BUDGET
     start: str = "auto"
+    # The heuristics beyond Algorithm 1, each switchable per call (``docs/design/smii.rst``
+    # gives the benchmark bank's ablation that keeps each one).
+    kkt: bool | str = "auto"
+    mixing: bool = True
+    restarts: bool = True
+    settle: bool = True
+    skip_certificates: bool = True
+    fast_rise: bool = True
+    shift_cap: float | None = SHIFT_CAP
+    shift_floor: float | None = SHIFT_FLOOR
+    sub_maxit: int | None = SUB_MAXIT
+    rescale: bool | str = "auto"
+    adaptive_growth: bool = True
 
     def __post_init__(self):
         checked = {name: validation.positive(getattr(self, name), name)
@@ -110,7 +132,16 @@ class Options:
                        float32=validation.flag(self.float32, "float32", extra=("auto",)),
                        verbose=validation.flag(self.verbose, "verbose"),
                        array_backend=backend.check(self.array_backend, "array_backend"),
-                       refine_budget=validation.positive(self.refine_budget, "refine_budget"))
+                       refine_budget=validation.positive(self.refine_budget, "refine_budget"),
+                       kkt=validation.flag(self.kkt, "kkt", extra=("auto",)),
+                       rescale=validation.flag(self.rescale, "rescale", extra=("auto",)),
+                       shift_cap=validation.positive(self.shift_cap, "shift_cap", allow_none=True),
+                       shift_floor=validation.positive(self.shift_floor, "shift_floor", allow_none=True),
+                       **{name: validation.flag(getattr(self, name), name)
+                          for name in ("mixing", "restarts", "settle", "skip_certificates", "fast_rise",
+                                       "adaptive_growth")})
+        if self.sub_maxit is not None:
+            checked["sub_maxit"] = validation.positive_int(self.sub_maxit, "sub_maxit")
         if self.maxcg_cap is not None:
             checked["maxcg_cap"] = validation.positive_int(self.maxcg_cap, "maxcg_cap")
         # t_shift: None or inf never shifts (the paper's schedule).
@@ -137,8 +168,10 @@ class Options:
         if start == "auto":
             ascent = ASCENT_MIN_K <= k <= ASCENT_MAX_K and math.isfinite(self.t_shift) and self.array_backend == "numpy"
             start = "ascent" if ascent else "cheapest"
+        kkt_on = kkt.MIN_K <= k <= kkt.MAX_K if self.kkt == "auto" else self.kkt
+        rescale = k >= RESCALE_MIN_K if self.rescale == "auto" else self.rescale
         return dataclasses.replace(self, precondition=precondition, float32=float32, maxcg_cap=maxcg_cap,
-                                   refine=refine, start=start)
+                                   refine=refine, start=start, kkt=kkt_on, rescale=rescale)
 
 
 def _check_names(options: dict, allowed, who: str) -> None:
