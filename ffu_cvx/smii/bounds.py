@@ -6,7 +6,7 @@ numpy whatever the array backend: the cheap bound's algebra runs on the backend'
 (``on``), the dual ascent on the host.
 
 Stopping is certified: at the end of a sub-problem :func:`ffu_cvx.certificate.certify`
-starts from ``(w, u / c)`` (for ``k > CHEAP_CERTIFY_K`` the bound of ``(w, u / c)``
+starts from ``(w, u / c)`` (with option ``cheap_certificate`` the bound of ``(w, u / c)``
 alone: the ascent's few steps cost seconds there and barely move it), the best bound
 so far is kept (every certificate's bound is valid), and the solver stops when the
 relative gap of the normalised cost ``alpha * max_ratio`` is at most ``tol``. The
@@ -34,12 +34,7 @@ from .model import Point
 CERTIFY_SKIP = 3.0
 CERTIFY_STALL = 0.01
 CERTIFY_MAX_SKIPS = 3
-#: Bases larger than this certify with the bound of the soft-max weights themselves
-#: (:func:`ffu_cvx.certificate.lower_bound`, one singular-value evaluation): the two
-#: dual-ascent steps and re-evaluations of :func:`ffu_cvx.certificate.certify` cost
-#: about 4 s each time at k = 1011 and raised the bound by at most 1e-5 (relative).
-CHEAP_CERTIFY_K = 256
-#: Up to ``CHEAP_CERTIFY_K`` the certificate's dual ascent stops once a step raises the
+#: Without the cheap certificate the certificate's dual ascent stops once a step raises the
 #: bound by less than this fraction of the gap still open between the iterate's cost and
 #: the bound (``certify(stall=...)``). Its steps are an SVD each (16 ms at k = 256); run to
 #: their budget they took SM-II on prefix-decades d = 256 (seed 0, tol 1e-4) from 2.7 to
@@ -69,12 +64,12 @@ class BoundKeeper:
     ``value`` (0 before the first certificate), ``lam`` (d,), ``mu`` (m,); ``gain`` is
     the relative rise of the bound at the last certificate and ``skips`` the
     certificates skipped since the last dual ascent (never while the gap is over ``tol`` without
-    ``skip``). ``on``: the problem's arrays on an
+    ``skip``); ``cheap``: the bound of the soft-max weights alone, no dual ascent. ``on``: the problem's arrays on an
     accelerator backend (:class:`~ffu_cvx.smii.backend.Placed`), None on numpy.
     """
 
-    def __init__(self, problem: FitnessProblem, tol: float, on=None, skip: bool = True):
-        self.problem, self.tol, self.on, self.skip = problem, tol, on, skip
+    def __init__(self, problem: FitnessProblem, tol: float, on=None, skip: bool = True, cheap: bool = False):
+        self.problem, self.tol, self.on, self.skip, self.cheap = problem, tol, on, skip, cheap
         self.value, self.lam, self.mu = 0.0, None, None
         self.gain, self.skips = math.inf, 0
 
@@ -101,7 +96,7 @@ class BoundKeeper:
         problem, bk = self.problem, of(p.w)
         w = bk.to_numpy(p.w)
         mu_w = bk.to_numpy(p.u) / problem.c  # the soft-max weights as multipliers (mu_w . c = 1)
-        if problem.k > CHEAP_CERTIFY_K:
+        if self.cheap:
             # The bound is F^2: F's relative slack counts twice.
             lb = certificate.lower_bound(problem, w, mu_w, slack=0.5 * CERTIFY_SLACK * self.tol, on=self.on)
             return lb, w, mu_w
@@ -136,7 +131,7 @@ class BoundKeeper:
         """Certify ``p`` and return its gap against the best bound (inf while no bound is positive).
 
         With ``force=False`` the dual ascent is skipped when :meth:`_skip` says so. ``p``
-        and ``c_int`` may live on any array backend: the cheap bound (``k > CHEAP_CERTIFY_K``)
+        and ``c_int`` may live on any array backend: the cheap bound (``cheap``)
         is computed there when the keeper was given that backend's arrays (``on``, a
         :class:`~ffu_cvx.smii.backend.Placed`), the dual ascent on numpy.
         """

@@ -23,11 +23,11 @@ history, the callback's ``sigma``, the certificate and the Solution are numpy. B
   :func:`~ffu_cvx.smii.multipliers.damped_shift`, whose fixed points are Problem 3's KKT
   points at any ``t``). ``t`` grows again (by at most ``SHIFT_GROW``) only after
   ``SHIFT_PATIENCE`` shifted sub-problems in a row without a new best gap; one whose gap is
-  over ``REGRESS`` times the best sends the solver back to the cheapest iterate, sharper.
+  over ``restarts`` times the best sends the solver back to the cheapest iterate, sharper.
 - KKT steps (:mod:`~ffu_cvx.smii.kkt`): Newton steps on Problem 1's KKT system finish from a
   sub-problem's end that certifies ``kkt.start(k)``; past ``kkt.WORTH_K`` only where the multiplier phase
   (slow where optimal multipliers spread over decades) likely needs more Newton steps than they cost, or from
-  the best end once that phase has gone astray (``REGRESS``). The dual-ascent start (option ``start``)
+  the best end once that phase has gone astray (``restarts``). The dual-ascent start (option ``start``)
   begins at ``t_shift``, one level lower where its first sub-problem takes no full step.
 - Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): an iterate that does not certify ``tol`` is mixed with the
   best end, the least-cost iterate and the last ``MIX_ENDS`` ends; a mix whose exact cost certifies ``tol``
@@ -75,14 +75,6 @@ SETTLE = 100.0
 #: A shifted sub-problem also ends after a full step that gained less than this times ``|F|`` times the
 #: iterate's gap: the next multiplier update moves the cost more (decades d = 1,024: 5 steps within 0.1%).
 SETTLE_GAP = 1e-2
-#: A shifted sub-problem whose gap exceeds this multiple of the best gap so far has gone astray
-#: (slack constraints' multipliers decay, the soft max stops seeing them, the iterate drifts where
-#: ``F`` is flat: random ranges d = 1024, seed 1, gap 8e-3 to 0.7 in three steps). KKT steps
-#: finish from the best end where its gap is under ``kkt.start(k)`` (``kkt.pays`` aside: its forecast
-#: of the multiplier phase has just failed); else the solver goes back to the cheapest iterate
-#: (:class:`Lowest`, or the best end), sharpens ``t`` by ``SHIFT_GROW`` and no longer ends
-#: sub-problems by ``SETTLE``.
-REGRESS = 3.0
 #: A shifted sub-problem does not end by ``SETTLE`` after its first step when that step's
 #: iterate has a gap over this multiple of the best gap so far: after a multiplier update one
 #: full step can land far from the new minimiser while ``F`` barely moves, and ending there hands
@@ -126,7 +118,7 @@ class Best(NamedTuple):
 
 class Lowest(NamedTuple):
     """The accepted iterate of least normalised cost ``alpha`` so far, at any Newton step (see
-    ``REGRESS``): iteration ``nit``, ``end`` its :func:`~ffu_cvx.smii.mixing.end_of` tuple (``sigma``,
+    ``restarts``): iteration ``nit``, ``end`` its :func:`~ffu_cvx.smii.mixing.end_of` tuple (``sigma``,
     scale, profile, ratios), ``c_int`` the internal targets and ``t1``, ``t2``, ``s1``, ``s2`` the soft
     maxes of its sub-problem. The point is rebuilt when needed (at k = 4,096 R and Y hold 260 MB)."""
 
@@ -179,7 +171,7 @@ class Run:
         self.t1, self.t2 = (max(opts.t1, opts.t_shift), max(opts.t2, opts.t_shift)) if ascent else (opts.t1, opts.t2)
         self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2)
         self.bounds = BoundKeeper(problem, opts.tol, on=None if bk is NUMPY else Placed(bk, self.B, self.L),
-                                  skip=opts.skip_certificates)
+                                  skip=opts.skip_certificates, cheap=opts.cheap_certificate)
         if ascent:  # its bound is the run's first
             bound = self.bounds.offer(*ascent[1:])
             self.log.note(f"dual-ascent start: bound {bound:.8g}, t1 = {self.t1:g}, t2 = {self.t2:g}")
@@ -339,8 +331,9 @@ class Run:
         return new
 
     def _astray(self, gap: float) -> bool:
-        """Whether a shifted sub-problem's end of ``gap`` is over ``REGRESS`` times the best end's."""
-        return self.opts.restarts and self.t1 >= self.opts.t_shift and gap > REGRESS * self.best.gap
+        """Whether a shifted sub-problem's end of ``gap`` is over ``restarts`` times the best end's."""
+        restarts = self.opts.restarts
+        return restarts is not None and self.t1 >= self.opts.t_shift and gap > restarts * self.best.gap
 
     def _near(self, gap: float) -> bool:
         """Whether ``gap``, the best end's or the least-cost iterate's is within ``MIX_WITHIN`` tol."""
@@ -415,7 +408,7 @@ class Run:
         self.last_decrease = math.inf
 
     def _restart_point(self, gap: float) -> Point:
-        """Where a ``REGRESS`` restart (this end's ``gap``) resumes: the accepted iterate of
+        """Where a restart (this end's ``gap``) resumes: the accepted iterate of
         least cost (:class:`Lowest`) when it is cheaper than the best sub-problem end, else
         that end. The iterate keeps its sub-problem's soft maxes, so the next multiplier
         update starts from its own weights."""
@@ -424,7 +417,7 @@ class Run:
         if low is not None and low.alpha < best.point.cost(best.kappa):
             q = evaluate(self.B, self.L, low.c_int, low.end[0], low.t1, low.t2, s1=low.s1, s2=low.s2)
         where = "the best sub-problem end" if q is None else f"iteration {low.nit} (alpha = {low.alpha:.8g})"
-        self.log.note(f"gap {gap:.2e} > {REGRESS:g} x best {best.gap:.2e}: back to {where}")
+        self.log.note(f"gap {gap:.2e} > {self.opts.restarts:g} x best {best.gap:.2e}: back to {where}")
         return best.point if q is None else q
 
     def _finish(self) -> Solution:
@@ -545,8 +538,11 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         "auto": for ``64 <= k <= 2100``.
     mixing : bool, default True
         Mix an iterate near ``tol`` with earlier ends (:mod:`ffu_cvx.smii.mixing`); stop on a mix that certifies.
-    restarts : bool, default True
-        Go back to the cheapest iterate, sharper, when a shifted sub-problem's gap exceeds 3 times the best.
+    restarts : float or None, default 3
+        Go back to the cheapest iterate, sharper, when a shifted sub-problem's gap exceeds this multiple of
+        the best (None: never).
+    cheap_certificate : bool or "auto", default "auto"
+        Certify sub-problem ends by the bound of the soft-max weights alone (no dual ascent); "auto": ``k > 256``.
     settle : bool, default True
         End a sub-problem after a full step that gained under 100 times the decrement threshold (shifted:
         or 1% of the gap), unless that step drifted from the best gap.

@@ -29,13 +29,13 @@ __all__ = ["SHIFT_DAMP", "SHIFT_CAP", "SHIFT_FLOOR", "RISE_MAX", "RISE_RATE", "d
 SHIFT_DAMP = 0.7
 #: Largest drop of a log multiplier (relative to the largest) per update. Uncapped, the
 #: multipliers of slack constraints fall by ``0.7 t`` times their slack each time and the
-#: soft max soon stops seeing them (see ``driver.REGRESS``); capped at 2, random ranges
+#: soft max soon stops seeing them (see the driver's restarts); capped at 2, random ranges
 #: d = 1024 took 43 / 47 / 57 s for seeds 0 / 1 / 2 against 47 / 69 / 68 s.
 SHIFT_CAP = 2.0
 #: No log multiplier falls more than this below the largest, however many updates: the
 #: soft max keeps seeing every constraint (weight >= e^-11 before its own exp(t x)), so a
 #: sub-problem's ``F`` is not flat along directions that violate a slack constraint and
-#: the iterate drifts there less often (fewer ``driver.REGRESS`` restarts). Its bias, e^-11
+#: the iterate drifts there less often (fewer the driver's restarts restarts). Its bias, e^-11
 #: exp(-t slack) per slack constraint, is far below ``tol`` at ``t >= t_shift``. Newton
 #: steps at tol 1e-4, d = 512, without a floor -> floor 11: prefix with decades targets
 #: 100 -> 94, 4-ary tree with random targets 118 -> 82, random ranges seeds 0 / 1

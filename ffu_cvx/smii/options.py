@@ -65,6 +65,17 @@ SUB_MAXIT = 50
 #: k = 2048, one BLAS thread. Below it the saving is milliseconds, and the fresh factorisation keeps
 #: numpy's and torch's runs within 1e-10 of each other (rescaled, random ranges d = 32 drifted 1.2e-10).
 RESCALE_MIN_K = 1000
+#: ``restarts``: a shifted sub-problem whose gap exceeds this multiple of the best gap so far has gone
+#: astray (slack constraints' multipliers decay, the soft max stops seeing them, the iterate drifts where
+#: ``F`` is flat: random ranges d = 1024, seed 1, gap 8e-3 to 0.7 in three steps). KKT steps finish from
+#: the best end where its gap is under ``kkt.START``; else the solver goes back to the cheapest iterate,
+#: sharpens ``t`` and no longer ends sub-problems by the settle rule.
+RESTART_GAP = 3.0
+#: ``cheap_certificate="auto"``: bases larger than this certify with the bound of the soft-max weights
+#: themselves (:func:`ffu_cvx.certificate.lower_bound`, one singular-value evaluation): the two dual-ascent
+#: steps and re-evaluations of :func:`ffu_cvx.certificate.certify` cost about 4 s each time at k = 1011 and
+#: raised the bound by at most 1e-5 (relative).
+CHEAP_CERTIFY_K = 256
 #: The values of ``start``.
 STARTS = ("auto", "ascent", "cheapest")
 #: The options :func:`ffu_cvx.smii.solve_gd` accepts, and its own defaults for the rest
@@ -106,7 +117,7 @@ class Options:
     # gives the benchmark bank's ablation that keeps each one).
     kkt: bool | str = "auto"
     mixing: bool = True
-    restarts: bool = True
+    restarts: float | None = RESTART_GAP
     settle: bool = True
     skip_certificates: bool = True
     fast_rise: bool = True
@@ -115,6 +126,7 @@ class Options:
     sub_maxit: int | None = SUB_MAXIT
     rescale: bool | str = "auto"
     adaptive_growth: bool = True
+    cheap_certificate: bool | str = "auto"
 
     def __post_init__(self):
         checked = {name: validation.positive(getattr(self, name), name)
@@ -135,10 +147,12 @@ class Options:
                        refine_budget=validation.positive(self.refine_budget, "refine_budget"),
                        kkt=validation.flag(self.kkt, "kkt", extra=("auto",)),
                        rescale=validation.flag(self.rescale, "rescale", extra=("auto",)),
+                       cheap_certificate=validation.flag(self.cheap_certificate, "cheap_certificate", extra=("auto",)),
+                       restarts=validation.positive(self.restarts, "restarts", allow_none=True),
                        shift_cap=validation.positive(self.shift_cap, "shift_cap", allow_none=True),
                        shift_floor=validation.positive(self.shift_floor, "shift_floor", allow_none=True),
                        **{name: validation.flag(getattr(self, name), name)
-                          for name in ("mixing", "restarts", "settle", "skip_certificates", "fast_rise",
+                          for name in ("mixing", "settle", "skip_certificates", "fast_rise",
                                        "adaptive_growth")})
         if self.sub_maxit is not None:
             checked["sub_maxit"] = validation.positive_int(self.sub_maxit, "sub_maxit")
@@ -170,8 +184,9 @@ class Options:
             start = "ascent" if ascent else "cheapest"
         kkt_on = kkt.MIN_K <= k <= kkt.MAX_K if self.kkt == "auto" else self.kkt
         rescale = k >= RESCALE_MIN_K if self.rescale == "auto" else self.rescale
+        cheap = k > CHEAP_CERTIFY_K if self.cheap_certificate == "auto" else self.cheap_certificate
         return dataclasses.replace(self, precondition=precondition, float32=float32, maxcg_cap=maxcg_cap,
-                                   refine=refine, start=start, kkt=kkt_on, rescale=rescale)
+                                   refine=refine, start=start, kkt=kkt_on, rescale=rescale, cheap_certificate=cheap)
 
 
 def _check_names(options: dict, allowed, who: str) -> None:
