@@ -31,7 +31,7 @@ so the working tree's code and a baseline's run under the same load; ``time_s`` 
 call's wall time inside the subprocess (the import is outside it). The cells of one (class, d,
 seed) are adjacent, so ``--jobs 2`` solves the variants of a problem side by side.
 
-``results/bench_bank.{csv,json}`` hold one row per cell (what later comparisons read);
+``results/bench_bank.{csv,json}`` (``bench_bank_ablation`` with ``--ablate``) hold one row per cell (what later comparisons read);
 ``results/bench_bank.md`` and the table printed hold :func:`summary` (one row per class, d and
 variant, with ratios to the default) and :func:`verdict` (which heuristics pay for themselves).
 """
@@ -111,7 +111,7 @@ ABLATIONS = {
     "ascent-start": ({"start": "cheapest"}, "the dual-ascent start"),
     "kkt": ({"kkt": False}, "KKT-step finish"),
     "mixing": ({"mixing": False}, "mixing of iterates"),
-    "restarts": ({"restarts": False}, "restarts from the cheapest iterate when the multiplier phase goes astray"),
+    "restarts": ({"restarts": None}, "restarts from the cheapest iterate when the multiplier phase goes astray"),
     "settle": ({"settle": False}, "ending sub-problems after a full step that gains little (settle/drift rules)"),
     "skip-certificates": ({"skip_certificates": False},
                           "skipping certificates while the gap is far or the bound stalls"),
@@ -361,10 +361,15 @@ lists the classes whose median is below {TRADE_OFF}x without it. Per-cell rows:
 """
 
 
-def write_markdown(quick: bool) -> None:
-    """Rewrite ``results/bench_bank.md`` from the JSON on disk, when its bytes change."""
+def result_name(ablate) -> str:
+    """The results' name: ``bench_bank`` (the default and a baseline), ``bench_bank_ablation`` with ``--ablate``."""
+    return f"{NAME}_ablation" if ablate else NAME
+
+
+def write_markdown(quick: bool, name: str = NAME) -> None:
+    """Rewrite ``results/<name>.md`` from the JSON on disk, when its bytes change."""
     folder = paths.results_dir(quick)
-    source, target = folder / f"{NAME}.json", folder / f"{NAME}.md"
+    source, target = folder / f"{name}.json", folder / f"{name}.md"
     if source.exists():
         text = markdown(json.loads(source.read_text(encoding="utf-8"))).encode()
         if not target.exists() or target.read_bytes() != text:
@@ -393,12 +398,13 @@ def main(argv=None):
     sha = extract(args.baseline) if args.baseline else None
     table = runner.Table("SM-II benchmark bank", COLUMNS, floatfmt=".6g", display=summary,
                          footer="; wall-clock on this machine, shared with other jobs")
-    rows = runner.run_grid(NAME, cells(args, sha), run_cell, args, version=CELL_VERSION, table=table,
+    name = result_name(args.ablate)
+    rows = runner.run_grid(name, cells(args, sha), run_cell, args, version=CELL_VERSION, table=table,
                            errors=(ffu.SolverError,),
                            meta={"tol": args.tol, "max_time": args.max_time, "seeds": args.seeds,
                                  "sizes": args.sizes, "ablate": args.ablate, "baseline": sha})
     if rows and not getattr(args, "replot", False):
-        write_markdown(args.quick)
+        write_markdown(args.quick, name)
     return rows
 
 
