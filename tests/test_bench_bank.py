@@ -72,3 +72,13 @@ def test_a_cell_solves_in_a_subprocess_on_a_code_folder():
     assert set(value) >= {"time_s", "nit", "n_hvp", "alpha", "gap", "tol", "certified", "status", "kkt_steps",
                           "restarts"}
     assert value["certified"] and value["status"] == "optimal" and 0 < value["time_s"] < 60
+
+
+def test_a_worst_case_counts_only_where_the_default_takes_long_enough():
+    # One seed 1.5x slower without the heuristic: kept where the default's worst takes a second or
+    # more, not where it takes a tenth (there two identical runs differ by as much).
+    def bank(scale):
+        return (_rows("a", "default", [scale * t for t in BASE])
+                + _rows("a", "off", [scale * t for t in (1.0, 1.0, 1.0, 1.0, 1.5)]))
+    assert bench_bank.verdict(bench_bank.summary(bank(2.0)))["off"]["keep"]
+    assert not bench_bank.verdict(bench_bank.summary(bank(0.1)))["off"]["keep"]
