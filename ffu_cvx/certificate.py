@@ -130,7 +130,12 @@ def _on(problem: FitnessProblem, on):
     return HostAlgebra(problem.B, problem.L) if on is None else on
 
 
-def _fidelity(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack: float = 0.0, on=None) -> float:
+#: :func:`nuclear_norm` with a ``slack`` takes the Gram matrix's eigenvalues from this order on.
+GRAM_MIN_ORDER = 1000
+
+
+def _fidelity(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack: float = 0.0, on=None,
+              gram_min_order: int = GRAM_MIN_ORDER) -> float:
     """``F(P, Q)`` for ``lam`` (d,), ``mu`` (m,) >= 0: the nuclear norm of ``H^T G``
     (:func:`nuclear_norm`, at most ``slack`` (relative) below it; factors of :func:`_weighted_factors`,
     computed where ``on`` says, :class:`HostAlgebra`).
@@ -150,7 +155,7 @@ def _fidelity(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack: f
     else:
         limits = (k, k)
     Gt, Ht = (on.qr_r(F.T)[:k] if F.shape[1] > limit else F.T for F, limit in zip((G, H), limits))
-    return nuclear_norm(Ht @ Gt.T, slack, on)
+    return nuclear_norm(Ht @ Gt.T, slack, on, gram_min_order)
 
 
 #: With a slack, :func:`_fidelity` reduces the shorter factor by a QR only from this
@@ -161,14 +166,10 @@ def _fidelity(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack: f
 REDUCE_RATIO = 1.25
 
 
-#: :func:`nuclear_norm` with a ``slack`` takes the Gram matrix's eigenvalues from this order on.
-GRAM_MIN_ORDER = 1000
-
-
-def nuclear_norm(X: np.ndarray, slack: float = 0.0, on=HostAlgebra) -> float:
+def nuclear_norm(X: np.ndarray, slack: float = 0.0, on=HostAlgebra, gram_min_order: int = GRAM_MIN_ORDER) -> float:
     """A lower bound on the sum of the singular values of ``X`` (a, b), never above it by rounding.
 
-    ``slack = 0`` (or order below ``GRAM_MIN_ORDER``): the sum of ``svdvals``, which keeps
+    ``slack = 0`` (or order below ``gram_min_order``, default ``GRAM_MIN_ORDER``): the sum of ``svdvals``, which keeps
     the small singular values accurate. ``slack > 0``: from the eigenvalues ``l_i`` of the
     Gram matrix ``X^T X`` (or ``X X^T``, order ``n = min(a, b)``, inner dimension ``r``):
     each ``l_i`` is within ``delta = 2 u (r ||X||_F^2 + 10 n max l)`` of an exact
@@ -181,7 +182,7 @@ def nuclear_norm(X: np.ndarray, slack: float = 0.0, on=HostAlgebra) -> float:
     can lose) was 2.5e-7 to 6.5e-6 of the bound. ``on``: where ``X`` lives (:class:`HostAlgebra`).
     """
     n, r = min(X.shape), max(X.shape)
-    if slack > 0 and n >= GRAM_MIN_ORDER:
+    if slack > 0 and n >= gram_min_order:
         gram = X.T @ X if X.shape[0] >= X.shape[1] else X @ X.T
         ev = on.eigvalsh(gram)
         u = np.finfo(float).eps / 2
@@ -192,7 +193,8 @@ def nuclear_norm(X: np.ndarray, slack: float = 0.0, on=HostAlgebra) -> float:
     return float(np.sum(on.svdvals(X)))
 
 
-def lower_bound(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack: float = 0.0, on=None) -> float:
+def lower_bound(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack: float = 0.0, on=None,
+                gram_min_order: int = GRAM_MIN_ORDER) -> float:
     """Dual lower bound on Problem 1's optimal alpha for multipliers ``lam`` (d,), ``mu`` (m,).
 
     ``lam`` is normalised to the simplex; ``mu`` must be >= 0 and not all zero (its
@@ -201,10 +203,11 @@ def lower_bound(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack:
     about twice that (relative) below the exact one, from a Gram matrix's eigenvalues
     where that is rigorous and close enough (:func:`nuclear_norm`: three times faster at
     order 2048); it is still a valid bound. ``on``: where the algebra runs (:class:`HostAlgebra`,
-    the default; SM-II's accelerator backends pass their device's).
+    the default; SM-II's accelerator backends pass their device's); ``gram_min_order``: the order
+    from which :func:`nuclear_norm` may take the Gram route.
     """
     lam, mu = _check_multipliers(problem, lam, mu)
-    return _fidelity(problem, lam, mu, slack, on) ** 2
+    return _fidelity(problem, lam, mu, slack, on, gram_min_order) ** 2
 
 
 #: ``Q`` counts as numerically singular where ``R Q R^T``'s least eigenvalue is at most this fraction

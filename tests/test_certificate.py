@@ -133,46 +133,49 @@ def test_dual_sigma_floors_a_nearly_singular_q_for_a_start():
 
 
 @pytest.mark.parametrize("shape", [(60, 40), (40, 60)])
-def test_gram_nuclear_norm_is_a_close_lower_bound(monkeypatch, shape):
-    monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 1)
+def test_gram_nuclear_norm_is_a_close_lower_bound(shape):
     rng = np.random.default_rng(7)
     X = rng.standard_normal(shape) * np.logspace(0, -3, shape[1])  # singular values over three decades
     exact = float(np.linalg.svd(X, compute_uv=False).sum())
-    assert certificate.nuclear_norm(X) == exact  # no slack: the singular values themselves
-    got = certificate.nuclear_norm(X, slack=1e-6)
+    assert certificate.nuclear_norm(X, gram_min_order=1) == exact  # no slack: the singular values themselves
+    assert certificate.nuclear_norm(X, slack=1e-6) == exact  # below GRAM_MIN_ORDER: the same
+    got = certificate.nuclear_norm(X, slack=1e-6, gram_min_order=1)
     assert exact * (1 - 1e-6) <= got <= exact * (1 + 1e-14)
     assert got != exact  # the Gram route was taken (its margin is never zero)
 
 
-def test_gram_nuclear_norm_falls_back_where_its_margin_is_too_wide(monkeypatch):
-    monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 1)
+def test_gram_nuclear_norm_falls_back_where_its_margin_is_too_wide():
     rng = np.random.default_rng(8)
     X = rng.standard_normal((50, 3)) @ rng.standard_normal((3, 50))  # rank 3: 47 zero singular values
     exact = float(np.linalg.svd(X, compute_uv=False).sum())
     # Each zero eigenvalue of the Gram matrix may be up to delta: sqrt(delta) per singular
     # value is far more than the slack allows, so the singular values are taken.
-    assert certificate.nuclear_norm(X, slack=1e-9) == pytest.approx(exact, rel=1e-12)
+    assert certificate.nuclear_norm(X, slack=1e-9, gram_min_order=1) == pytest.approx(exact, rel=1e-12)
     Y = rng.standard_normal((50, 50))
-    monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 51)  # below the order: never the Gram route
-    assert certificate.nuclear_norm(Y, slack=1.0) == float(np.linalg.svd(Y, compute_uv=False).sum())
+    # Below the order: never the Gram route.
+    assert certificate.nuclear_norm(Y, slack=1.0, gram_min_order=51) == float(np.linalg.svd(Y, compute_uv=False).sum())
 
 
-def test_smii_cheap_certificate_on_the_gram_route_stays_within_its_slack(monkeypatch):
-    from ffu_cvx.smii import bounds
+def test_smii_cheap_certificate_on_the_gram_route_stays_within_its_slack():
+    # SM-II's cheap certificate (k = 300 > options.CHEAP_CERTIFY_K) asks lower_bound for a slack of
+    # half bounds.CERTIFY_SLACK times tol, which from certificate.GRAM_MIN_ORDER on is the Gram
+    # route. Below that order the run's bound is the singular values'; the Gram route (opened here
+    # by gram_min_order=1) at the run's own multipliers stays within CERTIFY_SLACK tol of it.
+    from ffu_cvx.smii import bounds, options
 
-    monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 1)  # the Gram route at k = 300
     problem = ffu.FitnessProblem.from_workload(workloads.prefix(300))
-    assert problem.k > bounds.CHEAP_CERTIFY_K
+    assert options.CHEAP_CERTIFY_K < problem.k < certificate.GRAM_MIN_ORDER
     tol = 1e-3
     sol = ffu.solve(problem, method="smii", tol=tol, refine=False)
     exact = certificate.lower_bound(problem, sol.lam, sol.mu)  # the singular values of the same multipliers
     assert sol.gap <= tol
-    assert sol.lower_bound <= exact <= sol.lower_bound * (1 + bounds.CERTIFY_SLACK * tol)
-    assert sol.lower_bound != exact  # the Gram route was taken
+    assert sol.lower_bound == pytest.approx(exact, rel=1e-12)
+    gram = certificate.lower_bound(problem, sol.lam, sol.mu, slack=0.5 * bounds.CERTIFY_SLACK * tol, gram_min_order=1)
+    assert gram <= exact <= gram * (1 + bounds.CERTIFY_SLACK * tol)
+    assert gram != exact  # the Gram route was taken
 
 
 def test_gram_bound_skips_the_longer_factors_qr_and_stays_within_its_slack(monkeypatch):
-    monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 1)
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=2))
     assert problem.m > certificate.REDUCE_RATIO * problem.k  # the queries' factor is the longer one
     rng = np.random.default_rng(0)
@@ -184,7 +187,7 @@ def test_gram_bound_skips_the_longer_factors_qr_and_stays_within_its_slack(monke
     assert (problem.m, problem.k) in qrs  # without a slack both long factors are reduced
     qrs.clear()
     slack = 1e-6
-    got = certificate.lower_bound(problem, lam, mu, slack=slack)
+    got = certificate.lower_bound(problem, lam, mu, slack=slack, gram_min_order=1)
     assert (problem.m, problem.k) not in qrs
     assert exact * (1 - 2 * slack) <= got <= exact
 

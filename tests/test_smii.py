@@ -8,7 +8,7 @@ from scipy import linalg
 
 import ffu_cvx as ffu
 from ffu_cvx import smii, workloads
-from ffu_cvx.smii import bounds, driver, kkt, model, multipliers, polish
+from ffu_cvx.smii import driver, multipliers, polish
 from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
 from ffu_cvx.smii.newton import conjugate_gradient
 from ffu_cvx.smii.polish import LevelPoint, LevelWhitened, epigraph_max
@@ -422,16 +422,15 @@ def test_step_solver_options_are_validated():
 
 
 @pytest.mark.parametrize("kind", ["random_ranges", "random_pm1"])
-def test_preconditioned_cg_needs_fewer_hessian_products(kind, monkeypatch):
+def test_preconditioned_cg_needs_fewer_hessian_products(kind):
     # Random targets at d = 128 ("auto" preconditions): both
     # step solvers certify 1e-4, agree on alpha, and the preconditioned one uses fewer
-    # Hessian products (measured: 1026 vs 1778 on ranges, 758 vs 1136 on +-1). Without KKT steps,
-    # which finish both runs from a gap of 0.1 in a few Newton steps, before CG matters.
-    monkeypatch.setattr(kkt, "MAX_K", 0)
+    # Hessian products (measured: 1026 vs 1778 on ranges, 758 vs 1136 on +-1). Without KKT steps
+    # (kkt=False), which finish both runs from a gap of 0.1 in a few Newton steps, before CG matters.
     problem = ffu.FitnessProblem.from_workload(getattr(workloads, kind)(128, targets="random", seed=2))
     assert problem.k > smii.PRECONDITION_MIN_K
-    pre = ffu.solve(problem, method="smii", refine=False)
-    plain = ffu.solve(problem, method="smii", refine=False, precondition=False)
+    pre = ffu.solve(problem, method="smii", refine=False, kkt=False)
+    plain = ffu.solve(problem, method="smii", refine=False, precondition=False, kkt=False)
     check_solution(pre)
     check_solution(plain)
     assert pre.privacy_cost == pytest.approx(plain.privacy_cost, rel=2e-4)
@@ -477,15 +476,14 @@ def test_default_start_is_the_cheapest_candidate():
     assert cost[0] < cost[1] / 5
 
 
-def test_regressed_multiplier_iterates_resume_from_the_best(monkeypatch):
-    # With driver.REGRESS = 1 every shifted sub-problem that does not improve on the best gap
+def test_regressed_multiplier_iterates_resume_from_the_best():
+    # With restarts=1 every shifted sub-problem that does not improve on the best gap
     # sends the solver back to the best iterate with a sharper t: the run must still
     # certify (a restart at the same t would repeat itself forever) and agree with the
     # default run.
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=0))
     default = ffu.solve(problem, method="smii", refine=False)
-    monkeypatch.setattr(driver, "REGRESS", 1.0)
-    strict = ffu.solve(problem, method="smii", refine=False)
+    strict = ffu.solve(problem, method="smii", refine=False, restarts=1.0)
     for sol in (default, strict):
         check_solution(sol)
     assert strict.info["restarts"] >= 1
@@ -493,12 +491,11 @@ def test_regressed_multiplier_iterates_resume_from_the_best(monkeypatch):
 
 
 def test_restarts_resume_from_the_least_cost_iterate_of_any_step(monkeypatch):
-    # A REGRESS restart goes back to the accepted iterate of least normalised cost seen at any
+    # A restart (restarts=1: any end worse than the best) goes back to the accepted iterate of least normalised cost seen at any
     # Newton step (driver.Lowest), which may lie inside a sub-problem rather than at its end;
     # the point rebuilt from its sigma costs exactly that. Which restarts resume inside a
     # sub-problem is the trajectory's draw: random ranges d = 32 seeds 1, 2 and 4 restart
     # (1, 1 and 3 times with SETTLE_GAP; seed 2 inside), so at least one of them must.
-    monkeypatch.setattr(driver, "REGRESS", 1.0)
     restart, end = driver.Run._restart_point, driver.Run._end_subproblem
     inside = 0
     for seed in (1, 2, 4):
@@ -517,7 +514,7 @@ def test_restarts_resume_from_the_least_cost_iterate_of_any_step(monkeypatch):
 
         monkeypatch.setattr(driver.Run, "_restart_point", spy_restart)
         monkeypatch.setattr(driver.Run, "_end_subproblem", spy_end)
-        check_solution(ffu.solve(problem, method="smii", refine=False, callback=seen.append))
+        check_solution(ffu.solve(problem, method="smii", refine=False, restarts=1.0, callback=seen.append))
         assert resumed
         for n, alpha in resumed:
             assert alpha == pytest.approx(min(s.alpha for s in seen[:n]), rel=1e-9)
@@ -547,13 +544,12 @@ def test_restart_point_is_the_cheaper_of_the_best_end_and_the_least_cost_iterate
     assert run._restart_point(2.0) is cheap
 
 
-def test_large_basis_certificate_is_the_bound_of_the_returned_multipliers(monkeypatch):
-    # Above bounds.CHEAP_CERTIFY_K the stopping bound is that of the soft-max weights alone
-    # (no dual ascent): it must still certify tol, be exactly the bound of the returned
-    # (lam, mu), and lie below the exact optimum.
-    monkeypatch.setattr(bounds, "CHEAP_CERTIFY_K", 0)
+def test_large_basis_certificate_is_the_bound_of_the_returned_multipliers():
+    # Above options.CHEAP_CERTIFY_K (here at k = 16: cheap_certificate=True) the stopping bound is
+    # that of the soft-max weights alone (no dual ascent): it must still certify tol, be exactly the
+    # bound of the returned (lam, mu), and lie below the exact optimum.
     problem = prefix_problem(16)
-    sol = ffu.solve(problem, method="smii", refine=False)
+    sol = ffu.solve(problem, method="smii", refine=False, cheap_certificate=True)
     check_solution(sol)
     assert sol.lower_bound == pytest.approx(ffu.certificate.lower_bound(problem, sol.lam, sol.mu), rel=1e-12)
     assert sol.lower_bound <= PREFIX_OPT[16] * (1 + 1e-6)
@@ -590,7 +586,7 @@ def test_verbose_log_shows_the_gap_once_certified(capsys):
     assert not any(np.isnan(g) for g in gaps[first:]) and 0 <= gaps[-1] <= 1e-4
 
 
-def test_whitened_hvp_is_pure_and_float32_close(monkeypatch):
+def test_whitened_hvp_is_pure_and_float32_close():
     rng = np.random.default_rng(3)
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(10, targets="random", seed=1))
     p = evaluate(problem.B, problem.L, problem.c, random_spd(problem.k, rng), 2.0, 3.0)
@@ -615,8 +611,7 @@ def test_whitened_hvp_is_pure_and_float32_close(monkeypatch):
             assert after[k] == v, k  # counters included: hvp changes nothing
     small = Whitened(p, problem.L, problem.c, rotate=True, float32=True)
     assert small.hvp(E).dtype == small.cg_grad.dtype == np.float64  # below CG_SINGLE_MIN_K: CG in float64
-    monkeypatch.setattr(model, "CG_SINGLE_MIN_K", 0)
-    op32 = Whitened(p, problem.L, problem.c, rotate=True, float32=True)
+    op32 = Whitened(p, problem.L, problem.c, rotate=True, float32=True, cg_single_min_k=0)
     low = op32.hvp(E)
     assert low.dtype == op32.cg_grad.dtype == np.float32  # CG runs in the products' precision
     assert op32.grad.dtype == np.float64  # the gradient (delta, the certificate) does not

@@ -19,7 +19,7 @@ import pytest
 
 import ffu_cvx as ffu
 from ffu_cvx import certificate, workloads
-from ffu_cvx.smii import backend, bounds, model, multipliers
+from ffu_cvx.smii import backend, multipliers
 from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, normalise, unwhiten_dual, variance_ratios, whiten
 from ffu_cvx.smii.newton import line_search, smii_direction
 from ffu_cvx.smii.options import Options
@@ -122,13 +122,13 @@ def test_kernels_match_numpy(other):
 
 
 @pytest.mark.parametrize("slack", [0.0, 1e-5])
-def test_start_and_cheap_bound_run_on_the_backend(other, monkeypatch, slack):
+def test_start_and_cheap_bound_run_on_the_backend(other, slack):
     problem = _ranges64()  # m = 128 > 1.25 k: the queries' factor is reduced by a QR
     B, L = other.asarray(problem.B), other.asarray(problem.L)
-    monkeypatch.setattr(model, "DEVICE_START_MIN_K", 1)  # the device's start at k = 63
-    assert _close(initial_sigma(problem, None, B, L), initial_sigma(problem, None))
+    # large_k=1: the device's start at k = 63
+    assert _close(initial_sigma(problem, None, B, L, large_k=1), initial_sigma(problem, None))
     Q = np.random.default_rng(5).standard_normal((2 * problem.k, problem.k))
-    assert _close(initial_sigma(problem, Q, B, L), initial_sigma(problem, Q))
+    assert _close(initial_sigma(problem, Q, B, L, large_k=1), initial_sigma(problem, Q))
     on = backend.Placed(other, B, L)
     rng = np.random.default_rng(6)
     lam, mu = rng.random(problem.d), rng.random(problem.m)
@@ -137,16 +137,17 @@ def test_start_and_cheap_bound_run_on_the_backend(other, monkeypatch, slack):
     assert _close(certificate.dual_sigma(problem, lam, tiny, on=on, floor=True),
                   certificate.dual_sigma(problem, lam, tiny, floor=True))
     lam[::3], mu[::5] = 0.0, 0.0  # weights of zero leave their columns and queries out
-    monkeypatch.setattr(certificate, "GRAM_MIN_ORDER", 1)  # the Gram route at this size
-    got = certificate.lower_bound(problem, lam, mu, slack, on=on)
-    assert isinstance(got, float) and _close(got, certificate.lower_bound(problem, lam, mu, slack), 1e-12)
+    # gram_min_order=1: the Gram route at this size
+    got = certificate.lower_bound(problem, lam, mu, slack, on=on, gram_min_order=1)
+    assert isinstance(got, float) and _close(got, certificate.lower_bound(problem, lam, mu, slack, gram_min_order=1),
+                                             1e-12)
 
 
-def test_a_run_certifying_on_the_backend_matches_numpy(other, monkeypatch):
-    monkeypatch.setattr(bounds, "CHEAP_CERTIFY_K", 16)  # the device's bound at k = 32
+def test_a_run_certifying_on_the_backend_matches_numpy(other):
     problem = ffu.FitnessProblem.from_workload(workloads.prefix(32))
-    want = ffu.solve(problem, method="smii", refine=False)
-    got = ffu.solve(problem, method="smii", refine=False, array_backend=other.name)
+    # cheap_certificate=True: the device's bound at k = 32
+    want = ffu.solve(problem, method="smii", refine=False, cheap_certificate=True)
+    got = ffu.solve(problem, method="smii", refine=False, array_backend=other.name, cheap_certificate=True)
     assert (got.nit, got.n_hvp, got.status) == (want.nit, want.n_hvp, want.status)
     assert isinstance(got.lam, np.ndarray) and _close(got.lower_bound, want.lower_bound)
     # These multipliers are the soft-max weights exp(t (g_i - max g)) at t = 90: the profile's

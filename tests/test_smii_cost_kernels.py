@@ -1,8 +1,9 @@
-"""The per-step kernels added to cut SM-II's cost per Newton step, against float64 references.
+"""The kernels that cut SM-II's cost per Newton step, against float64 references.
 
 - :func:`ffu_cvx.smii.backend.lower_inverse` (LAPACK ``trtri``), which
-  ``Backend.solve_triangular(R, I)`` now uses when the right-hand side is the identity
-  (the identity basis: prefix and every full-rank workload) of order >= 1000, equals the triangular solve
+  ``Backend.solve_triangular(R, I)`` uses when the right-hand side is the identity (the
+  identity basis: prefix and every full-rank workload) of order at least the backend's
+  ``large_k`` (``backend.LARGE_K`` on ``backend.NUMPY``), equals the triangular solve
   to rounding and keeps its contract (lower triangular result whatever ``R`` holds above
   its diagonal).
 - :func:`ffu_cvx.smii.newton.conjugate_gradient` updates ``r``, ``p`` and the product in
@@ -34,11 +35,10 @@ def _lower(n, seed=0, dtype=np.float64):
 # ---- the triangular inverse --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("order", ["F", "C"])
-def test_identity_solve_is_the_triangular_inverse(order, monkeypatch):
-    monkeypatch.setattr(backend, "LOWER_INVERSE_MIN_K", 64)
+def test_identity_solve_is_the_triangular_inverse(order):
     R = np.asarray(_lower(70), order=order)
     want = linalg.solve_triangular(R, np.eye(70), lower=True)
-    for got in (backend.lower_inverse(R), NP.solve_triangular(R, np.eye(70))):
+    for got in (backend.lower_inverse(R), backend.Backend(large_k=64).solve_triangular(R, np.eye(70))):
         assert float(np.abs(got - want).max()) <= 1e-13 * float(np.abs(want).max())
         np.testing.assert_array_equal(np.triu(got, 1), 0.0)
     np.testing.assert_allclose(R @ backend.lower_inverse(R), np.eye(70), rtol=0, atol=1e-13)
@@ -73,15 +73,15 @@ def test_triangular_inverse_in_single_precision_and_a_zero_pivot():
 
 
 @pytest.mark.parametrize("B", ["identity plus one entry", "scaled identity", "rectangular", "random"])
-def test_other_right_hand_sides_still_solve(B, monkeypatch):
-    monkeypatch.setattr(backend, "LOWER_INVERSE_MIN_K", 16)
+def test_other_right_hand_sides_still_solve(B):
+    structured = backend.Backend(large_k=16)  # the trtri route open at order 25: only the identity takes it
     R = _lower(25, seed=4)
     rhs = {"identity plus one entry": np.eye(25) + np.eye(25, k=-3) * (np.arange(25) == 7),
            "scaled identity": 2.0 * np.eye(25), "rectangular": np.eye(25, 30),
            "random": np.random.default_rng(5).standard_normal((25, 9))}[B]
     want = np.linalg.solve(np.tril(R), rhs)
     for trans in (False, True):
-        got = NP.solve_triangular(R, rhs, trans=trans)
+        got = structured.solve_triangular(R, rhs, trans=trans)
         ref = np.linalg.solve(np.tril(R).T, rhs) if trans else want
         np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
 

@@ -77,10 +77,9 @@ def test_merged_terms_keep_the_sum(lo, hi):
 
 def test_each_kkt_step_starts_from_a_tenth_of_the_last_steps_rho(monkeypatch):
     # Growing rho costs the QP's matrix and the QP again: newton hands each step RHO_CARRY times the
-    # relative rho the last one ended with, and a step never takes less than it is handed. (Singular
-    # steps start low here, at 1e-6, so that one grows rho.)
-    monkeypatch.setattr(kkt, "RHO_SINGULAR", 1e-6)
-    problem = decades(96)
+    # relative rho the last one ended with, and a step never takes less than it is handed. (On this
+    # seed the first step's trust rule grows rho from RHO_SINGULAR to 1e-4.)
+    problem = decades(96, seed=1)
     start = ffu.solve(problem, method="smii", tol=1e-2, refine=False, start="cheapest")
     handed, ended, step = [], [], kkt.kkt_step
 
@@ -96,6 +95,11 @@ def test_each_kkt_step_starts_from_a_tenth_of_the_last_steps_rho(monkeypatch):
     assert len(handed) >= 2 and handed[0] == 0.0 and max(ended) > kkt.RHO_SINGULAR  # some step grew rho
     assert handed[1:] == [kkt.RHO_CARRY * r for r in ended[:-1]]
     assert all(r >= max(h, kkt.RHO) * (1 - 1e-12) for h, r in zip(handed, ended))  # relative: rounding
+    # Handed more than a step would take by itself (RHO_SINGULAR, or what the trust rule grows it to),
+    # a step takes at least that.
+    for rho in (1e-3, 1e-2):
+        found = kkt.kkt_step(problem.B, problem.L, problem.c, start.sigma, start.lam, None, rho)
+        assert found is not None and rho * (1 - 1e-12) <= found.rho
 
 
 def test_kkt_steps_may_begin_at_start_on_every_basis_from_min_k_to_max_k():
@@ -151,7 +155,7 @@ def test_a_failed_qp_gives_no_step(monkeypatch):
     assert sol.status == OPTIMAL and sol.gap <= 1e-4 and sol.info["kkt_steps"] >= 1
 
 
-def test_smii_finishes_by_kkt_steps_and_agrees_without_them(monkeypatch):
+def test_smii_finishes_by_kkt_steps_and_agrees_without_them():
     problem = decades(128, seed=1)
     seen = []
     with_kkt = ffu.solve(problem, method="smii", refine=False, callback=seen.append)
@@ -159,8 +163,7 @@ def test_smii_finishes_by_kkt_steps_and_agrees_without_them(monkeypatch):
     # The KKT iterate is reported as an iteration, so a callback sees the cost the run returns.
     assert min(s.alpha for s in seen) == pytest.approx(with_kkt.privacy_cost * with_kkt.max_ratio, rel=1e-9)
     assert len(seen) == with_kkt.nit
-    monkeypatch.setattr(kkt, "MAX_K", 0)
-    without = ffu.solve(problem, method="smii", refine=False)
+    without = ffu.solve(problem, method="smii", refine=False, kkt=False)
     assert without.info["kkt_steps"] == 0 and without.nit > with_kkt.nit
     assert with_kkt.privacy_cost * with_kkt.max_ratio == pytest.approx(without.privacy_cost * without.max_ratio,
                                                                        rel=2e-4)
@@ -189,12 +192,10 @@ def test_qp_order_counts_the_near_active_terms():
 
 def test_kkt_steps_finish_a_multiplier_phase_gone_astray(monkeypatch):
     # With the rate rule refusing every KKT step, the only ones taken are from the best end
-    # after a shifted sub-problem went astray (REGRESS lowered so that any end worse than the
-    # best counts): the run certifies with them.
-    from ffu_cvx.smii import driver
+    # after a shifted sub-problem went astray (restarts=1: any end worse than the best counts):
+    # the run certifies with them.
     monkeypatch.setattr(kkt, "pays", lambda *args: False)
-    monkeypatch.setattr(driver, "REGRESS", 1.0)
-    sol = ffu.solve(decades(96), method="smii", tol=1e-6, refine=False)
+    sol = ffu.solve(decades(96), method="smii", tol=1e-6, refine=False, restarts=1.0)
     assert sol.status == OPTIMAL and sol.info["kkt_steps"] > 0 and sol.gap <= 1e-6
 
 

@@ -96,16 +96,14 @@ def test_kkt_steps_may_finish_from_the_first_unshifted_end(monkeypatch):
     assert seen[:1] == [True] and sol.nit <= 3
 
 
-def test_a_start_too_stiff_for_t_shift_goes_one_level_down(monkeypatch):
+def test_a_start_too_stiff_for_t_shift_goes_one_level_down():
     # Rows and columns scaled over decades: from the dual-ascent start the soft maxes at t = 30 take
     # only short steps (one CG iteration, line searches of 1/16) and the first sub-problem ends
     # without a full step; the run then continues at t = 10 (d = 512: 155 -> 72 Newton steps over
-    # seeds 0-2). Targets over decades take a full step there and stay at t = 30. (KKT steps off:
-    # with them, they finish this run from that first end.)
-    from ffu_cvx.smii import kkt
-    monkeypatch.setattr(kkt, "START", 0.0)
-    stiff = ffu.solve(build("mixed", 256, 1), method="smii", refine=False, start="ascent")
-    plain = ffu.solve(decades(64), method="smii", refine=False, start="ascent")
+    # seeds 0-2). Targets over decades take a full step there and stay at t = 30. (KKT steps off,
+    # kkt=False: with them, they finish this run from that first end.)
+    stiff = ffu.solve(build("mixed", 256, 1), method="smii", refine=False, start="ascent", kkt=False)
+    plain = ffu.solve(decades(64), method="smii", refine=False, start="ascent", kkt=False)
     for sol in (stiff, plain):
         assert sol.status == ffu.status.OPTIMAL and sol.gap <= 1e-4
     assert stiff.history[0]["t1"] == 30.0 and stiff.history[0]["step"] < 1

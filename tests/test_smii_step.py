@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import openblas, smii, workloads
+from ffu_cvx import smii, workloads
 from ffu_cvx.smii import backend, model
 from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
-from ffu_cvx.smii.newton import smii_direction
+from ffu_cvx.smii.newton import newton_direction, smii_direction
 from ffu_cvx.status import OPTIMAL
 
 NP = backend.NUMPY
@@ -56,15 +56,14 @@ def test_gram_is_the_weighted_product_for_any_signs(dtype, rtol, signs):
     np.testing.assert_array_equal(A, before)  # the input is not scaled in place
 
 
-@pytest.mark.parametrize("min_k", [1, 10**9])
-def test_congruence_is_the_symmetric_product(monkeypatch, min_k):
-    # min_k = 1: the trmm path at every order; 10**9: the two products.
-    monkeypatch.setattr(backend, "CONGRUENCE_MIN_K", min_k)
+@pytest.mark.parametrize("large_k", [1, 10**9])
+def test_congruence_is_the_symmetric_product(large_k):
+    # large_k = 1: the trmm path at every order; 10**9: the two products.
     rng = np.random.default_rng(6)
     X = rng.standard_normal((30, 30))
     E = rng.standard_normal((30, 30))
     E = E + E.T
-    got = NP.congruence(X, E)
+    got = backend.Backend(large_k=large_k).congruence(X, E)
     want = X @ E @ X.T
     np.testing.assert_array_equal(got, got.T)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())
@@ -81,16 +80,15 @@ def test_triangular_times_is_the_triangular_product(lower):
 
 @pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-13), (np.float32, 1e-5)])
 @pytest.mark.parametrize("width", [7, 64])
-@pytest.mark.parametrize("short_spin", [True, False])  # trmm on E's lower triangle, or gemm blocks
-def test_quadratic_forms_are_the_diagonal_of_the_congruence(dtype, atol, width, short_spin, monkeypatch):
-    monkeypatch.setattr(openblas, "SHORT_SPIN", short_spin)
+@pytest.mark.parametrize("trmm", [True, False])  # trmm on E's lower triangle, or gemm blocks
+def test_quadratic_forms_are_the_diagonal_of_the_congruence(dtype, atol, width, trmm):
     # n = 50 columns: a last block narrower than ``width`` when width = 7
     rng = np.random.default_rng(6)
     E = _symmetric(30, seed=7).astype(dtype)
     W = rng.standard_normal((30, 50)).astype(dtype)
     before = E.copy()
     want = np.einsum("ij,ij->j", W, E.astype(float) @ W.astype(float))
-    got = NP.quadratic_forms(E, W, width)
+    got = NP.quadratic_forms(E, W, width, trmm=trmm)
     assert got.shape == (50,) and got.dtype == dtype
     np.testing.assert_allclose(got, want, rtol=0, atol=atol * np.abs(want).max())
     np.testing.assert_array_equal(E, before)  # the triangle is a copy
@@ -133,24 +131,25 @@ def test_float32_hessian_product_in_sigma_coordinates_and_preconditioner():
     assert np.vdot(X, pre(X)) > 0 and np.vdot(Y, pre(Y)) > 0
 
 
-def test_float32_step_runs_cg_in_single_and_returns_an_exact_double_direction(monkeypatch):
-    # From CG_SINGLE_MIN_K CG's vectors are float32 (no cast per product); D, delta and e
-    # come back in float64, delta = <D, grad F> exactly for that D, and D is within float32
-    # rounding of the float64 solver's direction.
-    monkeypatch.setattr(model, "CG_SINGLE_MIN_K", 0)
+def test_float32_step_runs_cg_in_single_and_returns_an_exact_double_direction():
+    # From cg_single_min_k (model.CG_SINGLE_MIN_K in the solver) CG's vectors are float32 (no
+    # cast per product); D and delta come back in float64, delta = <D, grad F> exactly for that D,
+    # and D is within float32 rounding of the float64 solver's direction. The step is
+    # smii_direction's (newton_direction on the operator, its preconditioner) with CG in single
+    # precision at this small k.
     problem = _ranges()
-    p0, c0 = _point(problem, 5.0)
-    op = Whitened(p0, problem.L, c0, rotate=True, float32=True)
-    assert op.cg_grad.dtype == np.float32 and op.preconditioner()(op.cg_grad).dtype == np.float32
     p, c = _point(problem, 5.0)
-    low = smii_direction(p, problem.L, c, 5, 1e-10, 1.0, precondition=True, float32=True)
+    op = Whitened(p, problem.L, c, rotate=True, float32=True, cg_single_min_k=0)
+    pre = op.preconditioner()
+    assert op.cg_grad.dtype == np.float32 and pre(op.cg_grad).dtype == np.float32
+    E, D, delta, n_cg = newton_direction(op, 5, 1e-10, 1.0, pre, descent_fallback=True)
     high = smii_direction(p, problem.L, c, 5, 1e-10, 1.0, precondition=True, float32=False)
-    assert low.D.dtype == low.e.dtype == np.float64
-    np.testing.assert_array_equal(low.D, low.D.T)
+    assert E.dtype == D.dtype == np.float64
+    np.testing.assert_array_equal(D, D.T)
     _, G = smii.objective(problem, p.sigma, 5.0, 5.0)
-    assert low.delta == pytest.approx(float(np.vdot(low.D, G)), rel=1e-10)
-    assert low.delta < 0 and low.n_cg == high.n_cg
-    assert np.abs(low.D - high.D).max() <= 1e-3 * np.abs(high.D).max()
+    assert delta == pytest.approx(float(np.vdot(D, G)), rel=1e-10)
+    assert delta < 0 and n_cg == high.n_cg
+    assert np.abs(D - high.D).max() <= 1e-3 * np.abs(high.D).max()
 
 
 @pytest.mark.parametrize("t, same_frame", [(2.0, True), (10.0, False), (400.0, True)])

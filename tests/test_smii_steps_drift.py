@@ -1,4 +1,4 @@
-"""SM-II's sub-problem ends: ``driver.settles`` and the ``DRIFT`` guard of shifted sub-problems."""
+"""SM-II's sub-problem ends: ``driver.settles``, the ``DRIFT`` guard of shifted sub-problems, ``sub_maxit``."""
 
 import math
 import types
@@ -31,39 +31,39 @@ def test_a_shifted_iterate_far_above_the_best_gap_does_not_settle():
     assert driver.settles(1.0, 0.5 * small, small, 1.0, math.inf)
 
 
-@pytest.mark.parametrize("shifted, settle_gap, settles", [(True, None, True), (True, 0.0, False), (False, None, False)])
-def test_a_shifted_step_that_gains_little_against_its_gap_settles(monkeypatch, shifted, settle_gap, settles):
+@pytest.mark.parametrize("shifted, settle, settles", [(True, True, True), (True, False, False), (False, True, False)])
+def test_a_shifted_step_that_gains_little_against_its_gap_settles(shifted, settle, settles):
     # A full step of a shifted sub-problem whose gain in F is under SETTLE_GAP |F| times the iterate's
-    # certified gap ends it, though the gain is far over SETTLE times the Newton-decrement threshold;
-    # without SETTLE_GAP, or unshifted, it does not.
-    if settle_gap is not None:
-        monkeypatch.setattr(driver, "SETTLE_GAP", settle_gap)
+    # certified gap ends it, though the gain is far over SETTLE times the Newton-decrement threshold
+    # (so that rule alone would not end it: driver.settles with SETTLE's bound says no); unshifted, or
+    # with settle=False (neither rule), it does not.
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(24, targets="random", seed=0))
-    opts = options.smii_options(tol=1e-4, refine=False, start="cheapest").resolved(problem.k)
+    opts = options.smii_options(tol=1e-4, refine=False, start="cheapest", settle=settle).resolved(problem.k)
     run = driver.Run(problem, opts, None, driver.Method("smii", "SM-II", None, (), ""), None)
     run.bounds.certify(run.p, run.kappa, run.c_int)
     shift = (np.zeros(problem.d), np.zeros(problem.m)) if shifted else (None, None)
     q = model.evaluate(run.B, run.L, run.c_int, run.p.sigma, run.t1, run.t2, s1=shift[0], s2=shift[1])
     gap = run.bounds.gap(q.cost(run.kappa))
     assert gap > driver.MIX_WITHIN * opts.tol  # no mixing in the way
-    threshold, gain = 1e-12, 0.5 * driver.SETTLE_GAP * gap * abs(q.F) if settle_gap is None else 1e-6
+    threshold, gain = 1e-12, 0.5 * driver.SETTLE_GAP * gap * abs(q.F)
     assert gain > 1e3 * driver.SETTLE * threshold
+    assert not driver.settles(1.0, gain, driver.SETTLE * threshold, math.nan, math.inf)  # SETTLE alone: no
     run.p = types.SimpleNamespace(F=q.F + gain)  # the point before the step: only its F is read
     run._accept(1.0, q, newton.Step(None, -1.0, None, 3), threshold=threshold)
     assert run.settled is settles
 
 
-@pytest.mark.parametrize("drift", [1.0, math.inf])
-def test_every_drift_guard_certifies_the_same_optimum(monkeypatch, drift):
-    # DRIFT = 1: a shifted sub-problem only settles on an iterate at least as good as the
-    # best one; inf: never guarded (the rule before DRIFT). Both still certify, at the
-    # SDP's optimum of prefix(32) and at the default run's cost on random ranges.
+@pytest.mark.parametrize("settle", [True, False])
+def test_with_or_without_the_settle_rule_the_same_optimum_is_certified(settle):
+    # settle=True: sub-problems also end by SETTLE / SETTLE_GAP, a shifted one's first step guarded
+    # by DRIFT (it settles only on an iterate within DRIFT of the best gap); settle=False: only by
+    # the Newton decrement, a stall or sub_maxit. Both certify, at the SDP's optimum of prefix(32)
+    # and at the default run's cost on random ranges.
     ranges = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=0))
     default = ffu.solve(ranges, method="smii", refine=False)
-    monkeypatch.setattr(driver, "DRIFT", drift)
     for problem, want in ((ffu.FitnessProblem.from_workload(workloads.prefix(32)), PREFIX32_OPT),
                           (ranges, default.privacy_cost)):
-        sol = ffu.solve(problem, method="smii", refine=False)
+        sol = ffu.solve(problem, method="smii", refine=False, settle=settle)
         assert sol.status == OPTIMAL and 0 <= sol.gap <= 1e-4
         assert sol.max_ratio == pytest.approx(1.0, rel=1e-12)
         assert sol.lower_bound <= sol.privacy_cost
@@ -82,15 +82,14 @@ def _steps_per_subproblem(log: str) -> list[int]:
     return counts
 
 
-def test_no_subproblem_takes_more_than_sub_maxit_steps(monkeypatch, capsys):
+def test_no_subproblem_takes_more_than_sub_maxit_steps(capsys):
     # Seed 1: one sub-problem takes 7 Newton steps uncapped (seed 0, with CG preconditioned at
     # d = 64, takes at most 5).
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=1))
     ffu.solve(problem, method="smii", refine=False, verbose=True)
     free = _steps_per_subproblem(capsys.readouterr().out)
     assert max(free) > 5  # the cap below bites
-    monkeypatch.setattr(driver, "SUB_MAXIT", 5)
-    sol = ffu.solve(problem, method="smii", refine=False, verbose=True)
+    sol = ffu.solve(problem, method="smii", refine=False, verbose=True, sub_maxit=5)
     capped = _steps_per_subproblem(capsys.readouterr().out)
     assert capped and max(capped) <= 5
     assert sol.status == OPTIMAL and sol.gap <= 1e-4
@@ -98,8 +97,8 @@ def test_no_subproblem_takes_more_than_sub_maxit_steps(monkeypatch, capsys):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_mixed_scale_workloads_certify_within_maxiter(seed):
-    # Seed 1 once spent 1,084 steps in one sub-problem at t = 2,430 and ended at maxiter
-    # (gap 1.2e-3) before SUB_MAXIT capped sub-problems.
+    # Seed 1 with sub-problems uncapped (sub_maxit=None) spends 1,084 steps in one sub-problem at
+    # t = 2,430 and ends at maxiter (gap 1.2e-3); capped at options.SUB_MAXIT it certifies.
     from experiments import bench_workloads
 
     sol = ffu.solve(bench_workloads.build("mixed", 64, seed), method="smii", tol=1e-4, refine=False)

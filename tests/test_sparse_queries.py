@@ -3,7 +3,8 @@
 ``basis.decompose`` snaps a least-squares ``L`` to integers only when they reproduce ``W``
 exactly; SM-II on numpy then holds a sparse ``L`` as CSR and a square triangular one as
 ``backend.TriangularQueries`` (``backend.queries``), and each must give the dense path's
-products and the same certified optimum.
+products and the same Newton steps. The structured kernels run from ``backend.LARGE_K`` on;
+a :class:`backend.Backend` built with ``large_k=1`` chooses them at these small sizes.
 """
 
 import numpy as np
@@ -13,11 +14,12 @@ from scipy import sparse
 import ffu_cvx as ffu
 from ffu_cvx import basis, privacy, workloads
 from ffu_cvx.smii import backend
-from ffu_cvx.smii.model import evaluate, initial_sigma, variance_ratios
-from ffu_cvx.smii.newton import smii_direction
-from ffu_cvx.status import OPTIMAL
+from ffu_cvx.smii.model import evaluate, initial_sigma, normalise, variance_ratios
+from ffu_cvx.smii.newton import line_search, smii_direction
 
 NP = backend.NUMPY
+#: numpy's kernels with the structured ones at every size (CSR for L at most half non-zero).
+STRUCTURED = backend.Backend(large_k=1, sparse_density=0.5)
 
 
 def _ranges(d=64, seed=0):
@@ -57,25 +59,21 @@ def test_a_non_integer_basis_is_never_snapped():
     np.testing.assert_allclose(L @ B, W, rtol=0, atol=1e-12)
 
 
-def test_queries_are_csr_only_when_large_and_sparse(monkeypatch):
+def test_queries_are_csr_only_when_large_and_sparse():
     problem = _ranges()
     dense = np.ones((8, problem.k))
-    assert isinstance(NP.queries(problem.L), np.ndarray)  # k = 63 < SPARSE_MIN_K
-    monkeypatch.setattr(backend, "SPARSE_MIN_K", 1)
-    monkeypatch.setattr(backend, "SPARSE_MAX_DENSITY", 0.5)
-    got = NP.queries(problem.L)
+    assert (NP.large_k, NP.sparse_density) == (backend.LARGE_K, backend.SPARSE_MAX_DENSITY)
+    assert isinstance(NP.queries(problem.L), np.ndarray)  # k = 63 < LARGE_K
+    got = STRUCTURED.queries(problem.L)
     assert sparse.issparse(got) and got.shape == problem.L.shape
     assert backend.of(got) is NP
-    assert isinstance(NP.queries(dense), np.ndarray)  # dense stays dense
-    monkeypatch.setattr(backend, "SPARSE_MAX_DENSITY", 0.0)
-    assert isinstance(NP.queries(problem.L), np.ndarray)
+    assert isinstance(STRUCTURED.queries(dense), np.ndarray)  # dense stays dense
+    assert isinstance(backend.Backend(large_k=1, sparse_density=0.0).queries(problem.L), np.ndarray)
 
 
-def test_csr_products_match_the_dense_ones(monkeypatch):
-    monkeypatch.setattr(backend, "SPARSE_MIN_K", 1)
-    monkeypatch.setattr(backend, "SPARSE_MAX_DENSITY", 0.5)
+def test_csr_products_match_the_dense_ones():
     problem = _ranges()
-    csr = NP.queries(problem.L)
+    csr = STRUCTURED.queries(problem.L)
     rng = np.random.default_rng(3)
     A = rng.standard_normal((problem.k, problem.k))
     S = A @ A.T
@@ -89,11 +87,9 @@ def test_csr_products_match_the_dense_ones(monkeypatch):
 
 
 @pytest.mark.parametrize("float32", [False, True])
-def test_direction_with_csr_queries_has_the_exact_variance_derivative(monkeypatch, float32):
-    monkeypatch.setattr(backend, "SPARSE_MIN_K", 1)
-    monkeypatch.setattr(backend, "SPARSE_MAX_DENSITY", 0.5)
+def test_direction_with_csr_queries_has_the_exact_variance_derivative(float32):
     problem = _ranges(48, seed=1)
-    L = NP.queries(problem.L)
+    L = STRUCTURED.queries(problem.L)
     assert sparse.issparse(L)
     p = evaluate(problem.B, L, problem.c, initial_sigma(problem, None), 3.0, 3.0)
     dense = evaluate(problem.B, problem.L, problem.c, p.sigma, 3.0, 3.0)
@@ -105,44 +101,75 @@ def test_direction_with_csr_queries_has_the_exact_variance_derivative(monkeypatc
     np.testing.assert_allclose(step.e, change, rtol=0, atol=1e-9 * np.abs(change).max())
 
 
-def test_smii_with_csr_queries_reaches_the_dense_optimum(monkeypatch):
+def _along(B, L, c, p, d, t: float):
+    """The trial points ``p.sigma + a D`` of the line search along the direction ``d``."""
+    return lambda a: evaluate(B, L, c, p.sigma + a * d.D, t, t, h=p.h + a * d.e)
+
+
+def _newton_steps(problem, L, steps: int, t: float):
+    """``steps`` SM-II Newton steps driven by hand (the solver's direction and line search at a fixed
+    ``t``) from its normalised start, the queries held as ``L``: ``(F, step length, D)`` per step and the
+    last point."""
+    B = problem.B
+    sigma, c, _ = normalise(initial_sigma(problem, None, queries=L), B, L, problem.c)
+    p, seen = evaluate(B, L, c, sigma, t, t), []
+    for _ in range(steps):
+        d = smii_direction(p, L, c, 5, 1e-10, 1.0, precondition=True)
+        step, q = line_search(_along(B, L, c, p, d, t), p.F, d.delta, 0.01, 0.5)
+        assert q is not None
+        seen.append((p.F, step, d.D))
+        p = q
+    return seen, p
+
+
+def _same_newton_steps(problem, L, steps: int = 5, t: float = 30.0):
+    """The Newton steps with the structured ``L`` are the dense path's to rounding: the same step
+    lengths, objectives and directions, and they make progress. (CG amplifies the products'
+    rounding step by step: on the CSR ranges below, D parts by 2e-8 of its largest entry at the
+    fifth step and F by 1.4e-11.)"""
+    want, last_want = _newton_steps(problem, problem.L, steps, t)
+    got, last_got = _newton_steps(problem, L, steps, t)
+    for (F_w, step_w, D_w), (F_g, step_g, D_g) in zip(want, got):
+        assert step_g == step_w
+        assert F_g == pytest.approx(F_w, rel=1e-9)
+        np.testing.assert_allclose(D_g, D_w, rtol=0, atol=1e-6 * np.abs(D_w).max())
+    assert last_got.F == pytest.approx(last_want.F, rel=1e-9) and last_got.F < got[0][0]
+    np.testing.assert_allclose(last_got.h, last_want.h, rtol=1e-6)
+
+
+def test_newton_steps_with_csr_queries_follow_the_dense_ones():
+    # The solver holds L as CSR from backend.LARGE_K on; its Newton steps at this small size, with the
+    # CSR L that STRUCTURED gives, are those of the dense L.
     problem = _ranges(64, seed=2)
-    want = ffu.solve(problem, method="smii", tol=1e-4, refine=False)
-    monkeypatch.setattr(backend, "SPARSE_MIN_K", 1)
-    monkeypatch.setattr(backend, "SPARSE_MAX_DENSITY", 0.5)
-    assert sparse.issparse(NP.queries(problem.L))
-    got = ffu.solve(problem, method="smii", tol=1e-4, refine=False)
-    assert want.status == got.status == OPTIMAL
-    assert got.gap <= 1e-4 and want.gap <= 1e-4
-    assert got.privacy_cost == pytest.approx(want.privacy_cost, rel=1.5e-4)
-    assert float(np.max(privacy.variances(problem.L, got.sigma) / problem.c)) <= 1 + 1e-9
+    L = STRUCTURED.queries(problem.L)
+    assert sparse.issparse(L)
+    _same_newton_steps(problem, L)
 
 
 def _prefix(d=48):
     return ffu.FitnessProblem.from_workload(workloads.prefix(d))
 
 
-def test_queries_are_triangular_only_when_large_square_and_triangular(monkeypatch):
+def test_queries_are_triangular_only_when_large_square_and_triangular():
     L = _prefix().L  # upper triangular ones on the identity basis
-    assert isinstance(NP.queries(L), np.ndarray)  # k = 48 < TRIANGULAR_MIN_K
-    monkeypatch.setattr(backend, "TRIANGULAR_MIN_K", 1)
+    assert isinstance(NP.queries(L), np.ndarray)  # k = 48 < LARGE_K
+    triangular = backend.Backend(large_k=1)  # the default density: prefix's L (51% non-zero) is not CSR
     for array, lower in ((L, False), (L.T.copy(), True)):
-        got = NP.queries(array)
+        got = triangular.queries(array)
         assert isinstance(got, backend.TriangularQueries) and got.lower is lower
         assert got.shape == array.shape and backend.of(got) is NP
     full = L.copy()
     full[-1, 0] = 1.0  # one entry below the diagonal: neither triangle
-    assert isinstance(NP.queries(full), np.ndarray)
-    assert isinstance(NP.queries(np.ones((3, 5))), np.ndarray)  # not square
+    assert isinstance(triangular.queries(full), np.ndarray)
+    assert isinstance(triangular.queries(np.ones((3, 5))), np.ndarray)  # not square
 
 
 @pytest.mark.parametrize("lower", [False, True])
-def test_triangular_products_match_the_dense_ones(monkeypatch, lower):
-    monkeypatch.setattr(backend, "TRIANGULAR_MIN_K", 1)
+def test_triangular_products_match_the_dense_ones(lower):
     rng = np.random.default_rng(4)
     L = np.triu(rng.standard_normal((40, 40)))
     L = L.T.copy() if lower else L
-    T = NP.queries(L)
+    T = backend.Backend(large_k=1).queries(L)
     A = rng.standard_normal((40, 40))
     for S in (A @ A.T, A + A.T):  # a covariance and an indefinite direction
         want = privacy.variances(L, S)
@@ -150,12 +177,8 @@ def test_triangular_products_match_the_dense_ones(monkeypatch, lower):
     np.testing.assert_allclose(T @ A, L @ A, rtol=0, atol=1e-12 * np.abs(L @ A).max())
 
 
-def test_smii_with_triangular_queries_reaches_the_dense_optimum(monkeypatch):
+def test_newton_steps_with_triangular_queries_follow_the_dense_ones():
     problem = _prefix(64)
-    want = ffu.solve(problem, method="smii", tol=1e-4, refine=False)
-    monkeypatch.setattr(backend, "TRIANGULAR_MIN_K", 1)
-    assert isinstance(NP.queries(problem.L), backend.TriangularQueries)
-    got = ffu.solve(problem, method="smii", tol=1e-4, refine=False)
-    assert want.status == got.status == OPTIMAL
-    assert got.privacy_cost == pytest.approx(want.privacy_cost, rel=1.5e-4)
-    assert float(np.max(privacy.variances(problem.L, got.sigma) / problem.c)) <= 1 + 1e-9
+    L = backend.Backend(large_k=1).queries(problem.L)
+    assert isinstance(L, backend.TriangularQueries)
+    _same_newton_steps(problem, L)

@@ -29,7 +29,7 @@ numpy-style boolean column masks, which torch and CuPy support.
 
 :func:`select` turns the option ``array_backend`` into a backend: ``"numpy"``,
 ``"torch"`` (CUDA when available, else the CPU), ``"torch:cpu"``, ``"torch:cuda"`` or
-``"cupy"``, all in float64. The start (from k = 1,000) and the cheap certificate run on the backend too
+``"cupy"``, all in float64. The start (from ``LARGE_K``, k = 1,000) and the cheap certificate run on the backend too
 (:class:`Placed` gives :mod:`ffu_cvx.certificate` the arrays and kernels there); the dual
 ascent, the polish and the Solution stay on numpy in float64: the driver moves arrays back
 with :meth:`Backend.to_numpy`.
@@ -47,7 +47,7 @@ from scipy.linalg import blas, lapack
 from .. import openblas, privacy
 from ..basis import is_identity
 
-__all__ = ["BACKENDS", "Backend", "Placed", "TriangularQueries", "NUMPY", "available", "of", "select"]
+__all__ = ["BACKENDS", "LARGE_K", "Backend", "Placed", "TriangularQueries", "NUMPY", "available", "of", "select"]
 
 #: The values of the option ``array_backend``.
 BACKENDS = ("numpy", "torch", "torch:cpu", "torch:cuda", "cupy")
@@ -55,44 +55,56 @@ BACKENDS = ("numpy", "torch", "torch:cpu", "torch:cuda", "cupy")
 INSTALL_HINT = "pip install 'ffu-cvx[gpu]' (array-api-compat) plus torch or cupy"
 
 
-#: numpy's identity solves ``R^{-1} I`` use LAPACK ``trtri`` from this order on. Per call
-#: (one BLAS thread, CPU time) solve against trtri: 4.4 / 2.9 ms at 512, 40 / 12 ms at
-#: 1024, 1.58 / 0.46 s at 4096. Below it the numpy path keeps scipy's solve, which the
-#: torch backend matches to 1e-10 over a whole run (tests/test_smii_backends.py): on
-#: random ranges d = 32, whose basis is the identity, trtri took numpy 1.3e-10 from torch
-#: (5e-11 with the solve).
-LOWER_INVERSE_MIN_K = 1000
-#: numpy holds the query matrix ``L`` (m, k) as a CSR array (:meth:`Backend.queries`) from
-#: this basis size on when at most ``SPARSE_MAX_DENSITY`` of its entries are non-zero:
-#: ``L X`` and ``diag(L S L^T)`` then cost O(nnz k) instead of O(m k^2). Measured at
-#: k = 2048, m = 4096 (two BLAS threads): random sparsity 1% / 3% / 5% took 0.10 / 0.28 /
-#: 0.42 s against 0.31 s dense; random ranges d = 2048 (row basis, 1.0% non-zero)
-#: 0.046 against 0.285 s, d = 1024 (1.9%) 0.009 against 0.036 s. Below this size the dense
-#: product costs milliseconds and numpy keeps the dense path that the torch backend
-#: matches to 1e-10.
-SPARSE_MIN_K = 1000
+#: From this basis size (the order of the (k, k) arrays) on, numpy takes its structured kernels;
+#: below it numpy keeps the dense path (scipy's triangular solve, general products), which the
+#: torch backend matches to 1e-10 over a whole run (tests/test_smii_backends.py), and the
+#: structured kernels would save milliseconds at most. Each was measured where it pays:
+#:
+#: - identity solves ``R^{-1} I`` by LAPACK ``trtri`` (:meth:`Backend.solve_triangular`,
+#:   :func:`lower_inverse`): per call (one BLAS thread, CPU time) solve against trtri 4.4 /
+#:   2.9 ms at 512, 40 / 12 ms at 1024, 1.58 / 0.46 s at 4096; on random ranges d = 32, whose
+#:   basis is the identity, trtri took numpy 1.3e-10 from torch (5e-11 with the solve).
+#: - a query matrix ``L`` (m, k) with at most ``SPARSE_MAX_DENSITY`` of its entries non-zero
+#:   held as a CSR array (:meth:`Backend.queries`): ``L X`` and ``diag(L S L^T)`` then cost
+#:   O(nnz k) instead of O(m k^2). At k = 2048, m = 4096 (two BLAS threads) random sparsity
+#:   1% / 3% / 5% took 0.10 / 0.28 / 0.42 s against 0.31 s dense; random ranges d = 2048 (row
+#:   basis, 1.0% non-zero) 0.046 against 0.285 s, d = 1024 (1.9%) 0.009 against 0.036 s.
+#: - a dense triangular ``L`` (k, k) (prefix on the identity basis) held as
+#:   :class:`TriangularQueries`, whose products are BLAS ``trmm``: on prefix's L, ``L X`` for a
+#:   (k, k) ``X`` took 0.099 against 0.181 s at k = 2048 and 0.69 against 1.37 s at 4096,
+#:   ``diag(L S L^T)`` 0.093 against 0.189 s and 0.70 against 1.32 s (two BLAS threads, best of three).
+#: - a direction mapped back (:meth:`Backend.congruence`, ``X E X^T``) by one ``trmm`` and one
+#:   product: 0.32 against 0.39 s at k = 2048 and 2.2 against 2.9 s at 4096 (two BLAS threads,
+#:   best of four, summing the kernels' times).
+#: - an accelerator backend computes the start on its device
+#:   (:func:`ffu_cvx.smii.model.initial_sigma`); below this size on numpy (0.97 s at d = 1,024,
+#:   prefix and random ranges, one BLAS thread) and moved there. Computed on CUDA the start's
+#:   rounding moved the objective of a whole run on prefix(32) by 2.3e-10 from numpy's. With the
+#:   certificate's bound on the device as well, prefix d = 4,096 takes 8.3 s against 26.0 s with
+#:   them on the host (torch:cuda on an H200, 16 host threads).
+#:
+#: :class:`Backend` takes its own threshold (``large_k``); :data:`NUMPY` has this one.
+LARGE_K = 1000
+#: numpy holds ``L`` as CSR (see ``LARGE_K``) when at most this fraction of its entries is non-zero.
 SPARSE_MAX_DENSITY = 0.03
-#: numpy holds a dense triangular query matrix ``L`` (k, k) of at least this order (prefix
-#: on the identity basis) as :class:`TriangularQueries`, whose products are BLAS ``trmm``:
-#: on prefix's L, ``L X`` for a (k, k) ``X`` took 0.099 against 0.181 s at k = 2048 and
-#: 0.69 against 1.37 s at 4096, ``diag(L S L^T)`` 0.093 against 0.189 s and 0.70 against
-#: 1.32 s (two BLAS threads, best of three). Below it numpy keeps the dense product that
-#: the torch backend matches to 1e-10.
-TRIANGULAR_MIN_K = 1000
-#: numpy maps a direction back (:meth:`Backend.congruence`, ``X E X^T``) by one ``trmm``
-#: and one product from this order on: 0.32 against 0.39 s at k = 2048 and 2.2 against
-#: 2.9 s at 4096 (two BLAS threads, best of four, summing the kernels' times). Below it numpy
-#: keeps the two products that the torch backend matches to 1e-10.
-CONGRUENCE_MIN_K = 1000
 
 
 class Backend:
-    """numpy's kernels: exactly the scipy / numpy calls of the original solver."""
+    """numpy's kernels: exactly the scipy / numpy calls of the original solver.
+
+    ``large_k``: the order from which the structured kernels run (see ``LARGE_K``);
+    ``sparse_density``: the largest fraction of non-zero entries of a query matrix held as
+    CSR (``SPARSE_MAX_DENSITY``). :data:`NUMPY` has the defaults; another instance chooses
+    the kernels at any size (the tests check each kernel against the dense path at small k).
+    """
 
     name = "numpy"
     xp = np
     einsum = staticmethod(np.einsum)
     diag = staticmethod(np.diag)
+
+    def __init__(self, large_k: int = LARGE_K, sparse_density: float = SPARSE_MAX_DENSITY):
+        self.large_k, self.sparse_density = large_k, sparse_density
 
     def asarray(self, x):
         """``x`` as a float64 array of this backend (a numpy array: itself)."""
@@ -100,13 +112,13 @@ class Backend:
 
     def queries(self, L):
         """The query matrix ``L`` (m, k) as SM-II multiplies it: a CSR array when it is sparse
-        (see ``SPARSE_MIN_K``), a :class:`TriangularQueries` when it is square and
-        triangular (``TRIANGULAR_MIN_K``), else the float64 array. Each gives ``L @ X``
-        (dense) and :meth:`variances`."""
+        (at most ``sparse_density`` of its entries non-zero), a :class:`TriangularQueries` when it
+        is square and triangular, else the float64 array; the first two from ``k = large_k`` on.
+        Each gives ``L @ X`` (dense) and :meth:`variances`."""
         L = self.asarray(L)
-        if L.shape[1] >= SPARSE_MIN_K and np.count_nonzero(L) <= SPARSE_MAX_DENSITY * L.size:
+        if L.shape[1] >= self.large_k and np.count_nonzero(L) <= self.sparse_density * L.size:
             return sparse.csr_array(L)
-        if L.shape[0] == L.shape[1] >= TRIANGULAR_MIN_K:
+        if L.shape[0] == L.shape[1] >= self.large_k:
             for lower in (True, False):
                 if not np.any(np.triu(L, 1) if lower else np.tril(L, -1)):
                     return TriangularQueries(L, lower)
@@ -136,10 +148,10 @@ class Backend:
         """``R^{-1} B`` (``R^{-T} B`` with ``trans``) for lower triangular ``R``.
 
         ``B`` the identity (the identity basis: prefix, the range basis of a full-rank
-        workload) of order at least ``LOWER_INVERSE_MIN_K``: ``R^{-1}`` by LAPACK
+        workload) of order at least ``large_k``: ``R^{-1}`` by LAPACK
         ``trtri`` (:func:`lower_inverse`), a third of the solve's flops.
         """
-        if (not trans and R.shape[0] >= LOWER_INVERSE_MIN_K and isinstance(B, np.ndarray)
+        if (not trans and R.shape[0] >= self.large_k and isinstance(B, np.ndarray)
                 and B.shape == R.shape and is_identity(B)):
             return lower_inverse(R)
         if trans:
@@ -225,11 +237,11 @@ class Backend:
     def congruence(self, X, E):
         """``X E X^T`` (k, k), exactly symmetric, for ``X`` (k, k) and a symmetric ``E`` (k, k).
 
-        From ``CONGRUENCE_MIN_K`` on: ``E = A + A^T`` with ``A`` the lower triangle of
+        From order ``large_k`` on: ``E = A + A^T`` with ``A`` the lower triangle of
         ``E`` and half its diagonal, so ``X E X^T = S + S^T`` with ``S = (X A) X^T``:
         ``X A`` is a ``trmm`` (half a product's flops), so the whole costs 1.5 products, not 2.
         """
-        if X.shape[0] < CONGRUENCE_MIN_K:
+        if X.shape[0] < self.large_k:
             return _congruence_products(X, E)
         A = _half_lower(E)
         trmm = blas.get_blas_funcs("trmm", (A, X))
@@ -243,7 +255,7 @@ class Backend:
         # R X = (X^T R^T)^T; with C-ordered R and X their transposes are Fortran-ordered.
         return trmm(1.0, R.T, X.T, side=1, lower=0 if lower else 1).T
 
-    def quadratic_forms(self, E, W, width: int):
+    def quadratic_forms(self, E, W, width: int, trmm: bool | None = None):
         """``diag(W^T E W)`` (n,) for a symmetric ``E`` (k, k) and ``W`` (k, n), ``width`` columns at a time.
 
         ``E = A + A^T`` with ``A`` the lower triangle of ``E`` and half its diagonal, so
@@ -253,9 +265,10 @@ class Backend:
         form). Only when numpy's and scipy's OpenBLAS pools do not fight
         (``openblas.SHORT_SPIN``): otherwise, between numpy products, it took 0.043 s
         against 0.034 s at k = 1011, n = 3072 and slowed the numpy products after it, so
-        numpy's ``gemm`` blocks are used.
+        numpy's ``gemm`` blocks are used. ``trmm``: the ``trmm`` route (True) or the ``gemm``
+        blocks (False) whatever the pools; None: as ``openblas.SHORT_SPIN`` says.
         """
-        if not openblas.SHORT_SPIN:
+        if not (openblas.SHORT_SPIN if trmm is None else trmm):
             return _block_forms(E.__matmul__, W, width)
         A = _half_lower(E)
         out = _block_forms(lambda X: self.triangular_times(A, X), W, width)
@@ -330,6 +343,7 @@ class ArrayAPIBackend(Backend):
     """A non-numpy backend through array-api-compat's namespace ``xp`` of ``lib`` (torch or cupy)."""
 
     def __init__(self, name: str, lib, xp):
+        super().__init__()
         self.name, self.lib, self.xp = name, lib, xp
         self.einsum, self.diag = lib.einsum, lib.diag
 

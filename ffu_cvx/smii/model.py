@@ -58,7 +58,7 @@ import numpy as np
 from .. import certificate
 from ..problem import FitnessProblem
 from ..status import SolverError
-from .backend import NUMPY, Placed, of
+from .backend import LARGE_K, NUMPY, Placed, of
 
 __all__ = ["objective", "hessp"]
 
@@ -82,13 +82,6 @@ HVP_CHUNK = 1024
 CG_SINGLE_MIN_K = 2000
 #: The start is scaled to this fraction of the largest step that keeps every target (§6.3).
 START_MARGIN = 0.99
-#: From this basis size an accelerator backend computes the start on its device; below it on
-#: numpy (0.97 s here at d = 1,024, prefix and random ranges, one BLAS thread) and moves it
-#: there. Computed on CUDA the start's rounding moved the objective of a whole run on
-#: prefix(32) by 2.3e-10 from numpy's. With the certificate's bound on the device as well,
-#: prefix d = 4,096 takes 8.3 s against 26.0 s with them on the host (torch:cuda on an H200,
-#: 16 host threads).
-DEVICE_START_MIN_K = 1000
 #: The dual-ascent start (:func:`ascent_start`, ``solve_smii(start="ascent")``): this many steps of
 #: :func:`ffu_cvx.certificate.ascend`, over-relaxed by ``ASCENT_OMEGA``, ``ASCENT_MIX`` of the uniform
 #: multipliers mixed back each step. Measured (one BLAS thread, tol 1e-3, d = 1,024, targets over decades, 4-ary trees and random ranges, seeds 0-1): steps
@@ -227,13 +220,14 @@ class Whitened:
     (``R`` without rotation): a direction ``E`` is ``D = RQ E RQ^T`` in ``Sigma``'s
     coordinates. ``float32=True`` evaluates :meth:`hvp` in single precision (CG
     directions only; in the rotated frame from one array ``W = [Y, V^T]``, see
-    :meth:`_hvp_rotated32`), the preconditioner too, and from ``CG_SINGLE_MIN_K`` CG
-    itself on ``cg_grad``, the gradient cast once; it forms ``grad`` and ``RQ`` by
-    ``syrk`` and ``trmm`` (still float64: gradient, ``delta``, ``e`` and ``D`` are
-    exact). Nothing changes after construction.
+    :meth:`_hvp_rotated32`), the preconditioner too, and from ``k = cg_single_min_k``
+    (default ``CG_SINGLE_MIN_K``) CG itself on ``cg_grad``, the gradient cast once; it forms
+    ``grad`` and ``RQ`` by ``syrk`` and ``trmm`` (still float64: gradient, ``delta``, ``e``
+    and ``D`` are exact). Nothing changes after construction.
     """
 
-    def __init__(self, p: Point, L: np.ndarray, c: np.ndarray, rotate: bool = False, float32: bool = False):
+    def __init__(self, p: Point, L: np.ndarray, c: np.ndarray, rotate: bool = False, float32: bool = False,
+                 cg_single_min_k: int = CG_SINGLE_MIN_K):
         self.bk = bk = of(p.Y)
         xp = bk.xp
         self.t1, self.t2 = p.t1, p.t2
@@ -256,7 +250,7 @@ class Whitened:
             self.grad = bk.gram(Va, self.ua / self.ca, trans=True) - self.M
         else:
             self.grad = symmetrise((Va.T * (self.ua / self.ca)) @ Va) - self.M
-        self.cg_single = self.float32 and self.grad.shape[0] >= CG_SINGLE_MIN_K
+        self.cg_single = self.float32 and self.grad.shape[0] >= cg_single_min_k
         self.cg_grad = bk.single(self.grad) if self.cg_single else self.grad
         if self.float32 and self.Q is not None:
             # One float32 array for both soft maxes (see _hvp_rotated32), nothing else kept.
@@ -332,7 +326,7 @@ class Whitened:
         With ``X = E Y`` and ``Z = X diag(w) - Y diag(t1 w (a - w.a)) / 2`` the profile
         part ``E M + M E - t1 Y diag(w (a - w.a)) Y^T`` is ``Z Y^T + (Z Y^T)^T``.
         In single precision in the rotated frame: :meth:`_hvp_rotated32`. The result is in
-        CG's precision (``cg_grad``'s: float32 with ``float32=True`` from ``CG_SINGLE_MIN_K``).
+        CG's precision (``cg_grad``'s: float32 with ``float32=True`` from ``cg_single_min_k``).
         """
         if self.float32 and self.Q is not None:
             return self._hvp_rotated32(E)
@@ -416,12 +410,13 @@ def _user_start(Q, k: int) -> np.ndarray:
     return symmetrise(inverse)
 
 
-def initial_sigma(problem: FitnessProblem, Q, B=None, L=None, queries=None):
+def initial_sigma(problem: FitnessProblem, Q, B=None, L=None, queries=None, large_k: int = LARGE_K):
     """§6.3: ``Sigma_0 = s^2 Q^+ Q^{+T}`` with ``s^2 = 0.99 min_j c_j / (L Q^+ Q^{+T} L^T)_jj``.
 
     ``B`` (k, d) and ``L`` (m, k): the problem's, dense, on the array backend where the start
-    is returned and, from ``DEVICE_START_MIN_K``, computed (default ``problem.B``,
-    ``problem.L``: numpy); ``queries``:
+    is returned and, from ``k = large_k``, computed (default ``problem.B``,
+    ``problem.L``: numpy; ``large_k`` default :data:`ffu_cvx.smii.backend.LARGE_K`, where the
+    start on the device pays); ``queries``:
     ``L`` as the solver holds it there for the variances (numpy: dense or CSR,
     :meth:`ffu_cvx.smii.backend.Backend.queries`; default ``L``).
 
@@ -435,7 +430,7 @@ def initial_sigma(problem: FitnessProblem, Q, B=None, L=None, queries=None):
     L = problem.L if L is None else L
     queries = L if queries is None else queries
     bk = of(B)
-    if bk is not NUMPY and problem.k < DEVICE_START_MIN_K:
+    if bk is not NUMPY and problem.k < large_k:
         return bk.asarray(initial_sigma(problem, Q))
     xp, c = bk.xp, bk.asarray(problem.c)
     if Q is None:
