@@ -82,3 +82,10 @@ def test_a_worst_case_counts_only_where_the_default_takes_long_enough():
                 + _rows("a", "off", [scale * t for t in (1.0, 1.0, 1.0, 1.0, 1.5)]))
     assert bench_bank.verdict(bench_bank.summary(bank(2.0)))["off"]["keep"]
     assert not bench_bank.verdict(bench_bank.summary(bank(0.1)))["off"]["keep"]
+
+
+def test_a_heuristic_without_which_a_cell_is_not_certified_is_kept():
+    off = _rows("a", "off", BASE)
+    off[2]["certified"] = False
+    verdict = bench_bank.verdict(bench_bank.summary(_rows("a", "default", BASE) + off))
+    assert verdict["off"]["keep"] and verdict["off"]["justify"] == ["a@64 (uncertified)"]
