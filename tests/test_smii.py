@@ -8,7 +8,7 @@ from scipy import linalg
 
 import ffu_cvx as ffu
 from ffu_cvx import smii, workloads
-from ffu_cvx.smii import driver, multipliers, polish
+from ffu_cvx.smii import driver, incumbents, multipliers, polish
 from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
 from ffu_cvx.smii.newton import conjugate_gradient
 from ffu_cvx.smii.polish import LevelPoint, LevelWhitened, epigraph_max
@@ -492,7 +492,7 @@ def test_regressed_multiplier_iterates_resume_from_the_best():
 
 def test_restarts_resume_from_the_least_cost_iterate_of_any_step(monkeypatch):
     # A restart (restarts=1: any end worse than the best) goes back to the accepted iterate of least normalised cost seen at any
-    # Newton step (driver.Lowest), which may lie inside a sub-problem rather than at its end;
+    # Newton step (incumbents.Lowest), which may lie inside a sub-problem rather than at its end;
     # the point rebuilt from its sigma costs exactly that. Which restarts resume inside a
     # sub-problem is the trajectory's draw: random ranges d = 32 seeds 1, 2 and 4 restart
     # (1, 1 and 3 times with SETTLE_GAP; seed 2 inside), so at least one of them must.
@@ -528,19 +528,19 @@ def test_restart_point_is_the_cheaper_of_the_best_end_and_the_least_cost_iterate
     opts = smii.options.smii_options(refine=False).resolved(problem.k)
     run = driver.Run(problem, opts, None, driver.Method("smii", "SM-II", None, (), ""), None)
     exact = ffu.solve(problem, method="smii", tol=1e-6, refine=False)
-    cheap = evaluate(run.B, run.L, run.c_int, exact.sigma, run.t1, run.t2)
-    dear = evaluate(run.B, run.L, run.c_int, exact.sigma + 0.1 * np.eye(problem.k), run.t1, run.t2)
+    cheap = evaluate(run.B, run.L, run.c_int, exact.sigma, run.schedule.t1, run.schedule.t2)
+    dear = evaluate(run.B, run.L, run.c_int, exact.sigma + 0.1 * np.eye(problem.k), run.schedule.t1, run.schedule.t2)
     run.bounds.certify(cheap, run.kappa, run.c_int)
     assert cheap.cost(run.kappa) < dear.cost(run.kappa)
     shift = np.full(problem.d, -1.0)
     end = smii.mixing.end_of(cheap, run.kappa, np.asarray)
-    low = driver.Lowest(cheap.cost(run.kappa), 7, end, run.c_int, 30.0, 30.0, shift, None)
-    run.best, run.lowest = driver.Best(1.0, dear, run.kappa), low
+    low = incumbents.Lowest(cheap.cost(run.kappa), 7, end, run.c_int, 30.0, 30.0, shift, None)
+    run.incumbents.best, run.incumbents.lowest = incumbents.Best(1.0, dear, run.kappa), low
     q = run._restart_point(2.0)
     assert q is not dear and np.array_equal(q.sigma, exact.sigma)
     assert (q.t1, q.t2, q.s2) == (30.0, 30.0, None) and q.s1 is shift
     assert q.cost(run.kappa) == pytest.approx(cheap.cost(run.kappa), rel=1e-12)
-    run.best = driver.Best(1.0, cheap, run.kappa)  # the best end is no dearer: it is kept
+    run.incumbents.best = incumbents.Best(1.0, cheap, run.kappa)  # the best end is no dearer: it is kept
     assert run._restart_point(2.0) is cheap
 
 

@@ -5,7 +5,7 @@ import pytest
 
 import ffu_cvx as ffu
 from ffu_cvx import privacy, workloads
-from ffu_cvx.smii import driver, mixing, model, newton, options
+from ffu_cvx.smii import driver, incumbents, mixing, model, newton, options
 from ffu_cvx.status import OPTIMAL
 
 
@@ -92,7 +92,7 @@ def _around_optimum(problem, tol, seed):
     half = np.linalg.cholesky(exact.sigma)
     delta = 0.02 * half @ (X / np.linalg.norm(X, 2)) @ half.T
     run = _run(problem, tol)
-    star, a, b = (model.evaluate(run.B, run.L, run.c_int, exact.sigma + sign * delta, run.t1, run.t2)
+    star, a, b = (model.evaluate(run.B, run.L, run.c_int, exact.sigma + sign * delta, run.schedule.t1, run.schedule.t2)
                   for sign in (0, 1, -1))
     run.bounds.certify(star, run.kappa, run.c_int)
     return run, star, a, b
@@ -106,26 +106,26 @@ def test_the_driver_stops_on_a_mix_of_two_ends_that_certifies():
     assert run.bounds.gap(star.cost(run.kappa)) <= tol
     gaps = [run.bounds.gap(q.cost(run.kappa)) for q in (a, b)]
     assert min(gaps) > 3 * tol
-    assert run.mix_iterate(b, gaps[1]) == gaps[1] and run.mixed is None  # nothing to mix with yet
-    run.best = driver.Best(gaps[1], b, run.kappa)
-    mixed_gap = run.mix_iterate(a, gaps[0])
-    assert mixed_gap <= tol and run.mixed == pytest.approx(0.5, abs=0.05)
-    assert run.best.gap == mixed_gap
-    sol = ffu.Solution.from_sigma(problem, run.best.point.sigma, method="smii", lower_bound=run.bounds.value)
+    assert run._mix(b, gaps[1]) == gaps[1] and run.incumbents.mixed is None  # nothing to mix with yet
+    run.incumbents.best = incumbents.Best(gaps[1], b, run.kappa)
+    mixed_gap = run._mix(a, gaps[0])
+    assert mixed_gap <= tol and run.incumbents.mixed == pytest.approx(0.5, abs=0.05)
+    assert run.incumbents.best.gap == mixed_gap
+    sol = ffu.Solution.from_sigma(problem, run.incumbents.best.point.sigma, method="smii", lower_bound=run.bounds.value)
     assert sol.gap <= tol
 
 
 def test_an_end_is_mixed_with_the_least_cost_iterate_too():
-    # The partner may be the cheapest iterate of any Newton step (driver.Lowest), with no
+    # The partner may be the cheapest iterate of any Newton step (incumbents.Lowest), with no
     # best end and no kept end to mix with: sigma* +- delta mix to sigma* again.
     problem, tol = _ranges(), 1e-3
     run, _, a, b = _around_optimum(problem, tol, seed=2)
     alpha_b = b.cost(run.kappa)
-    run.lowest = driver.Lowest(alpha_b, 1, mixing.end_of(b, run.kappa, run.bk.to_numpy), run.c_int, b.t1, b.t2, None,
-                               None)
-    assert run.best is None and len(run.ends) == 0
-    mixed_gap = run.mix_iterate(a, run.bounds.gap(a.cost(run.kappa)))
-    assert mixed_gap <= tol < run.bounds.gap(alpha_b) and run.mixed == pytest.approx(0.5, abs=0.05)
+    run.incumbents.lowest = incumbents.Lowest(alpha_b, 1, mixing.end_of(b, run.kappa, run.bk.to_numpy), run.c_int,
+                                              b.t1, b.t2, None, None)
+    assert run.incumbents.best is None and len(run.incumbents.ends) == 0
+    mixed_gap = run._mix(a, run.bounds.gap(a.cost(run.kappa)))
+    assert mixed_gap <= tol < run.bounds.gap(alpha_b) and run.incumbents.mixed == pytest.approx(0.5, abs=0.05)
 
 
 def test_an_accepted_step_that_mixes_to_tol_ends_the_run():
@@ -135,25 +135,25 @@ def test_an_accepted_step_that_mixes_to_tol_ends_the_run():
     run, _, a, b = _around_optimum(problem, tol, seed=0)
     gap_a, gap_b = (run.bounds.gap(q.cost(run.kappa)) for q in (a, b))
     assert min(gap_a, gap_b) > tol
-    run.best, run.p = driver.Best(gap_b, b, run.kappa), b
+    run.incumbents.best, run.p = incumbents.Best(gap_b, b, run.kappa), b
     run._accept(0.5, a, newton.Step(None, -1.0, None, 3), threshold=1e-9)  # not a full step: no SETTLE end
-    assert run.status == OPTIMAL and run.mixed == pytest.approx(0.5, abs=0.05)
-    assert run.best.gap <= tol and len(run.ends) == 0
+    assert run.status == OPTIMAL and run.incumbents.mixed == pytest.approx(0.5, abs=0.05)
+    assert run.incumbents.best.gap <= tol and len(run.incumbents.ends) == 0
     sol = run._finish()
-    assert sol.status == OPTIMAL and sol.gap <= tol and sol.info["mix"] == run.mixed
+    assert sol.status == OPTIMAL and sol.gap <= tol and sol.info["mix"] == run.incumbents.mixed
 
 
 def test_a_mix_that_does_not_certify_changes_nothing():
     problem, tol = _ranges(seed=1), 1e-3
     run = _run(problem, tol)
     rng = np.random.default_rng(1)
-    p = model.evaluate(run.B, run.L, run.c_int, _random_spd(problem.k, rng), run.t1, run.t2)
-    q = model.evaluate(run.B, run.L, run.c_int, _random_spd(problem.k, rng), run.t1, run.t2)
+    p = model.evaluate(run.B, run.L, run.c_int, _random_spd(problem.k, rng), run.schedule.t1, run.schedule.t2)
+    q = model.evaluate(run.B, run.L, run.c_int, _random_spd(problem.k, rng), run.schedule.t1, run.schedule.t2)
     run.bounds.certify(p, run.kappa, run.c_int)
     gap_q = run.bounds.gap(q.cost(run.kappa))
-    run.best = driver.Best(run.bounds.gap(p.cost(run.kappa)), p, run.kappa)
-    assert run.mix_iterate(q, gap_q) == gap_q
-    assert run.mixed is None and run.best.point is p and len(run.ends) == 1
+    run.incumbents.best = incumbents.Best(run.bounds.gap(p.cost(run.kappa)), p, run.kappa)
+    assert run._mix(q, gap_q) == gap_q
+    assert run.incumbents.mixed is None and run.incumbents.best.point is p and len(run.incumbents.ends) == 1
 
 
 def test_a_solution_says_whether_it_is_a_mix():

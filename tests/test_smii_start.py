@@ -84,13 +84,13 @@ def test_kkt_steps_may_finish_from_the_first_unshifted_end(monkeypatch):
     # finish mixed scales d = 512 seeds 0-8 in 1-3 Newton steps, where waiting for a shifted end
     # takes 19-25.)
     from ffu_cvx.smii import driver
-    seen, original = [], driver.Run._kkt
+    seen, original = [], driver.Run._kkt_finish
 
     def recording(self, p, gap):
         seen.append(p.s1 is None)
         return original(self, p, gap)
 
-    monkeypatch.setattr(driver.Run, "_kkt", recording)
+    monkeypatch.setattr(driver.Run, "_kkt_finish", recording)
     sol = ffu.solve(build("gaussian", 64, 0), method="smii", refine=False, start="ascent")
     assert sol.status == ffu.status.OPTIMAL and sol.gap <= 1e-4
     assert seen[:1] == [True] and sol.nit <= 3

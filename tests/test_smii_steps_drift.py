@@ -1,4 +1,4 @@
-"""SM-II's sub-problem ends: ``driver.settles``, the ``DRIFT`` guard of shifted sub-problems, ``sub_maxit``."""
+"""SM-II's sub-problem ends: ``schedule.settles``, the ``DRIFT`` guard of shifted sub-problems, ``sub_maxit``."""
 
 import math
 import types
@@ -9,7 +9,7 @@ import pytest
 import ffu_cvx as ffu
 from ffu_cvx import workloads
 from ffu_cvx.result import OPTIMAL
-from ffu_cvx.smii import driver, model, newton, options
+from ffu_cvx.smii import driver, incumbents, model, newton, options, schedule
 
 # The SDP's six-decimal optimum of prefix(32) (tests/test_sdp.py, tests/test_smii.py).
 PREFIX32_OPT = 3.630723
@@ -17,40 +17,41 @@ PREFIX32_OPT = 3.630723
 
 def test_a_full_step_that_gains_little_settles():
     small = 1e-5
-    assert driver.settles(1.0, 0.5 * small, small, math.nan, math.inf)
-    assert not driver.settles(0.5, 0.5 * small, small, math.nan, math.inf)  # the line search backtracked
-    assert not driver.settles(1.0, 2.0 * small, small, math.nan, math.inf)  # the step still gained
+    assert schedule.settles(1.0, 0.5 * small, small, math.nan, math.inf)
+    assert not schedule.settles(0.5, 0.5 * small, small, math.nan, math.inf)  # the line search backtracked
+    assert not schedule.settles(1.0, 2.0 * small, small, math.nan, math.inf)  # the step still gained
 
 
 def test_a_shifted_iterate_far_above_the_best_gap_does_not_settle():
     small, best = 1e-5, 1e-3
-    assert driver.settles(1.0, 0.5 * small, small, 0.99 * driver.DRIFT * best, best)
-    assert not driver.settles(1.0, 0.5 * small, small, 1.01 * driver.DRIFT * best, best)
+    assert schedule.settles(1.0, 0.5 * small, small, 0.99 * schedule.DRIFT * best, best)
+    assert not schedule.settles(1.0, 0.5 * small, small, 1.01 * schedule.DRIFT * best, best)
     # No certificate yet (NaN gap) or no best one (inf): nothing to compare, the rule is SETTLE's.
-    assert driver.settles(1.0, 0.5 * small, small, math.nan, best)
-    assert driver.settles(1.0, 0.5 * small, small, 1.0, math.inf)
+    assert schedule.settles(1.0, 0.5 * small, small, math.nan, best)
+    assert schedule.settles(1.0, 0.5 * small, small, 1.0, math.inf)
 
 
 @pytest.mark.parametrize("shifted, settle, settles", [(True, True, True), (True, False, False), (False, True, False)])
 def test_a_shifted_step_that_gains_little_against_its_gap_settles(shifted, settle, settles):
     # A full step of a shifted sub-problem whose gain in F is under SETTLE_GAP |F| times the iterate's
     # certified gap ends it, though the gain is far over SETTLE times the Newton-decrement threshold
-    # (so that rule alone would not end it: driver.settles with SETTLE's bound says no); unshifted, or
+    # (so that rule alone would not end it: schedule.settles with SETTLE's bound says no); unshifted, or
     # with settle=False (neither rule), it does not.
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(24, targets="random", seed=0))
     opts = options.smii_options(tol=1e-4, refine=False, start="cheapest", settle=settle).resolved(problem.k)
     run = driver.Run(problem, opts, None, driver.Method("smii", "SM-II", None, (), ""), None)
     run.bounds.certify(run.p, run.kappa, run.c_int)
     shift = (np.zeros(problem.d), np.zeros(problem.m)) if shifted else (None, None)
-    q = model.evaluate(run.B, run.L, run.c_int, run.p.sigma, run.t1, run.t2, s1=shift[0], s2=shift[1])
+    q = model.evaluate(run.B, run.L, run.c_int, run.p.sigma, run.schedule.t1, run.schedule.t2, s1=shift[0],
+                       s2=shift[1])
     gap = run.bounds.gap(q.cost(run.kappa))
-    assert gap > driver.MIX_WITHIN * opts.tol  # no mixing in the way
-    threshold, gain = 1e-12, 0.5 * driver.SETTLE_GAP * gap * abs(q.F)
-    assert gain > 1e3 * driver.SETTLE * threshold
-    assert not driver.settles(1.0, gain, driver.SETTLE * threshold, math.nan, math.inf)  # SETTLE alone: no
+    assert gap > incumbents.MIX_WITHIN * opts.tol  # no mixing in the way
+    threshold, gain = 1e-12, 0.5 * schedule.SETTLE_GAP * gap * abs(q.F)
+    assert gain > 1e3 * schedule.SETTLE * threshold
+    assert not schedule.settles(1.0, gain, schedule.SETTLE * threshold, math.nan, math.inf)  # SETTLE alone: no
     run.p = types.SimpleNamespace(F=q.F + gain)  # the point before the step: only its F is read
     run._accept(1.0, q, newton.Step(None, -1.0, None, 3), threshold=threshold)
-    assert run.settled is settles
+    assert run.schedule.settled is settles
 
 
 @pytest.mark.parametrize("settle", [True, False])

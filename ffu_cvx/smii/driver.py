@@ -50,86 +50,22 @@ from . import kkt
 from .backend import NUMPY, Placed, select
 from .bounds import BoundKeeper
 from .log import IterationLog
-from .mixing import EndPool, end_of, mix
+from .incumbents import Best, Incumbents
+from .mixing import mix
 from .model import Point, ascent_start, evaluate, initial_sigma, normalise, renormalise
-from .multipliers import damped_shift
 from .newton import Step, gradient_direction, line_search, smii_direction
 from .options import Options, gd_options, smii_options
 from .polish import polish
+from .schedule import Schedule
 
 __all__ = ["SMIIState", "solve_smii", "solve_gd"]
 
 #: The old name of what ``callback`` receives.
 SMIIState = IntermediateResult
 
-#: A shifted sub-problem ends at this fraction of the Newton-decrement threshold ``ntrel / t1``
-#: (at 0.1 the damped updates stalled at gap 1.1e-3 on random ranges d = 1024).
-SHIFT_NTREL = 0.01
-#: Shifted sub-problems in a row that do not improve on the best gap before ``t`` grows
-#: again (also after one that takes no step), by at most ``SHIFT_GROW``.
-SHIFT_PATIENCE = 2
-SHIFT_GROW = 3.0
-#: A sub-problem also ends after a full Newton step that decreased ``F`` by less than this multiple
-#: of the Newton-decrement threshold (random ranges d = 1024: 30 took 58 s, 100 52 s, 300 82 s).
-SETTLE = 100.0
-#: A shifted sub-problem also ends after a full step that gained less than this times ``|F|`` times the
-#: iterate's gap: the next multiplier update moves the cost more (decades d = 1,024: 5 steps within 0.1%).
-SETTLE_GAP = 1e-2
-#: A shifted sub-problem does not end by ``SETTLE`` after its first step when that step's
-#: iterate has a gap over this multiple of the best gap so far: after a multiplier update one
-#: full step can land far from the new minimiser while ``F`` barely moves, and ending there hands
-#: the next update poor weights.
-DRIFT = 3.0
-#: Sub-problem ends kept to be mixed with later iterates (:mod:`~ffu_cvx.smii.mixing`), besides
-#: the best one, within ``MIX_BYTES`` of covariances (at k = 4,096 two ends, 268 MB).
-MIX_ENDS = 3
-MIX_BYTES = 2 ** 28
-#: Iterates are mixed only once theirs, the best or the least-cost gap is within this multiple
-#: of ``tol`` (every certifying mix seen had one within 1.5; a pair's grids take 0.27 ms at d = 8).
-MIX_WITHIN = 10.0
-#: A sub-problem has stalled (it ends without another direction) when the last step
-#: decreased ``F`` by less than this fraction of the Newton-decrement threshold.
-STALL = 0.1
 #: A failed line search along a direction whose derivative is below this fraction of
 #: ``|F|`` is rounding, not failure: the sub-problem ends.
 ROUNDING = 1e-12
-#: The CG budget doubles after a full step that gained more than this fraction of the
-#: previous step's gain (the truncated direction, not the line search, limits progress).
-CG_GROW_GAIN = 0.5
-#: Between unshifted sub-problems ``t`` grows by ``min(mu, max(MIN_GROW, MIN_GROW gap / tol))``.
-MIN_GROW = 2.0
-
-
-def settles(step: float, decrease: float, small: float, gap: float, best_gap: float) -> bool:
-    """Whether a sub-problem ends after a step (see ``SETTLE``): a full step that decreased
-    ``F`` by less than ``small``, unless ``gap`` (the iterate's certified gap in a shifted
-    sub-problem; NaN otherwise or before the first certificate) is more than ``DRIFT``
-    times ``best_gap`` (the best certified gap so far)."""
-    return step == 1.0 and decrease < small and not gap > DRIFT * best_gap
-
-
-class Best(NamedTuple):
-    """The sub-problem end with the smallest certified gap so far (``kappa``: its target scale)."""
-
-    gap: float
-    point: Point
-    kappa: float
-
-
-class Lowest(NamedTuple):
-    """The accepted iterate of least normalised cost ``alpha`` so far, at any Newton step (see
-    ``restarts``): iteration ``nit``, ``end`` its :func:`~ffu_cvx.smii.mixing.end_of` tuple (``sigma``,
-    scale, profile, ratios), ``c_int`` the internal targets and ``t1``, ``t2``, ``s1``, ``s2`` the soft
-    maxes of its sub-problem. The point is rebuilt when needed (at k = 4,096 R and Y hold 260 MB)."""
-
-    alpha: float
-    nit: int
-    end: tuple
-    c_int: object
-    t1: float
-    t2: float
-    s1: object
-    s2: object
 
 
 class Method(NamedTuple):
@@ -152,8 +88,11 @@ class Method(NamedTuple):
 class Run:
     """One SM-II or gradient-descent run on ``problem``: the state of Algorithm 1.
 
-    ``opts`` are resolved :class:`~ffu_cvx.smii.options.Options`, ``Q`` the optional start (§6.3).
-    The iterate ``p`` lives on the internal targets ``c_int = kappa c`` (:func:`~ffu_cvx.smii.model.normalise`).
+    ``opts`` are resolved :class:`~ffu_cvx.smii.options.Options`, ``Q`` the optional start (§6.3). The
+    state: the iterate ``p`` on the internal targets ``c_int = kappa c`` (:func:`~ffu_cvx.smii.model.normalise`),
+    the sub-problem ``schedule`` (:class:`~ffu_cvx.smii.schedule.Schedule`), the certified ``bounds``
+    (:class:`~ffu_cvx.smii.bounds.BoundKeeper`), the ``incumbents`` (:class:`~ffu_cvx.smii.incumbents.Incumbents`)
+    and the counters ``nit``, ``n_hvp``, ``n_cg``, ``restarts``, ``n_kkt``.
     """
 
     def __init__(self, problem: FitnessProblem, opts: Options, Q, method: Method, callback):
@@ -162,41 +101,38 @@ class Run:
         self.log = IterationLog(opts.verbose, f"{method.title} (ffu-cvx {__version__})", problem,
                                 dict(t1=opts.t1, t2=opts.t2, mu=opts.mu, maxcg=opts.maxcg, tol2=opts.tol2,
                                      nttol=opts.nttol, tol=opts.tol))
-        # The iterate and the data on the array backend; the dual-ascent start (option ``start``) begins at t_shift.
         self.bk = bk = select(opts.array_backend)
         self.B, self.L = bk.asarray(problem.B), bk.queries(problem.L)
+        self.bounds = BoundKeeper(problem, opts.tol, on=None if bk is NUMPY else Placed(bk, self.B, self.L),
+                                  skip=opts.skip_certificates, cheap=opts.cheap_certificate)
+        self.incumbents = Incumbents(problem.k, bk.to_numpy)
+        self.nit = self.n_hvp = self.n_cg = self.restarts = self.n_kkt = 0
+        self.kkt_below = kkt.START if opts.kkt else 0.0
+        self.history: list[dict] = []
+        self.status, self.message = None, ""
+        self._start(Q)
+
+    def _start(self, Q) -> None:
+        """The first iterate (§6.3), or the dual-ascent start (option ``start``: it begins at ``t_shift``,
+        its bound the run's first)."""
+        problem, opts, bk = self.problem, self.opts, self.bk
         ascent = ascent_start(problem, bk) if Q is None and opts.start == "ascent" else None
         start = ascent[0] if ascent else initial_sigma(problem, Q, self.B, problem.L if bk is NUMPY else self.L, self.L)
         sigma, self.c_int, self.kappa = normalise(start, self.B, self.L, bk.asarray(problem.c))
-        self.t1, self.t2 = (max(opts.t1, opts.t_shift), max(opts.t2, opts.t_shift)) if ascent else (opts.t1, opts.t2)
-        self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2)
-        self.bounds = BoundKeeper(problem, opts.tol, on=None if bk is NUMPY else Placed(bk, self.B, self.L),
-                                  skip=opts.skip_certificates, cheap=opts.cheap_certificate)
-        if ascent:  # its bound is the run's first
+        t1, t2 = (max(opts.t1, opts.t_shift), max(opts.t2, opts.t_shift)) if ascent else (opts.t1, opts.t2)
+        self.schedule = Schedule(opts, t1, t2, self.method.capped)
+        self.p = evaluate(self.B, self.L, self.c_int, sigma, t1, t2)
+        if ascent:
             bound = self.bounds.offer(*ascent[1:])
-            self.log.note(f"dual-ascent start: bound {bound:.8g}, t1 = {self.t1:g}, t2 = {self.t2:g}")
-        self.best: Best | None = None
-        self.lowest: Lowest | None = None
-        self.nit = self.n_hvp = self.n_cg = self.restarts = 0
-        self.history: list[dict] = []
-        self.status, self.message = None, ""
-        # The schedule of the current sub-problem (see the module docstring).
-        self.cg_budget, self.last_decrease = opts.maxcg, math.inf
-        self.sub_steps, self.settled, self.settle = 0, False, SETTLE if opts.settle else 0.0
-        self.sub_maxit = opts.sub_maxit if method.capped and opts.sub_maxit is not None else math.inf
-        self.shift_best, self.misses = math.inf, 0  # best gap of the shifted sub-problems, sub-problems since
-        self.n_kkt, self.kkt_below = 0, kkt.START if opts.kkt else 0.0
-        self.ends, self.mixed = EndPool(min(MIX_ENDS, MIX_BYTES // (8 * problem.k ** 2))), None
+            self.log.note(f"dual-ascent start: bound {bound:.8g}, t1 = {t1:g}, t2 = {t2:g}")
 
     def run(self) -> Solution:
-        """Steps and sub-problem ends until a status is set; then the Solution."""
+        """Newton steps and sub-problem ends until a status is set; then the Solution."""
         while self.status is None and not self._out_of_budget():
-            threshold = max(self.opts.nttol, self.opts.ntrel / self.t1)
-            if self.p.s1 is not None:  # a shifted sub-problem must be solved more finely (see t_shift)
-                threshold *= SHIFT_NTREL
-            found = self._try_step(threshold)
+            threshold = self.schedule.threshold(self.p.s1 is not None)
+            found = None if self.schedule.over(threshold) else self._newton_step(threshold)
             if found is None:
-                # Sub-problem solved: Newton decrement below threshold, progress stalled or at rounding level.
+                # Sub-problem solved: Newton decrement below threshold, settled, stalled or at rounding level.
                 self._end_subproblem()
             else:
                 self._accept(*found, threshold)
@@ -210,13 +146,11 @@ class Run:
             self.status, self.message = MAX_ITER, f"reached max_time = {opts.max_time} s"
         return self.status is not None
 
-    def _try_step(self, threshold: float) -> tuple[float, Point, Step] | None:
-        """``(step, new point, direction)``, or None when the sub-problem is over."""
-        p, opts = self.p, self.opts
-        over = self.settled or self.sub_steps >= self.sub_maxit
-        if over or not self.last_decrease >= STALL * threshold:
-            return None
-        d = self.method.direction(p, self.L, self.c_int, self.cg_budget, opts.tol2, opts.radius)
+    def _newton_step(self, threshold: float) -> tuple[float, Point, Step] | None:
+        """A direction on the soft maxes and its line search: ``(step, new point, direction)``, or None when
+        the Newton decrement is below ``threshold`` or the line search fails at rounding level."""
+        p, opts, sched = self.p, self.opts, self.schedule
+        d = self.method.direction(p, self.L, self.c_int, sched.cg_budget, opts.tol2, opts.radius)
         self.n_hvp += d.n_cg  # each CG iteration is one Hessian product
         self.n_cg += d.n_cg
         if not abs(d.delta) >= threshold:
@@ -230,56 +164,43 @@ class Run:
         if q is None:
             if abs(d.delta) > ROUNDING * abs(p.F):
                 raise SolverError(
-                    f"{self.method.name}: line search made no progress at iteration {self.nit} (t1 = {self.t1:.3g}, "
-                    f"t2 = {self.t2:.3g}, objective = {p.F:.12g}, directional derivative = {d.delta:.3e}, "
+                    f"{self.method.name}: line search made no progress at iteration {self.nit} (t1 = {sched.t1:.3g}, "
+                    f"t2 = {sched.t2:.3g}, objective = {p.F:.12g}, directional derivative = {d.delta:.3e}, "
                     f"last step = {step:.3e}); try a smaller `mu` or a looser `tol`",
                     nit=self.nit, residual=abs(d.delta))
             return None
         return step, q, d
 
     def _accept(self, step: float, q: Point, d: Step, threshold: float) -> None:
-        """Move to ``q``; grow the CG budget, decide whether the sub-problem has settled, report."""
+        """Move to ``q``; decide whether the sub-problem has settled (the best bound certifies ``q``, or the
+        schedule's settle rule), report, and try a mix near ``tol`` (not kept: the cost swings)."""
         decrease = self.p.F - q.F
-        if not self.opts.precondition and self.opts.maxcg_cap > self.cg_budget and step == 1.0 and \
-                decrease > CG_GROW_GAIN * self.last_decrease:
-            # Full steps that gain less and less: the truncated direction, not the
-            # line search, limits progress, so give CG more iterations.
-            self.cg_budget = min(2 * self.cg_budget, self.opts.maxcg_cap)
-        self.last_decrease = decrease
+        self.schedule.stepped(step, decrease)
         self.p = q
         self.nit += 1
-        self.sub_steps += 1
         alpha = q.cost(self.kappa)
-        if self.lowest is None or alpha < self.lowest.alpha:
-            self.lowest = Lowest(alpha, self.nit, end_of(q, self.kappa, self.bk.to_numpy), self.c_int, q.t1, q.t2,
-                                 q.s1, q.s2)
-        # End the sub-problem when the best bound so far already certifies this iterate, or after a full
-        # step that gained little (SETTLE; shifted, also SETTLE_GAP). DRIFT guards the first step of a
-        # shifted sub-problem (the one after a multiplier update).
-        now, small = self.bounds.gap(alpha), self.settle * threshold
-        if q.s1 is not None and self.settle > 0 and now > 0:
-            small = max(small, SETTLE_GAP * now * abs(q.F))
-        gap = now if q.s1 is not None and self.sub_steps == 1 else math.nan
-        best_gap = math.inf if self.best is None else self.best.gap
-        self.settled = self.bounds.certifies(alpha) or settles(step, decrease, small, gap, best_gap)
-        self._report(alpha, step, d.n_cg)  # mixed inside a sub-problem too (the cost swings), not kept:
-        if not self.settled and self.status is None and self._near(now):
-            mixed = self.mix_iterate(q, now, keep=False)
+        self.incumbents.accepted(q, alpha, self.nit, self.kappa, self.c_int)
+        now = self.bounds.gap(alpha)
+        self.schedule.settled = self.bounds.certifies(alpha) or self.schedule.settles_after(
+            step, decrease, threshold, q.s1 is not None, now, q.F, self.incumbents.best_gap)
+        self._report(alpha, step, d.n_cg)
+        if not self.schedule.settled and self.status is None and self._mixing_near(now):
+            mixed = self._mix(q, now, keep=False)
             if mixed <= self.opts.tol:
                 self.status, self.message = OPTIMAL, f"certified relative gap {mixed:.2e} <= tol = {self.opts.tol:g}"
 
     def _report(self, alpha: float, step: float, n_cg: int) -> None:
         """History, log row and callback for the iterate just accepted."""
-        p, nit = self.p, self.nit
+        p, nit, t1, t2 = self.p, self.nit, self.schedule.t1, self.schedule.t2
         ratio, gap = p.ratio(self.kappa), self.bounds.gap(alpha)
-        self.history.append({"nit": nit, "t1": self.t1, "t2": self.t2, "objective": p.F, "alpha": alpha,
+        self.history.append({"nit": nit, "t1": t1, "t2": t2, "objective": p.F, "alpha": alpha,
                              "ratio": ratio, "n_cg": n_cg, "step": step, "time": time.perf_counter() - self.start})
-        self.log.row(nit, self.t1, self.t2, p.F, alpha, ratio, n_cg, step, gap)
+        self.log.row(nit, t1, t2, p.F, alpha, ratio, n_cg, step, gap)
         if self.callback is None:
             return
         state = IntermediateResult(method=self.method.name, nit=nit, privacy_cost=alpha,
                                    lower_bound=self.bounds.lower_bound, gap=gap,
-                                   sigma=self.bk.to_numpy(p.sigma) / ratio, t1=self.t1, t2=self.t2,
+                                   sigma=self.bk.to_numpy(p.sigma) / ratio, t1=t1, t2=t2,
                                    objective=p.F, alpha=alpha, ratio=ratio, step=step, n_cg=n_cg)
         try:
             self.callback(state)
@@ -287,33 +208,32 @@ class Run:
             self.status, self.message = USER_STOPPED, f"callback raised StopIteration at iteration {nit}"
 
     def _end_subproblem(self) -> None:
-        """Certify the sub-problem's solution; stop, or go on to the next ``t``."""
-        p, opts = self.p, self.opts
+        """Certify the sub-problem's end (mixed, or finished by KKT steps, where that pays); stop, or go on."""
+        p, opts, inc = self.p, self.opts, self.incumbents
         gap = self.bounds.certify(p, self.kappa, self.c_int, force=False)
-        self.log.note(f"sub-problem t1 = {self.t1:.3g} done: alpha = {p.cost(self.kappa):.8g}, "
+        self.log.note(f"sub-problem t1 = {self.schedule.t1:.3g} done: alpha = {p.cost(self.kappa):.8g}, "
                       f"lower bound = {self.bounds.value:.8g}, gap = {gap:.2e}")
-        if self.best is not None:  # its gap against today's bound (the bound may have risen since)
-            self.best = self.best._replace(gap=self.bounds.gap(self.best.point.cost(self.best.kappa)))
-        if gap > opts.tol and self._near(gap):
-            gap = self.mix_iterate(p, gap)
-        if gap < (before := math.inf if self.best is None else self.best.gap):
-            self.best = Best(gap, p, self.kappa)
-        # Unshifted ends too: KKT steps finish from any end whose gap is under kkt.start(k), shifted or not.
-        if opts.tol < gap <= self.kkt_below and kkt.pays(gap, before, opts.tol, self.sub_steps,
+        inc.rescored(self.bounds)
+        if gap > opts.tol and self._mixing_near(gap):
+            gap = self._mix(p, gap)
+        if gap < (before := inc.best_gap):
+            inc.best = Best(gap, p, self.kappa)
+        # Unshifted ends too: KKT steps finish from any end whose gap is under kkt.START, shifted or not.
+        if opts.tol < gap <= self.kkt_below and kkt.pays(gap, before, opts.tol, self.schedule.sub_steps,
                 self.problem.k, kkt.qp_order(self.bk.to_numpy(p.g), self.bk.to_numpy(p.h))):
-            gap = min(gap, self._kkt(p, gap))
-        elif self._astray(gap) and opts.tol < self.best.gap <= self.kkt_below:
+            gap = min(gap, self._kkt_finish(p, gap))
+        elif self._astray(gap) and opts.tol < inc.best.gap <= self.kkt_below:
             # The multiplier phase went astray: KKT steps from the best end rather than its restart.
-            gap = min(gap, self._kkt(self.best.point, self.best.gap))
+            gap = min(gap, self._kkt_finish(inc.best.point, inc.best.gap))
         if gap <= opts.tol:
             self.status, self.message = OPTIMAL, f"certified relative gap {gap:.2e} <= tol = {opts.tol:g}"
-        elif self.t1 >= opts.t_max:
+        elif self.schedule.t1 >= opts.t_max:
             self.status, self.message = OPTIMAL_INACCURATE, (f"t1 reached t_max = {opts.t_max:g} with certified gap "
                                                              f"{gap:.2e} > tol = {opts.tol:g}")
         else:
-            self._next_t(gap)
+            self._next_subproblem(gap)
 
-    def _kkt(self, p: Point, gap: float) -> float:
+    def _kkt_finish(self, p: Point, gap: float) -> float:
         """The gap after KKT steps from the end ``p`` (of ``gap``) if they beat the best end (now theirs), else inf."""
         pr, cap, start, bd = self.problem, self.opts.max_time, p.to_numpy(), self.bounds
         found, n = kkt.newton(pr.B, pr.L, pr.c, start.sigma, start.w, bd.offer, self.opts.tol, bd.value,
@@ -323,9 +243,9 @@ class Run:
                                                 p.t2, s1=p.s1, s2=p.s2)
         new = math.inf if q is None else self.bounds.gap(q.cost(self.kappa))
         self.log.note(f"{n} KKT steps: gap {new:.2e}")
-        if q is None or not new < self.best.gap:
+        if q is None or not new < self.incumbents.best_gap:
             return math.inf
-        self.best = Best(new, q, self.kappa)
+        self.incumbents.best = Best(new, q, self.kappa)
         self.p, self.nit = q, self.nit + 1  # the run goes on from there, and reports it as one iteration
         self._report(q.cost(self.kappa), found.step, 0)
         return new
@@ -333,27 +253,18 @@ class Run:
     def _astray(self, gap: float) -> bool:
         """Whether a shifted sub-problem's end of ``gap`` is over ``restarts`` times the best end's."""
         restarts = self.opts.restarts
-        return restarts is not None and self.t1 >= self.opts.t_shift and gap > restarts * self.best.gap
+        return restarts is not None and self.schedule.shifting and gap > restarts * self.incumbents.best.gap
 
-    def _near(self, gap: float) -> bool:
-        """Whether ``gap``, the best end's or the least-cost iterate's is within ``MIX_WITHIN`` tol."""
-        if not self.opts.mixing:
-            return False
-        low = math.inf if self.lowest is None else self.bounds.gap(self.lowest.alpha)
-        return min(gap, math.inf if self.best is None else self.best.gap, low) <= MIX_WITHIN * self.opts.tol
+    def _mixing_near(self, gap: float) -> bool:
+        """Whether mixing is on and ``gap``, the best end's or the cheapest iterate's is near ``tol``."""
+        return self.opts.mixing and self.incumbents.near(gap, self.bounds, self.opts.tol)
 
-    def mix_iterate(self, p: Point, gap: float, keep: bool = True) -> float:
-        """The gap after mixing the iterate ``p`` (gap ``gap``) with the best end so far, the
-        least-cost iterate (:class:`Lowest`) and the kept ends (:mod:`~ffu_cvx.smii.mixing`):
-        a mix whose exact cost certifies ``tol`` becomes the best iterate (the caller then
-        stops); with ``keep`` ``p`` joins the kept ends."""
-        kappa = self.kappa
-        this = end_of(p, kappa, self.bk.to_numpy)
-        extra = () if self.best is None else (end_of(self.best.point, self.best.kappa, self.bk.to_numpy),)
-        extra += () if self.lowest is None else (self.lowest.end,)
-        found = self.ends.best_mix(this[2], this[3], extra=extra)
-        if keep:
-            self.ends.push(*this)
+    def _mix(self, p: Point, gap: float, keep: bool = True) -> float:
+        """The gap after mixing the iterate ``p`` (gap ``gap``) with the best end so far, the cheapest
+        iterate and the kept ends (:mod:`~ffu_cvx.smii.mixing`): a mix whose exact cost certifies ``tol``
+        becomes the best iterate (the caller then stops); with ``keep`` ``p`` joins the kept ends."""
+        kappa, inc = self.kappa, self.incumbents
+        this, found = inc.partner(p, kappa, keep)
         if found is None or not self.bounds.certifies(found[0]):
             return gap
         _, theta, sigma2, scale2 = found
@@ -362,57 +273,35 @@ class Run:
         mixed_gap = math.inf if q is None else self.bounds.gap(q.cost(kappa))
         if not mixed_gap <= self.opts.tol:
             return gap
-        self.best, self.mixed = Best(mixed_gap, q, kappa), theta
+        inc.best, inc.mixed = Best(mixed_gap, q, kappa), theta
         self.log.note(f"mix of this iterate (weight {theta:.3f}) and an earlier one: alpha = {q.cost(kappa):.8g}, "
                       f"gap = {mixed_gap:.2e}")
         return mixed_gap
 
-    def _next_t(self, gap: float) -> None:
-        """The next sub-problem: sharper soft maxes, or (past ``t_shift``) shifted ones."""
-        opts = self.opts
-        # The soft-max error, hence the gap, falls like 1/t: near the goal a smaller
-        # factor than mu reaches it with an easier sub-problem.
-        grow = min(opts.mu, max(MIN_GROW, MIN_GROW * gap / opts.tol)) if opts.adaptive_growth else opts.mu
-        shifted = self.t1 >= opts.t_shift
-        if shifted and self.p.s1 is None and self.nit == self.sub_steps and all(h["step"] < 1 for h in self.history):
-            # A start too stiff for t_shift (the first sub-problem there took no full step): one level down.
-            grow, shifted = 1.0 / SHIFT_GROW, False
+    def _next_subproblem(self, gap: float) -> None:
+        """Restart where the multiplier phase went astray, update the multipliers and ``t``
+        (:meth:`~ffu_cvx.smii.schedule.Schedule.advance`), and rescale the point for the new soft maxes."""
+        sched = self.schedule
+        # A start too stiff for t_shift: the first sub-problem there took no full step.
+        stiff = sched.shifting and self.p.s1 is None and self.nit == sched.sub_steps and \
+            all(h["step"] < 1 for h in self.history)
         if self._astray(gap):
-            # The multiplier iterates went astray: resume from the best one, sharper.
-            self.p, self.misses, self.settle, self.restarts = self._restart_point(gap), SHIFT_PATIENCE, 0.0, \
-                self.restarts + 1
+            self.p, self.restarts = self._restart_point(gap), self.restarts + 1
+            sched.restarted()
         p = self.p
-        s1, s2 = p.s1, p.s2
-        if shifted:
-            # Exponential multipliers: the next soft maxes are weighted by this one's weights.
-            s1, s2 = (damped_shift(x, t, s, cap=opts.shift_cap, floor=opts.shift_floor, fast_rise=opts.fast_rise)
-                      for x, t, s in ((p.g, p.t1, s1), (p.h, p.t2, s2)))
-            # The iterates of the multiplier method need not improve the gap every
-            # time: t grows only after SHIFT_PATIENCE sub-problems without a new best.
-            self.misses = 0 if gap < self.shift_best else self.misses + 1
-            self.shift_best = min(self.shift_best, gap)
-            if self.sub_steps > 0 and self.misses < SHIFT_PATIENCE:
-                grow = 1.0
-            else:
-                grow, self.misses = min(grow, SHIFT_GROW), 0
-        else:
-            grow = min(grow, max(opts.t_shift / self.t1, 1.0))
-        self.sub_steps, self.settled = 0, False
-        self.t1, self.t2 = self.t1 * grow, self.t2 * grow
-        if opts.rescale:
-            self.p, self.c_int, a = renormalise(p, self.L, self.c_int, self.t1, self.t2, s1, s2)
+        s1, s2 = sched.advance(gap, p, stiff)
+        if self.opts.rescale:
+            self.p, self.c_int, a = renormalise(p, self.L, self.c_int, sched.t1, sched.t2, s1, s2)
         else:
             sigma, self.c_int, a = normalise(p.sigma, self.B, self.L, self.c_int, g=p.g)
-            self.p = evaluate(self.B, self.L, self.c_int, sigma, self.t1, self.t2, s1=s1, s2=s2)
+            self.p = evaluate(self.B, self.L, self.c_int, sigma, sched.t1, sched.t2, s1=s1, s2=s2)
         self.kappa *= a
-        self.last_decrease = math.inf
 
     def _restart_point(self, gap: float) -> Point:
-        """Where a restart (this end's ``gap``) resumes: the accepted iterate of
-        least cost (:class:`Lowest`) when it is cheaper than the best sub-problem end, else
-        that end. The iterate keeps its sub-problem's soft maxes, so the next multiplier
-        update starts from its own weights."""
-        low, best = self.lowest, self.best
+        """Where a restart (this end's ``gap``) resumes: the accepted iterate of least cost when it is
+        cheaper than the best sub-problem end, else that end. The iterate keeps its sub-problem's soft
+        maxes, so the next multiplier update starts from its own weights."""
+        low, best = self.incumbents.lowest, self.incumbents.best
         q = None
         if low is not None and low.alpha < best.point.cost(best.kappa):
             q = evaluate(self.B, self.L, low.c_int, low.end[0], low.t1, low.t2, s1=low.s1, s2=low.s2)
@@ -422,10 +311,10 @@ class Run:
 
     def _finish(self) -> Solution:
         """The one Solution: the best certified iterate (or the last), rescaled, polished if asked."""
-        problem, opts, status = self.problem, self.opts, self.status
+        problem, opts, status, best = self.problem, self.opts, self.status, self.incumbents.best
         # The best certified iterate wins unless the run went on past it (user stop, limits).
-        if status == OPTIMAL or (self.best is not None and status == OPTIMAL_INACCURATE):
-            p, kappa = self.best.point, self.best.kappa
+        if status == OPTIMAL or (best is not None and status == OPTIMAL_INACCURATE):
+            p, kappa = best.point, best.kappa
         else:
             p, kappa = self.p, self.kappa
             self.bounds.certify(p, kappa, self.c_int)
@@ -440,8 +329,9 @@ class Run:
         elapsed = time.perf_counter() - self.start
         sol = Solution.from_sigma(problem, sigma, method=self.method.name, status=status, message=self.message,
                                   lam=self.bounds.lam, mu=self.bounds.mu, lower_bound=lb, nit=self.nit,
-                                  n_hvp=self.n_hvp, time=elapsed, history=self.history, n_cg=self.n_cg, t1=self.t1,
-                                  t2=self.t2, restarts=self.restarts, mix=self.mixed, kkt_steps=self.n_kkt, **extra)
+                                  n_hvp=self.n_hvp, time=elapsed, history=self.history, n_cg=self.n_cg,
+                                  t1=self.schedule.t1, t2=self.schedule.t2, restarts=self.restarts,
+                                  mix=self.incumbents.mixed, kkt_steps=self.n_kkt, **extra)
         self.log.note(f"status {status}: {self.message}; alpha = {sol.privacy_cost:.10g}, lower bound = "
                       f"{sol.lower_bound:.10g}, gap = {sol.gap:.2e}, {self.nit} iterations, {self.n_hvp} Hessian "
                       f"products, {elapsed:.2f} s")

@@ -229,7 +229,6 @@ class Whitened:
     def __init__(self, p: Point, L: np.ndarray, c: np.ndarray, rotate: bool = False, float32: bool = False,
                  cg_single_min_k: int = CG_SINGLE_MIN_K):
         self.bk = bk = of(p.Y)
-        xp = bk.xp
         self.t1, self.t2 = p.t1, p.t2
         self.float32 = bool(float32)
         Ya, self.wa = _active(bk, p.Y, p.w, axis=1)
