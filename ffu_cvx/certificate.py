@@ -159,10 +159,8 @@ def _fidelity(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack: f
 
 
 #: With a slack, :func:`_fidelity` reduces the shorter factor by a QR only from this
-#: multiple of k. On random ranges d = 2048 (k = 2011, |s| = 2048, |t| = 4096; two BLAS
-#: threads) the bound took 0.93 s with no QR against 1.68 s with both (a QR of the
-#: (4096, 2011) factor alone took 0.89 s), and was 2.4e-9 (relative) lower: the Gram
-#: margin grows with the longer side.
+#: multiple of k: a skipped QR saves more time than it costs in the bound (the Gram margin
+#: grows with the longer side).
 REDUCE_RATIO = 1.25
 
 
@@ -176,10 +174,8 @@ def nuclear_norm(X: np.ndarray, slack: float = 0.0, on=HostAlgebra, gram_min_ord
     eigenvalue (the product's rounding bound and a backward-stable eigensolver's, each
     doubled; ``u`` the unit roundoff, Weyl's inequality), so ``sum sqrt(max(l_i - delta,
     0))`` is a lower bound. It is returned when it is within ``slack`` (relative) of the
-    upper estimate ``sum sqrt(l_i + delta)``, else the ``svdvals`` sum is. At order 2048
-    (two BLAS threads) the Gram route took 0.52 s against 1.75 s for ``svdvals``; on SM-II's
-    certificates of prefix and random ranges d = 1024 the margin's width (twice the most it
-    can lose) was 2.5e-7 to 6.5e-6 of the bound. ``on``: where ``X`` lives (:class:`HostAlgebra`).
+    upper estimate ``sum sqrt(l_i + delta)``, else the ``svdvals`` sum is; the Gram route is
+    several times faster at large order. ``on``: where ``X`` lives (:class:`HostAlgebra`).
     """
     n, r = min(X.shape), max(X.shape)
     if slack > 0 and n >= gram_min_order:
@@ -201,8 +197,8 @@ def lower_bound(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, slack:
     scale does not matter). Cost: thin QRs of the (d, k) and (m, k) factors and the
     singular values of a matrix of order at most k. ``slack > 0`` allows a bound up to
     about twice that (relative) below the exact one, from a Gram matrix's eigenvalues
-    where that is rigorous and close enough (:func:`nuclear_norm`: three times faster at
-    order 2048); it is still a valid bound. ``on``: where the algebra runs (:class:`HostAlgebra`,
+    where that is rigorous and close enough (:func:`nuclear_norm`: faster at large order);
+    it is still a valid bound. ``on``: where the algebra runs (:class:`HostAlgebra`,
     the default; SM-II's accelerator backends pass their device's); ``gram_min_order``: the order
     from which :func:`nuclear_norm` may take the Gram route.
     """
@@ -242,8 +238,8 @@ def _thin(A: np.ndarray):
 
 def _svd_by_gram(X: np.ndarray):
     """``(U, S, V)``, ``X ~ U diag(S) V^T``: the singular triplets of ``X`` (a, b) whose value is over
-    ``GRAM_SVD_CUT`` of the largest, from the eigendecomposition of the smaller Gram matrix (at order
-    1,024 and 2,048, one thread, 2.6x faster than ``svd``: 0.19 against 0.50 s, 1.30 against 3.36 s).
+    ``GRAM_SVD_CUT`` of the largest, from the eigendecomposition of the smaller Gram matrix (over
+    twice as fast as ``svd``).
     The Gram matrix's rounding moves each ``S_i^2`` by about ``eps S_max^2``: enough for an ascent
     step's multipliers, not for a bound."""
     if X.shape[0] < X.shape[1]:
@@ -269,9 +265,8 @@ def _ascent_step(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, gram:
     ``lam_i <- (V S V^T)_ii / F`` and ``mu_j <- (U S U^T)_jj / (c_j F)``, i.e. ``lam_i p_i / F``
     and ``mu_j v_j / (c_j F)``, read off the singular vectors: no factor of ``P`` or ``Q`` is
     inverted, so the step works where multipliers spread over decades leave them numerically
-    singular (the Cholesky form it replaced stopped there: prefix d = 48 with targets over
-    decades kept its start's bound, 8.3e-5 below the optimum, where ten of these steps reach
-    1.9e-6). The longer factors are first reduced by thin QRs (``G^T = Q_g R_g``).
+    singular (where a step through their Cholesky factors stalls). The longer factors are first
+    reduced by thin QRs (``G^T = Q_g R_g``).
     """
     sl, sm, G, H = _weighted_factors(problem.B, problem.L, lam, mu)
     Qg, Rg = _thin(G.T)
@@ -300,8 +295,8 @@ def dual_sigma(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, on=None
     It is the optimal covariance when ``(lam, mu)`` are optimal multipliers; ``None``
     when ``P`` or ``Q`` is numerically singular (``w``'s least at most ``SINGULAR_Q`` of its
     largest), or, with ``floor``, only ``P``: ``w`` is then raised to ``SINGULAR_Q`` of its largest
-    (a start, not the optimum's ``Sigma``: the prefix sums' ``Q`` alone spans about ``d^4``, and on
-    targets over decades at d = 2,048 ``w`` reached 4e-14 of its largest). ``on``: where it is
+    (a start, not the optimum's ``Sigma``: ``w`` can span more decades than float64 resolves, the
+    prefix sums' ``Q`` alone about ``d^4``). ``on``: where it is
     computed and returned (:class:`HostAlgebra`, the default).
     """
     factors = _pair_factors(problem, *_check_multipliers(problem, lam, mu), on, floor)
@@ -321,9 +316,8 @@ def ascend(problem: FitnessProblem, steps: int, omega: float = 2.0, mix: float =
     (:func:`_ascent_step`; ``omega = 1`` is that step), renormalises and mixes back ``mix`` of the
     uniform multipliers (``mix > 0`` keeps every weight positive, hence the ratio defined, and
     ``P``, ``Q`` non-singular where the multipliers spread over decades). Any multipliers give a
-    valid bound, so over-relaxing only changes how fast it rises: on targets over decades
-    (prefix d = 512, seed 0) the bound reached 3.2548 in five steps with ``omega = 2`` and 3.1482
-    with ``omega = 1`` (optimum 3.2902). Returns the multipliers at which ``F`` was largest
+    valid bound, so over-relaxing only changes how fast it rises (``omega = 2`` needs about half
+    the steps of ``omega = 1`` for a bound). Returns the multipliers at which ``F`` was largest
     (``lam`` sums to 1, ``mu . c = 1``).
     """
     c = problem.c
@@ -347,8 +341,7 @@ def ascent_step(problem: FitnessProblem, lam: np.ndarray, mu: np.ndarray, omega:
     the multipliers one multiplicative step over-relaxed by ``omega`` moves them to (normalised
     alike; a zero weight stays zero); None when ``F`` is 0. ``gram``: the singular triplets by
     :func:`_svd_by_gram` (faster; its ``F`` is no bound, and near the optimum its step can lower
-    the bound: from a KKT step's multipliers on targets over decades d = 512 it did, 3.2901172 to
-    3.2901066, where the SVD's step raised it to 3.2901795)."""
+    the bound where the SVD's step raises it)."""
     step = _ascent_step(problem, lam, mu, gram=gram)
     if step is None:
         return None

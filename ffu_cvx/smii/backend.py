@@ -58,34 +58,24 @@ INSTALL_HINT = "pip install 'ffu-cvx[gpu]' (array-api-compat) plus torch or cupy
 #: From this basis size (the order of the (k, k) arrays) on, numpy takes its structured kernels;
 #: below it numpy keeps the dense path (scipy's triangular solve, general products), which the
 #: torch backend matches to 1e-10 over a whole run (tests/test_smii_backends.py), and the
-#: structured kernels would save milliseconds at most. Each was measured where it pays:
+#: structured kernels would save milliseconds at most. The structured kernels:
 #:
 #: - identity solves ``R^{-1} I`` by LAPACK ``trtri`` (:meth:`Backend.solve_triangular`,
-#:   :func:`lower_inverse`): per call (one BLAS thread, CPU time) solve against trtri 4.4 /
-#:   2.9 ms at 512, 40 / 12 ms at 1024, 1.58 / 0.46 s at 4096; on random ranges d = 32, whose
-#:   basis is the identity, trtri took numpy 1.3e-10 from torch (5e-11 with the solve).
+#:   :func:`lower_inverse`), equal to the solve to rounding;
 #: - a query matrix ``L`` (m, k) with at most ``SPARSE_MAX_DENSITY`` of its entries non-zero
 #:   held as a CSR array (:meth:`Backend.queries`): ``L X`` and ``diag(L S L^T)`` then cost
-#:   O(nnz k) instead of O(m k^2). At k = 2048, m = 4096 (two BLAS threads) random sparsity
-#:   1% / 3% / 5% took 0.10 / 0.28 / 0.42 s against 0.31 s dense; random ranges d = 2048 (row
-#:   basis, 1.0% non-zero) 0.046 against 0.285 s, d = 1024 (1.9%) 0.009 against 0.036 s.
+#:   O(nnz k) instead of O(m k^2);
 #: - a dense triangular ``L`` (k, k) (prefix on the identity basis) held as
-#:   :class:`TriangularQueries`, whose products are BLAS ``trmm``: on prefix's L, ``L X`` for a
-#:   (k, k) ``X`` took 0.099 against 0.181 s at k = 2048 and 0.69 against 1.37 s at 4096,
-#:   ``diag(L S L^T)`` 0.093 against 0.189 s and 0.70 against 1.32 s (two BLAS threads, best of three).
+#:   :class:`TriangularQueries`, whose products are BLAS ``trmm`` (half a product's flops);
 #: - a direction mapped back (:meth:`Backend.congruence`, ``X E X^T``) by one ``trmm`` and one
-#:   product: 0.32 against 0.39 s at k = 2048 and 2.2 against 2.9 s at 4096 (two BLAS threads,
-#:   best of four, summing the kernels' times).
-#: - an accelerator backend computes the start on its device
-#:   (:func:`ffu_cvx.smii.model.initial_sigma`); below this size on numpy (0.97 s at d = 1,024,
-#:   prefix and random ranges, one BLAS thread) and moved there. Computed on CUDA the start's
-#:   rounding moved the objective of a whole run on prefix(32) by 2.3e-10 from numpy's. With the
-#:   certificate's bound on the device as well, prefix d = 4,096 takes 8.3 s against 26.0 s with
-#:   them on the host (torch:cuda on an H200, 16 host threads).
+#:   product;
+#: - on an accelerator backend the start (:func:`ffu_cvx.smii.model.initial_sigma`), computed
+#:   on its device; below this size on numpy and moved there.
 #:
 #: :class:`Backend` takes its own threshold (``large_k``); :data:`NUMPY` has this one.
 LARGE_K = 1000
-#: numpy holds ``L`` as CSR (see ``LARGE_K``) when at most this fraction of its entries is non-zero.
+#: numpy holds ``L`` as CSR (see ``LARGE_K``) when at most this fraction of its entries is non-zero
+#: (denser, CSR products are no faster than dense ones).
 SPARSE_MAX_DENSITY = 0.03
 
 
@@ -194,15 +184,14 @@ class Backend:
 
         ``S S^T`` per sign of ``w``, ``S`` the columns (rows) of ``A`` scaled by
         ``sqrt(|w|)``: numpy evaluates a product with its own transpose by BLAS ``syrk``,
-        which at k = 2048 (one thread, CPU time) took 86 ms in float32 and 160 ms in
-        float64 against 142 and 300 ms for ``(A * w) @ A.T``. ``A`` and ``w`` of one dtype.
+        in about half the time of ``(A * w) @ A.T``. ``A`` and ``w`` of one dtype.
         """
         out = None
         for sign in (1.0, -1.0):
             sel = np.flatnonzero(sign * w > 0)
             if sel.size == 0:
                 continue
-            # np.take: a boolean column mask took 13 ms at 2048 x 2048, take 1 ms.
+            # np.take: far faster than a boolean column mask.
             root = np.sqrt(sign * w[sel])
             root = root[:, None] if trans else root
             if sel.size == w.size:
@@ -223,10 +212,8 @@ class Backend:
         """``[Q^T Y, V^T]`` (k, d + m) in float32 for ``Q`` (k, k), ``Y`` (k, d), ``V`` (m, k).
 
         The float32 step solver's array ``W`` in the turned frame: ``Q^T Y`` by one float32
-        ``gemm`` written into the stacked array, where rotating ``Y`` in float64,
-        concatenating and casting took 0.52 s at k = d = m = 2048 (one BLAS thread, CPU
-        time) against 0.17 s. Entries carry float32 product rounding (4.5e-7 of the
-        largest there), a direction's error, never the gradient's.
+        ``gemm`` written into the stacked array (no float64 rotation, concatenation and cast).
+        Entries carry float32 product rounding, a direction's error, never the gradient's.
         """
         k, d = Y.shape
         W = np.empty((k, d + V.shape[0]), dtype=np.float32)
@@ -260,13 +247,11 @@ class Backend:
 
         ``E = A + A^T`` with ``A`` the lower triangle of ``E`` and half its diagonal, so
         ``w^T E w = 2 w^T A w`` and ``A W`` is a (scipy) ``trmm``: half the flops of
-        ``E W``. At k = 2011, n = 6144 (float32, two BLAS threads) 0.14 s against 0.25 s
-        for numpy's ``gemm`` blocks, equal to float32 rounding (1.9e-6 of the largest
-        form). Only when numpy's and scipy's OpenBLAS pools do not fight
-        (``openblas.SHORT_SPIN``): otherwise, between numpy products, it took 0.043 s
-        against 0.034 s at k = 1011, n = 3072 and slowed the numpy products after it, so
-        numpy's ``gemm`` blocks are used. ``trmm``: the ``trmm`` route (True) or the ``gemm``
-        blocks (False) whatever the pools; None: as ``openblas.SHORT_SPIN`` says.
+        ``E W``, equal to numpy's ``gemm`` blocks to float32 rounding. Only when numpy's and
+        scipy's OpenBLAS pools do not fight (``openblas.SHORT_SPIN``): otherwise the ``trmm``
+        is slower and slows the numpy products after it, so numpy's ``gemm`` blocks are used.
+        ``trmm``: the ``trmm`` route (True) or the ``gemm`` blocks (False) whatever the pools;
+        None: as ``openblas.SHORT_SPIN`` says.
         """
         if not (openblas.SHORT_SPIN if trmm is None else trmm):
             return _block_forms(E.__matmul__, W, width)
@@ -279,10 +264,9 @@ class Backend:
 def lower_inverse(R: np.ndarray) -> np.ndarray:
     """``R^{-1}`` (lower triangular) of a lower triangular ``R`` with a non-zero diagonal, by LAPACK ``trtri``.
 
-    At n = 2048 (one BLAS thread, CPU time) 0.065 s against 0.22 s for
-    ``solve_triangular(R, I)``; the two agree to rounding (``trtri`` computes the
-    inverse column by column from the same triangle). The strict upper triangle of the
-    result is zero, whatever ``R`` holds there.
+    About three times faster than ``solve_triangular(R, I)``; the two agree to rounding
+    (``trtri`` computes the inverse column by column from the same triangle). The strict
+    upper triangle of the result is zero, whatever ``R`` holds there.
     """
     # trtri works on the Fortran-ordered triangle in place of a copy: R lower (Fortran) or R^T upper.
     upper = not R.flags.f_contiguous

@@ -7,7 +7,7 @@ numpy whatever the array backend: the cheap bound's algebra runs on the backend'
 
 Stopping is certified: at the end of a sub-problem :func:`ffu_cvx.certificate.certify`
 starts from ``(w, u / c)`` (with option ``cheap_certificate`` the bound of ``(w, u / c)``
-alone: the ascent's few steps cost seconds there and barely move it), the best bound
+alone, without the ascent's steps), the best bound
 so far is kept (every certificate's bound is valid), and the solver stops when the
 relative gap of the normalised cost ``alpha * max_ratio`` is at most ``tol``. The
 certificate is skipped when the best bound already certifies ``tol``, and for at most
@@ -27,34 +27,23 @@ from .model import Point
 #: A sub-problem's end reuses the best bound instead of certifying, for at most
 #: ``CERTIFY_MAX_SKIPS`` sub-problems in a row, when the gap it gives is above
 #: ``CERTIFY_SKIP`` times ``tol`` or the last certificate moved the bound by less than
-#: ``CERTIFY_STALL`` times ``tol``. The limit matters: with unlimited skips once a certificate
-#: raises the bound by less than 0.1 tol with the gap above 3 tol, the bound never moves again,
-#: and a 4-ary tree (d = 48, seed 8, tol 1e-4) ends at t_max with gap 2.6e-3 while its alpha is
-#: 4e-8 above the SDP's.
+#: ``CERTIFY_STALL`` times ``tol``. The limit is needed: with unlimited skips a stalled bound
+#: never moves again and a run can end at ``t_max`` uncertified though its iterate is optimal.
 CERTIFY_SKIP = 3.0
 CERTIFY_STALL = 0.01
 CERTIFY_MAX_SKIPS = 3
 #: Without the cheap certificate the certificate's dual ascent stops once a step raises the
 #: bound by less than this fraction of the gap still open between the iterate's cost and
-#: the bound (``certify(stall=...)``). Its steps are an SVD each (16 ms at k = 256); run to
-#: their budget they took SM-II on prefix-decades d = 256 (seed 0, tol 1e-4) from 2.7 to
-#: 4.2 s with the same Newton steps (76 steps in 8 certificates), while near the optimum the
-#: first few close the small gaps (prefix-decades d = 48 seed 4: 8.3e-5 -> 1.9e-6 below
-#: the optimum in ten steps).
+#: the bound (``certify(stall=...)``): each step is an SVD, and the first few do most of the work.
 ASCENT_STALL = 0.01
-#: That bound may fall short of the exact one by up to this fraction of ``tol`` (relative),
-#: for the Gram route of :func:`ffu_cvx.certificate.nuclear_norm` (1.2 s less per
-#: certificate at k = 2048, 0.1 s at 1011; see there). Its margin's width (twice the most
-#: it can lose) was 2.5e-7 to 6.5e-6 of the bound on prefix and random ranges d = 1024
-#: (tol 1e-3 and 1e-4): at 0.01 half of those certificates fell back to ``svdvals``. At
-#: d = 2048 it is wider: random ranges seed 0 (tol 1e-3, one BLAS thread) fell back in three
-#: of four certificates at 0.05 (29.3 s of certificates) and in none at 0.2 (8.7 s), the
-#: same 43 Newton steps, the final bound 3.7e-5 (relative) lower.
+#: A certificate's bound may fall short of the exact one by up to this fraction of ``tol``
+#: (relative), so that it may take the faster Gram route of
+#: :func:`ffu_cvx.certificate.nuclear_norm`; smaller values make large bases fall back to
+#: ``svdvals`` (the Gram margin widens with the order).
 CERTIFY_SLACK = 0.2
 #: :meth:`BoundKeeper.offer` adds one exact dual-ascent step from a KKT step's multipliers when the
-#: step's gap is over ``tol`` but at most this multiple of it: on targets over decades d = 512 (seed 0,
-#: tol 1e-4) the third step's bound 3.2901172 left a gap of 1.12e-4; one step from its multipliers
-#: raised it to 3.2901795 (9.3e-5) and saved a fourth KKT step (an SVD of order k against a QP).
+#: step's gap is over ``tol`` but at most this multiple of it: such a step (an SVD of order k) can
+#: certify ``tol`` and save a further KKT step (a QP).
 ASCEND_WITHIN = 3.0
 
 

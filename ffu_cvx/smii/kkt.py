@@ -29,22 +29,21 @@ sets are right. Its dual is a QP over the multipliers ``x = (lam_A, mu_C)``,
 ``K_pq = 1 / (m_p + m_q + rho)`` (``rho`` a small proximal term that keeps the step finite where
 ``M`` is singular). ``P`` is formed by an exponential sum ``1/x ~ sum_l w_l exp(-s_l x)``
 (:func:`expsum`; ``K`` is then a sum of rank-one terms and ``P = sum_l w_l e^(-s_l rho)
-(Z^T diag(exp(-s_l m)) Z)^2`` elementwise: 24-34 ``syrk`` of order ``n`` (d = 1,024) once the terms that weigh
-every eigenvector are merged (:func:`_merge`), each over the eigenvectors its term does not
-weigh below ``e^-GRAM_CUT``), the QP is solved by a dense
-interior-point method (:func:`_interior_point`; Clarabel where it fails), and the step is
+(Z^T diag(exp(-s_l m)) Z)^2`` elementwise: a few dozen ``syrk`` of order ``n`` once the terms
+that weigh every eigenvector are merged (:func:`_merge`), each over the eigenvectors its term
+does not weigh below ``e^-GRAM_CUT``), the QP is solved by a dense interior-point method
+(:func:`_interior_point`; Clarabel where it fails), and the step is
 ``E = Q (K o (Z diag(s x) Z^T)) Q^T`` exactly. The QP's multipliers are a dual certificate's
 (:func:`ffu_cvx.certificate.lower_bound`).
 
-Safeguards, each added for a failure seen on 4-ary trees or targets over decades (d = 256):
-terms outside ``A`` and ``C`` that the step's linear model pushes past the level join them
-and the QP is solved again (an excluded constraint went to 5.2 times its target); a step
-with an eigenvalue of ``E`` beyond ``TRUST`` is solved again with a larger ``rho`` (with the
-multipliers on 65 of 256 columns, ``E`` had eigenvalues of -86 and 64); a full step that
-gains less than ``SOC_GAIN`` of the model's decrease is compared with its second-order
-correction (a column of multiplier 8e-8 rose by its curvature ``y^T E^2 y`` and the full step
-gained 3e-5 of a 5e-3 gap, where the corrected one closed it to 1e-6); a step that still does
-not lower the exact cost ``max g max h`` backtracks.
+Safeguards: terms outside ``A`` and ``C`` that the step's linear model pushes past the level
+join them and the QP is solved again (else an excluded constraint can end far above its
+target); a step with an eigenvalue of ``E`` beyond ``TRUST`` is solved again with a larger
+``rho`` (with multipliers on few columns ``M`` is singular and the step unbounded); a full
+step that gains less than ``SOC_GAIN`` of the model's decrease is compared with its
+second-order correction (a column of tiny multiplier can rise by its curvature
+``y^T E^2 y``, which the linear constraints miss); a step that still does not lower the exact
+cost ``max g max h`` backtracks.
 """
 
 from __future__ import annotations
@@ -62,69 +61,44 @@ from .model import factor, variance_ratios
 __all__ = ["START", "start", "MIN_K", "MAX_K", "RETRY", "WORTH", "WORTH_K", "pays", "qp_order",
            "KKTStep", "kkt_step", "newton", "expsum", "cost"]
 
-#: SM-II (:mod:`ffu_cvx.smii.driver`) follows a sub-problem end whose certified gap is at most
-#: ``START`` (and over ``tol``) by KKT steps, for bases of ``MIN_K`` to ``MAX_K``; when they stop short of
-#: ``tol``, again only once the gap is ``RETRY`` times lower. From the dual-ascent start (whose bound is
-#: within about 1% of the optimum) the first shifted end certifies 5-7e-2, and KKT steps from there took
-#: d = 1,024, tol 1e-3, decades seeds 0-1 from 37 Newton steps to 15. Past ``WORTH_K`` :func:`pays`
-#: decides. A lower threshold (5e-2) misses runs like random ranges at d = 2,048 (seeds 0 and 2), whose
-#: first shifted ends certify 5.5e-2 and 5.4e-2 and which then go astray and restart (306 and 249 s);
-#: from 0.1 KKT steps finish them from their best end (219 and 146 s).
+#: KKT steps (:mod:`ffu_cvx.smii.driver`) finish from a sub-problem end whose certified gap is at
+#: most ``START`` (and over ``tol``), on bases of ``MIN_K`` to ``MAX_K``; after stopping short of
+#: ``tol``, again only once the gap is ``RETRY`` times lower. Lower ``START`` leaves more runs to
+#: the slower multiplier phase.
 START = 0.1
 MIN_K = 64
 MAX_K = 2100
 RETRY = 0.1
-#: ... past ``k = WORTH_K`` only where they are likely to cost less than the multiplier phase would
-#: (:func:`pays`): a KKT finish costs about ``WORTH (order / k)^2`` Newton steps there, the QP's matrix
-#: and factorisations growing with its order (d = 1,024, one thread: a step 4.3 Newton steps' time at
-#: order 1.9 k on targets over decades, about 7 at 2.5 k on random ranges; d = 2,048: 24 s against
-#: 5 s). At d = 2,048, tol 1e-3, seed 0, this takes targets over decades from 2.7e-2 (order 1.90 k:
-#: a forecast of 15.2 Newton steps against 10.8) and leaves random ranges to the multiplier phase at
-#: 2.1e-2 (2.48 k: 13.4 against 18.5; three KKT steps there had cost 167.5 -> 210.5 s). Up to
-#: ``WORTH_K`` they pay wherever the gap is under ``START`` (same run, tol 1e-3, one thread, d = 1,024,
-#: four classes, seeds 0-1: 266.4 s with such a rule, 234.5 s without).
+#: Past ``k = WORTH_K`` KKT steps run only where :func:`pays` forecasts them cheaper than the
+#: multiplier phase, pricing a KKT finish at ``WORTH (order / k)^2`` Newton steps.
 WORTH = 3.0
 WORTH_K = 1024
 #: Columns and constraints within this fraction of the largest profile value / of ratio 1
 #: enter the step's QP (the rest are linearised away: their multipliers are 0 there).
 ACTIVE = 0.3
-#: The proximal term ``rho`` of ``K``, relative to the largest eigenvalue of ``M``; ``RHO_SINGULAR``
-#: where ``M`` is singular (its least eigenvalue below ``SINGULAR`` times its largest: the last
-#: multipliers vanish on columns, as after a KKT step on a tree; there the trust rule below grew
-#: ``rho`` from ``RHO`` to 1e-6 or 1e-4, one matrix and QP a growth: starting at 1e-6 took d = 1,024
-#: decades and trees, seeds 0-1, from 148.2 to 132.9 s with the same steps, same run). Growing 10-fold
-#: (``RHO_GROW``), singular steps mostly ended at 1e-5: starting there took the ``bench_workloads`` sets
-#: d = 512 / 1,024 from 46.9 / 121.9 to 43.8 / 109.8 s, the same Newton steps. ``SINGULAR`` counts
-#: nearly singular ``M`` too: targets over decades d = 512 begin with ``M``'s least eigenvalue at about
-#: 2e-8 of its largest, and a threshold of 1e-9 let their first step grow ``rho`` three times (0.97 s
-#: against 0.33 s); at 1e-7, the same steps, decades d = 512 seeds 0-5 take 15.93 s against 19.65 s.
+#: The proximal term ``rho`` of ``K``, relative to ``M``'s largest eigenvalue: ``RHO``, or
+#: ``RHO_SINGULAR`` where ``M``'s least eigenvalue is below ``SINGULAR`` times its largest (the
+#: multipliers vanish on some columns); starting there spares the trust rule's regrowths.
 RHO = 1e-8
 RHO_SINGULAR = 1e-5
 SINGULAR = 1e-7
 #: A step whose whitened ``E`` has an eigenvalue beyond ``TRUST`` in modulus is solved again with
-#: ``rho`` ``RHO_GROW`` times larger (up to ``RHO_MAX`` times the largest eigenvalue of ``M``):
-#: where ``M`` is singular (multipliers on few columns) the proximal term alone bounds the step.
-#: Growing 100-fold overshot: the eigenvalues were about 0.5-1.1 and the steps at ``rho`` 1e-4 of
-#: ``M``'s largest eigenvalue converged linearly (decades d = 512, six steps from 6.3e-2 to 1.1e-4;
-#: 10-fold, three to 2.1e-5).
+#: ``rho`` ``RHO_GROW`` times larger (up to ``RHO_MAX`` times ``M``'s largest eigenvalue): where
+#: ``M`` is singular only ``rho`` bounds the step. Larger factors overshoot and converge linearly.
 TRUST = 0.5
 RHO_GROW = 10.0
-#: The next step of :func:`newton` starts at this fraction of the last step's relative ``rho`` (or at
-#: ``RHO`` / ``RHO_SINGULAR``, whichever is larger): each growth costs the QP's matrix and the QP again
-#: (d = 2,048: 7 s and 3 s). Decades d = 2,048: 147.8 -> 132.9 s, the same steps; at 1 (the last ``rho``
-#: itself) its second step took a larger ``rho`` than it needed and a third followed (160.7 s).
+#: The next step of :func:`newton` starts at this fraction of the last step's relative ``rho`` (at
+#: least ``RHO`` / ``RHO_SINGULAR``): fewer regrowths, each a QP matrix and a QP.
 RHO_CARRY = 0.1
 RHO_MAX = 1.0
 #: Relative accuracy of the exponential sum for ``1/x`` on ``[2 min m + rho, 2 max m + rho]``.
 EXPSUM_ACCURACY = 1e-5
-#: A term ``exp(-s m_p)`` of the exponential sum below ``exp(-GRAM_CUT)`` is dropped from the QP's
-#: matrix (its row of ``Z`` skipped in that term's product): each ``K_pq`` moves by at most about
-#: ``GRAM_CUT e^-GRAM_CUT`` (3e-7) of itself, and the terms of large ``s`` need only the eigenvectors
-#: of small ``m``.
+#: Terms ``exp(-s m_p)`` of the exponential sum below ``exp(-GRAM_CUT)`` are dropped from the QP's
+#: matrix (their rows of ``Z`` skipped): each ``K_pq`` moves by at most about ``GRAM_CUT e^-GRAM_CUT``
+#: (3e-7) of itself, and the terms of large ``s`` need only the eigenvectors of small ``m``.
 GRAM_CUT = 18.0
-#: Entries below ``FLUSH`` of the float32 factors of the QP's matrix (``Z``'s columns scaled to unit
-#: norm, then its rows weighted) are dropped: their products would be subnormal (slow) and add
-#: below 1e-30.
+#: Entries below ``FLUSH`` of the QP matrix's float32 factors are dropped: their products would be
+#: slow subnormals adding below 1e-30.
 FLUSH = 1e-15
 #: The QP's active sets grow at most this many times by the terms its step's linear model pushes
 #: more than ``LEVEL_SLACK`` (relative) past the level (max profile / ratio 1).
@@ -141,11 +115,8 @@ SOC_GAIN = 0.5
 #: ``QP_TOL``, or gives up after ``QP_MAXIT`` iterations (Clarabel then solves the QP).
 QP_TOL = 1e-10
 QP_MAXIT = 60
-#: A warm start (every QP but a run's first, from the last QP's solution on the sets they share) is
-#: moved this fraction of the cold start into the interior: the second-order correction's QP took 9
-#: iterations instead of 16 on a 4-ary tree d = 1,024 (order 2,138), 6 instead of 13 on random ranges
-#: (2,560), the same solutions to 1e-8 (0.1: 12 and 9; 1e-4: 8 and 6); the next step's first QP 18
-#: instead of 23 (tree), 10 and 8 instead of 14 (targets over decades, order 2,035).
+#: A warm start (the last QP's solution on the sets they share) is moved this fraction of the
+#: cold start into the interior: far fewer interior-point iterations, the same solutions.
 WARM = 1e-2
 #: Where its factorisation fails, ``P``'s unit diagonal is raised by ``QP_SHIFT``, then
 #: ``QP_SHIFT_GROW``-fold, up to ``QP_SHIFT_MAX`` (:func:`_factor`).
@@ -233,8 +204,8 @@ def _gram(Z: np.ndarray, m: np.ndarray, rho: float) -> np.ndarray:
 
     Each exponential-sum term (:func:`expsum`, its terms that weigh every eigenvector merged by
     :func:`_merge`) is ``c (Z_s^T Z_s)^2`` (elementwise): a float32 ``syrk`` with ``sqrt(c)`` as its
-    factor, squared in place and summed in float64 (summed in float32, the certified gaps of KKT
-    steps stalled at 1.1e-7 instead of 5e-8). The columns of ``Z`` are scaled to unit norm first,
+    factor, squared in place and summed in float64 (float32 sums stall the certified gaps of KKT
+    steps near float32's rounding). The columns of ``Z`` are scaled to unit norm first,
     so that float32 neither under- nor overflows. The rounding (1e-7 of ``|z_a o z_b|^T K |z_a o z_b|``)
     is far below ``EXPSUM_ACCURACY``; every term is a semidefinite square, so ``P`` is semidefinite to
     that rounding (:func:`_factor` copes with the rest)."""
@@ -269,7 +240,7 @@ def _merge(nodes: np.ndarray, weights: np.ndarray, lo: float, hi: float, full: f
     their discrete measure ``sum_l w_l delta(s - s_l)``: nodes inside their range, positive
     weights, exact for polynomials in ``s`` of degree ``2J - 1``; ``J`` the least whose sum
     ``sum w exp(-s x)`` is within ``EXPSUM_ACCURACY / 10`` of theirs relative to ``1/x`` on
-    ``[lo, hi]`` (23 terms -> 7 at ``m`` from 1e-11 to 1.4)."""
+    ``[lo, hi]`` (typically a third of the terms)."""
     few = nodes <= full
     s, w = nodes[few], weights[few]
     if len(s) < 2:
@@ -311,7 +282,7 @@ def _qp(P: np.ndarray, q: np.ndarray, n_cols: int, start=None) -> tuple | None:
 
 def _interior_point(P: np.ndarray, q: np.ndarray, n_cols: int, start=None) -> tuple | None:
     """``(x, z)`` of the QP of :func:`_qp` by Mehrotra's predictor-corrector method on its dense KKT
-    system, scaled to a unit diagonal (``P``'s diagonal spans 15 decades on the mixed-scale workload);
+    system, scaled to a unit diagonal (``P``'s diagonal can span many decades);
     one Cholesky factorisation of ``P + diag(z / x)`` an iteration (:func:`_factor`). ``start``: a
     nearby QP's ``(x, z)`` (``z`` may be None: a cold start), moved ``WARM`` into the interior.
     None when it does not reach ``QP_TOL`` in ``QP_MAXIT`` iterations or a factorisation fails."""
@@ -353,8 +324,8 @@ def _interior_point(P: np.ndarray, q: np.ndarray, n_cols: int, start=None) -> tu
 
 def _factor(H: np.ndarray, P: np.ndarray, d: np.ndarray, added: float):
     """``(Cholesky factor of P + diag(d), added)``, factorised in ``H`` (F-ordered, as ``P``). ``P``
-    is semidefinite only to its rounding (scaled to a unit diagonal, eigenvalues of -5e-8 were seen
-    on random ranges d = 1,024): where the factorisation fails, ``P``'s diagonal is raised in place
+    is semidefinite only to its rounding (scaled to a unit diagonal, its least eigenvalues can be
+    slightly negative): where the factorisation fails, ``P``'s diagonal is raised in place
     (the QP gains a proximal term ``added |x|^2 / 2``) to ``QP_SHIFT``, then ``QP_SHIFT_GROW``-fold;
     ``(None, added)`` past ``QP_SHIFT_MAX``."""
     while True:

@@ -25,21 +25,14 @@ Solver layer (SM-II), bottom of the package: imports numpy, scipy, ``certificate
   the rotated frame a product is one ``trmm`` (in ``HVP_CHUNK`` column
   blocks) and one symmetric ``syrk`` over ``W = [Y, V^T]``, the Lyapunov part being
   elementwise there; the frame's symmetric products use ``syrk`` and ``R Q`` ``trmm``
-  (:mod:`ffu_cvx.smii.backend`). At k = 2048 (one BLAS thread, CPU time) a product
-  took 0.51 s on prefix and 0.66 s on random ranges against 0.67 and 0.86 s for the
-  four general products in float32 it replaced, and the preconditioner 0.23-0.26 s
-  against 0.83-1.05 s (``K`` by ``syrk`` in float32, no stacked copies). Tried and
-  not kept: the frame itself from a float32 ``eigh`` (with ``M`` recomputed exactly in
-  the turned frame, so the gradient stayed exact): 5% less per step at k = 2048, but
-  at d = 1024 more Newton steps on prefix (20 against 19) and on two of three random
-  ranges seeds (38 against 28, 37 against 35).
+  (:mod:`ffu_cvx.smii.backend`); the preconditioner's ``K`` is one float32 ``syrk``. The
+  frame's ``eigh`` stays float64: a float32 frame saves little per step and costs Newton
+  steps.
 - :func:`initial_sigma`: the default start is the cheapest of ``I``, ``B B^T``, the
   Gaussian mechanism on the target-scaled workload and the ``Sigma`` of uniform dual
-  multipliers (at d = 512 this start costs 22.5 on prefix and 14.0 on random ranges,
-  against 512 and 13426 for ``I``); :func:`ascent_start` (SM-II's default from k = 64) the dual
-  ``Sigma`` of a few over-relaxed dual-ascent steps (d = 256 / 512: 1-15% above its own bound on
-  prefix, targets over decades, random ranges and Gaussian W, 29-54% on 4-ary trees; 1.3-3.7x
-  cheaper than the classic start).
+  multipliers (often orders of magnitude cheaper than ``I``); :func:`ascent_start` (SM-II's
+  default from k = 64) the dual ``Sigma`` of a few over-relaxed dual-ascent steps, usually
+  cheaper still, whose multipliers give a first bound.
 - Array backends: the point, the whitened operator and :func:`normalise` take their
   array namespace and linear algebra from their arrays (:func:`ffu_cvx.smii.backend.of`),
   so they run unchanged on torch or CuPy arrays, and so does the start (:func:`initial_sigma`,
@@ -69,24 +62,20 @@ PRUNE = 1e-17
 #: fraction of its Woodbury denominator is used (keeps the preconditioner positive definite).
 WOODBURY_SHRINK = 0.9
 #: Columns of ``W = [Y, V^T]`` per ``E W`` product in the float32 Hessian product: the
-#: product's temporary is (k, HVP_CHUNK) instead of (k, d + m) (at k = 4096 on prefix,
-#: 17 MB instead of 134 MB), and sgemm (or numpy's trmm) at this width runs at the full
-#: product's speed.
+#: temporary is (k, HVP_CHUNK) instead of (k, d + m), and at this width sgemm (or numpy's
+#: trmm) still runs at the full product's speed.
 HVP_CHUNK = 1024
 #: On the float32 path CG itself (its vectors, inner products and preconditioner) runs in
 #: float32 from this basis size on; below, its vectors stay float64 and each product and
-#: preconditioner application is cast. At the d = 2,048 start (two threads, CPU s, five
-#: products) CG took 3.18 against 3.75 s on prefix and 2.04 against 2.21 s on random
-#: ranges; at d = 1,024 no gain per step was measured and prefix took 21-23 Newton steps
-#: in six target draws against 20 in every one.
+#: preconditioner application is cast (at smaller sizes float32 CG saves no time and can
+#: cost Newton steps).
 CG_SINGLE_MIN_K = 2000
 #: The start is scaled to this fraction of the largest step that keeps every target (§6.3).
 START_MARGIN = 0.99
 #: The dual-ascent start (:func:`ascent_start`, ``solve_smii(start="ascent")``): this many steps of
 #: :func:`ffu_cvx.certificate.ascend`, over-relaxed by ``ASCENT_OMEGA``, ``ASCENT_MIX`` of the uniform
-#: multipliers mixed back each step. Measured (one BLAS thread, tol 1e-3, d = 1,024, targets over decades, 4-ary trees and random ranges, seeds 0-1): steps
-#: stopped by a bound gain under 3e-3 (7-17) 167.2 s against the classic start's 174.5 s (same run); five
-#: steps (2.8-4.1 s) 153.6 s, three 173.4 s (same run); ``omega`` 1 needs about twice the steps for one bound.
+#: multipliers mixed back each step: a few steps give a good start; without over-relaxation
+#: (``omega = 1``) a bound needs about twice the steps.
 ASCENT_STEPS = 5
 ASCENT_OMEGA = 2.0
 ASCENT_MIX = 1e-2
@@ -253,9 +242,8 @@ class Whitened:
         self.cg_grad = bk.single(self.grad) if self.cg_single else self.grad
         if self.float32 and self.Q is not None:
             # One float32 array for both soft maxes (see _hvp_rotated32), nothing else kept.
-            # Every weight above PRUNE stays in it: dropping those below 1e-7 of the largest
-            # saved 4.5% of a step on random ranges d = 1,024 but took a 4-ary tree d = 1,024
-            # from 107 to 329 Newton steps.
+            # Every weight above PRUNE stays in it: pruning harder saves little per product and
+            # can multiply the Newton steps.
             self.W = bk.rotated_single(self.Q, Ya, Va)
             self.weights = tuple(bk.single(x) for x in (self.wa, self.ua, self.ca))
             self.lamsum = bk.single(self.lam[:, None] + self.lam[None, :])
@@ -309,7 +297,7 @@ class Whitened:
 
         def apply(G):
             # G cast once (a no-op when CG runs in float32), so that no product mixes precisions
-            # (a mixed-precision inner product of order 2048 took 15 ms against 0.3 ms in float32).
+            # (mixed-precision inner products are far slower).
             G = cast(G)
             coef = Sinv @ np.array([bk.inner(X, G) for X in DU])
             out = G * dinv
@@ -375,7 +363,7 @@ def _active(bk, X, weights, axis: int):
     keep = weights > PRUNE * xp.max(weights)
     if bool(xp.all(keep)):
         return X, weights
-    idx = xp.nonzero(keep)[0]  # take: a boolean column mask took 13 ms at 2048 x 2048, take 1 ms
+    idx = xp.nonzero(keep)[0]  # take: far faster than a boolean column mask
     return xp.take(X, idx, axis=axis), xp.take(weights, idx, axis=0)
 
 
@@ -457,9 +445,8 @@ def ascent_start(problem: FitnessProblem, bk=NUMPY):
     start and moved to the backend ``bk``, with its multipliers ``lam`` (d,) (summing to 1) and
     ``u = mu c`` (m,) per variance ratio (what :meth:`~ffu_cvx.smii.bounds.BoundKeeper.offer`
     takes); None where ``P`` is numerically singular (``Q``'s small eigenvalues are floored:
-    :func:`ffu_cvx.certificate.dual_sigma`; without the floor targets over decades at d = 2,048,
-    seed 1, lost this start and took the classic one: still at gap 0.42 after about 400 s on one
-    BLAS thread, where with the floor it certifies in 68 s on two)."""
+    :func:`ffu_cvx.certificate.dual_sigma`; without the floor, targets over decades at large
+    ``d`` lose this start to the far slower classic one)."""
     lam, mu = certificate.ascend(problem, ASCENT_STEPS, ASCENT_OMEGA, ASCENT_MIX)
     sigma = certificate.dual_sigma(problem, lam, mu, floor=True)
     if sigma is None:
@@ -496,7 +483,7 @@ def renormalise(p: Point, L, c_int, t1, t2, s1=None, s2=None):
     ``Sigma' = gmax Sigma`` has ``R' = sqrt(gmax) R``, ``Y' = Y / sqrt(gmax)`` and
     ``g' = g / gmax``; the variance ratios are recomputed once from ``Sigma`` (not carried
     over from the line search's linear updates) and divided by their maximum. A
-    factorisation and a triangular solve fewer per sub-problem (0.5 s at k = 2048).
+    factorisation and a triangular solve fewer per sub-problem.
     Returns ``(point, c_int', a)``.
     """
     xp = of(p.g).xp

@@ -57,9 +57,8 @@ SLACK = 1e-7
 MAX_SLACK = 1e-2
 #: :func:`polish` may spend at most this many Hessian products per product of the main
 #: solve (``refine_budget``): the main solve already certified the cost, so the polish,
-#: which only picks among optima, should cost at most a bounded multiple of it. On the
-#: authors' "related" workload (W = C A, Gaussian, k = 32) an unbounded polish took
-#: 0.4-0.7 million products (40-51 s) after a main solve of about 800 (0.15 s).
+#: which only picks among optima, should cost at most a bounded multiple of it (unbounded,
+#: it can take hundreds of times the main solve's products).
 REFINE_BUDGET = 20.0
 #: The polish's budget is never below this many products, so that a main solve that
 #: needed few products (small or easy problems) still leaves a few levels' worth of
