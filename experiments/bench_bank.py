@@ -62,7 +62,7 @@ from .formatting import markdown_table
 NAME = "bench_bank"
 #: The cells' version (``version`` of :func:`experiments.runner.run_grid`).
 CELL_VERSION = 2
-DEFAULT, BASELINE = "default", "baseline"
+DEFAULT, BASELINE, NOISE = "default", "baseline", "noise"
 AUTHORS = "authors"
 SIZES = (64, 256, 1024, 2048)
 #: The only classes solved at sizes above :data:`LARGE_FROM`.
@@ -326,24 +326,37 @@ def summary(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _band(row: dict | None, key: str) -> float:
+    """The noise band of a class and size: the ``noise`` variant's ratio ``key`` folded above 1 (1 without it)."""
+    x = None if row is None else row.get(key)
+    return max(x, 1.0 / x) if x else 1.0
+
+
 def verdict(summary_rows: list[dict]) -> dict:
-    """The keep rule, per ablated heuristic (every variant but the default and the baseline): ``keep`` when
-    switching it off makes some class's median time ratio >= :data:`KEEP_MEDIAN` or its worst >=
-    :data:`KEEP_WORST` where the default's worst takes :data:`WORST_FROM_S` or more (``justify``: those ``class@d``); ``hurts``: the ``class@d`` whose median ratio is
-    below :data:`TRADE_OFF` (the heuristic costs them); ``trade_off`` when both lists hold something. A class
-    with fewer certified cells without the heuristic than with it justifies it too (``class@d (uncertified)``)."""
+    """The keep rule, per ablated heuristic (every variant but the default, the baseline and ``noise``):
+    ``keep`` when switching it off makes some class's median time ratio >= :data:`KEEP_MEDIAN` or its worst
+    >= :data:`KEEP_WORST` (the worst where the default's takes :data:`WORST_FROM_S` or more), each beyond
+    that class's noise band (the ``noise`` variant's ratio, the default run again, when the run has it), or
+    leaves a cell uncertified (``justify``: those ``class@d``); ``hurts``: the ``class@d`` whose median
+    ratio is below :data:`TRADE_OFF` and below the noise band (the heuristic costs them); ``trade_off``
+    when both lists hold something."""
     out: dict = {}
     default = {(r["class"], r["d"]): r for r in summary_rows if r["variant"] == DEFAULT}
+    noise = {(r["class"], r["d"]): r for r in summary_rows if r["variant"] == NOISE}
     for r in summary_rows:
-        if r["variant"] in (DEFAULT, BASELINE) or r.get("median_x") is None:
+        if r["variant"] in (DEFAULT, BASELINE, NOISE) or r.get("median_x") is None:
             continue
         v = out.setdefault(r["variant"], {"keep": False, "justify": [], "hurts": [], "trade_off": False})
+        key = (r["class"], r["d"])
         where = f"{r['class']}@{r['d']}"
+        median_band, worst_band = _band(noise.get(key), "median_x"), _band(noise.get(key), "worst_x")
         worst_counts = (r.get("worst_s") or 0.0) / (r.get("worst_x") or math.inf) >= WORST_FROM_S
-        lost = r["certified"] < default[r["class"], r["d"]]["certified"]
-        if lost or r["median_x"] >= KEEP_MEDIAN or (worst_counts and (r.get("worst_x") or 0.0) >= KEEP_WORST):
+        lost = r["certified"] < default[key]["certified"]
+        slower = r["median_x"] >= max(KEEP_MEDIAN, median_band)
+        worse = worst_counts and (r.get("worst_x") or 0.0) >= max(KEEP_WORST, worst_band)
+        if lost or slower or worse:
             v["justify"].append(where + (" (uncertified)" if lost else ""))
-        if r["median_x"] < TRADE_OFF:
+        if r["median_x"] < min(TRADE_OFF, 1.0 / median_band):
             v["hurts"].append(where)
     for v in out.values():
         v["keep"], v["trade_off"] = bool(v["justify"]), bool(v["justify"] and v["hurts"])

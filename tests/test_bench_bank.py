@@ -48,8 +48,8 @@ BASE = [1.0, 1.0, 1.0, 1.0, 1.0]
 
 def test_summary_and_verdict():
     rows = (_rows("a", "default", BASE) + _rows("a", "slow", [1.2] * 5, n_hvp=150)
-            + _rows("a", "noise", [1.02] * 5) + _rows("a", "trade", [1.3] * 5)
-            + _rows("b", "default", BASE) + _rows("b", "slow", BASE) + _rows("b", "noise", [0.98] * 5)
+            + _rows("a", "quiet", [1.02] * 5) + _rows("a", "trade", [1.3] * 5)
+            + _rows("b", "default", BASE) + _rows("b", "slow", BASE) + _rows("b", "quiet", [0.98] * 5)
             + _rows("b", "trade", [0.8] * 5) + [{"class": "b", "d": 64, "seed": 9, "variant": "slow", "error": "x"}])
     table = {(r["class"], r["variant"]): r for r in bench_bank.summary(rows)}
     slow = table["a", "slow"]
@@ -58,7 +58,7 @@ def test_summary_and_verdict():
     assert table["b", "slow"]["cells"] == 6 and table["b", "slow"]["certified"] == 5
     verdict = bench_bank.verdict(list(table.values()))
     assert verdict["slow"]["keep"] and verdict["slow"]["justify"] == ["a@64"] and not verdict["slow"]["trade_off"]
-    assert not verdict["noise"]["keep"] and verdict["noise"]["hurts"] == []
+    assert not verdict["quiet"]["keep"] and verdict["quiet"]["hurts"] == []
     assert verdict["trade"]["keep"] and verdict["trade"]["hurts"] == ["b@64"] and verdict["trade"]["trade_off"]
 
 
@@ -89,3 +89,13 @@ def test_a_heuristic_without_which_a_cell_is_not_certified_is_kept():
     off[2]["certified"] = False
     verdict = bench_bank.verdict(bench_bank.summary(_rows("a", "default", BASE) + off))
     assert verdict["off"]["keep"] and verdict["off"]["justify"] == ["a@64 (uncertified)"]
+
+
+def test_a_ratio_inside_the_runs_noise_band_does_not_count():
+    # The noise variant (the default run again) differs by 1.2x here: a 1.15x slower median without the
+    # heuristic is inside that band, a 1.3x one is not; 0.9x is no cost either.
+    rows = (_rows("a", "default", BASE) + _rows("a", "noise", [1.2] * 5) + _rows("a", "within", [1.15] * 5)
+            + _rows("a", "beyond", [1.3] * 5) + _rows("a", "cheaper", [0.9] * 5))
+    verdict = bench_bank.verdict(bench_bank.summary(rows))
+    assert "noise" not in verdict and not verdict["within"]["keep"] and verdict["beyond"]["keep"]
+    assert verdict["cheaper"]["hurts"] == []
