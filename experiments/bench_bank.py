@@ -32,7 +32,8 @@ call's wall time inside the subprocess (the import is outside it), the least of 
 solves of one cell. The cells of one (class, d,
 seed) are adjacent, so ``--jobs 2`` solves the variants of a problem side by side.
 
-``results/bench_bank.{csv,json}`` (``bench_bank_ablation`` with ``--ablate``) hold one row per cell (what later comparisons read);
+``results/bench_bank.{csv,json}`` (with ``--ablate``: ``bench_bank_ablation``, or
+``bench_bank_ablation_large`` when every size is 1,024 or more) hold one row per cell (what later comparisons read);
 ``results/bench_bank.md`` and the table printed hold :func:`summary` (one row per class, d and
 variant, with ratios to the default) and :func:`verdict` (which heuristics pay for themselves).
 """
@@ -83,6 +84,9 @@ WORST_FROM_S = 1.0
 #: or it ran REPEATS times; ``time_s`` is the fastest. Two identical runs of a 0.05 s solve differ by up to
 #: 1.5x on a shared machine; the least of three is steadier.
 REPEATS, REPEAT_BELOW_S = 3, 3.0
+#: The ablations that change what a step costs, not which steps are taken: for the others a class
+#: whose cells all take the default's steps and products shows no effect (its time differences are load).
+COST_ONLY = ("skip-certificates", "cheap-certificate", "float32", "rescale")
 #: One BLAS thread in every solving subprocess.
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
 
@@ -140,7 +144,7 @@ ABLATIONS = {
 COLUMNS = ("class", "script", "d", "seed", "variant", "m", "k", "tol", "time_s", "nit", "n_hvp", "alpha", "gap",
            "certified", "status", "kkt_steps", "restarts", "solves", "code", "error")
 SUMMARY_COLUMNS = ("class", "d", "variant", "cells", "certified", "median_s", "worst_s", "median_nit", "worst_nit",
-                   "median_hvp", "worst_gap", "median_x", "worst_x", "hvp_x")
+                   "median_hvp", "worst_gap", "median_x", "worst_x", "hvp_x", "same_work")
 
 
 def tol_for(d: int) -> float:
@@ -310,18 +314,26 @@ def _stats(rows: list[dict]) -> dict:
             "median_hvp": _median(col["n_hvp"]), "worst_gap": _worst(col["gap"])}
 
 
+def _work(rows: list[dict]) -> dict:
+    """Each solved cell's ``(Newton steps, Hessian products)`` by seed."""
+    return {r["seed"]: (r.get("nit"), r.get("n_hvp")) for r in rows if not r.get("error")}
+
+
 def summary(rows: list[dict]) -> list[dict]:
     """One row per (class, d, variant) of the per-cell ``rows`` (a results JSON's): cells, certified,
     median and worst time and Newton steps, median Hessian products, worst gap, and beside every
     variant but the default the ratios of its median time (``median_x``), worst time (``worst_x``)
-    and median Hessian products (``hvp_x``) to the default's of the same class and d."""
-    stats = {key: _stats(group) for key, group in _group(rows).items()}
+    and median Hessian products (``hvp_x``) to the default's of the same class and d, and ``same_work``:
+    whether every cell took the default's Newton steps and Hessian products."""
+    groups = _group(rows)
+    stats = {key: _stats(group) for key, group in groups.items()}
     out = []
     for (label, d, variant), s in stats.items():
         ref = stats.get((label, d, DEFAULT), {}) if variant != DEFAULT else {}
         ratios = {"median_x": _ratio(s["median_s"], ref.get("median_s")),
                   "worst_x": _ratio(s["worst_s"], ref.get("worst_s")),
-                  "hvp_x": _ratio(s["median_hvp"], ref.get("median_hvp"))}
+                  "hvp_x": _ratio(s["median_hvp"], ref.get("median_hvp")),
+                  "same_work": bool(ref) and _work(groups[label, d, variant]) == _work(groups[label, d, DEFAULT])}
         out.append({"class": label, "d": d, "variant": variant, **s, **ratios})
     return out
 
@@ -339,7 +351,9 @@ def verdict(summary_rows: list[dict]) -> dict:
     that class's noise band (the ``noise`` variant's ratio, the default run again, when the run has it), or
     leaves a cell uncertified (``justify``: those ``class@d``); ``hurts``: the ``class@d`` whose median
     ratio is below :data:`TRADE_OFF` and below the noise band (the heuristic costs them); ``trade_off``
-    when both lists hold something."""
+    when both lists hold something. A class whose cells take the same Newton steps and Hessian
+    products with and without a heuristic that changes the iteration (all but :data:`COST_ONLY`) shows
+    no effect, whatever its times."""
     out: dict = {}
     default = {(r["class"], r["d"]): r for r in summary_rows if r["variant"] == DEFAULT}
     noise = {(r["class"], r["d"]): r for r in summary_rows if r["variant"] == NOISE}
@@ -347,6 +361,8 @@ def verdict(summary_rows: list[dict]) -> dict:
         if r["variant"] in (DEFAULT, BASELINE, NOISE) or r.get("median_x") is None:
             continue
         v = out.setdefault(r["variant"], {"keep": False, "justify": [], "hurts": [], "trade_off": False})
+        if r["same_work"] and r["variant"] not in COST_ONLY:
+            continue  # the same steps and products: any difference in time is the machine's
         key = (r["class"], r["d"])
         where = f"{r['class']}@{r['d']}"
         median_band, worst_band = _band(noise.get(key), "median_x"), _band(noise.get(key), "worst_x")
@@ -393,9 +409,12 @@ lists the classes whose median is below {TRADE_OFF}x without it. Per-cell rows:
 """
 
 
-def result_name(ablate) -> str:
-    """The results' name: ``bench_bank`` (the default and a baseline), ``bench_bank_ablation`` with ``--ablate``."""
-    return f"{NAME}_ablation" if ablate else NAME
+def result_name(ablate, sizes=SIZES) -> str:
+    """The results' name: ``bench_bank`` (the default and a baseline); with ``--ablate``
+    ``bench_bank_ablation``, or ``bench_bank_ablation_large`` when every size is at least :data:`LARGE_FROM`."""
+    if not ablate:
+        return NAME
+    return f"{NAME}_ablation" + ("_large" if min(sizes) >= LARGE_FROM else "")
 
 
 def write_markdown(quick: bool, name: str = NAME) -> None:
@@ -430,7 +449,7 @@ def main(argv=None):
     sha = extract(args.baseline) if args.baseline else None
     table = runner.Table("SM-II benchmark bank", COLUMNS, floatfmt=".6g", display=summary,
                          footer="; wall-clock on this machine, shared with other jobs")
-    name = result_name(args.ablate)
+    name = result_name(args.ablate, args.sizes)
     rows = runner.run_grid(name, cells(args, sha), run_cell, args, version=CELL_VERSION, table=table,
                            errors=(ffu.SolverError,),
                            meta={"tol": args.tol, "max_time": args.max_time, "seeds": args.seeds,

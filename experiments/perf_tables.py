@@ -2,7 +2,8 @@
 
 ``python -m experiments.perf_tables [--check] [--readme]``
 
-Interfaces layer (experiments): imports the standard library and :mod:`experiments.paths` only.
+Interfaces layer (experiments): imports the standard library, :mod:`experiments.paths` and, for the SM-II
+benchmark bank's summary and verdict, :mod:`experiments.bench_bank`.
 Reads ``results/<name>.json`` (written by the experiments, see :mod:`experiments.runner`) and
 writes one reStructuredText table per file into ``docs/generated/`` (included by
 ``docs/performance.rst`` and ``docs/reproduction.rst``), each followed by the run's provenance:
@@ -31,7 +32,8 @@ README = paths.REPO / "README.md"
 #: The first line of the README's performance table; the table runs to the first line not starting with ``|``.
 README_HEADER = "| problem | method | result | time (s) | results file |"
 #: Results files the documentation draws on; each must be committed (see ``.gitignore``).
-SOURCES = ("table2", "bench_smii", "census", "bench_kron_scale", "table3", "table4", "table5", "table6", "table7", "table8",
+SOURCES = ("table2", "bench_smii", "bench_bank", "bench_bank_ablation", "bench_bank_ablation_large", "census",
+           "bench_kron_scale", "table3", "table4", "table5", "table6", "table7", "table8",
            "table9", "figures23", "bench_sdp", "bench_workloads", "bench_authors", "bench_backends", "bench_records")
 #: The ratio tables of the paper's §7 (one layout, :mod:`experiments.ratios`).
 RATIO_TABLES = ("table4", "table5", "table6", "table7", "table8", "table9")
@@ -243,6 +245,58 @@ def bench_backends(data: dict) -> str:
     return intro + list_table(header, rows)
 
 
+def _x(value) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def bench_bank(data: dict) -> str:
+    """The SM-II bank, each class and size: the default's median and worst time and Newton steps, and (with a
+    baseline in the run) the baseline's, as ratios of today's code to it."""
+    from . import bench_bank as bank
+
+    rows = bank.summary(data["rows"])
+    base = {(r["class"], r["d"]): r for r in rows if r["variant"] == bank.BASELINE}
+    header = ["class", "d", "cells", "certified", "median (s)", "worst (s)", "median steps", "median products",
+              "worst gap"] + (["median / baseline", "worst / baseline", "products / baseline"] if base else [])
+    out = []
+    for r in rows:
+        if r["variant"] != bank.DEFAULT:
+            continue
+        b = base.get((r["class"], r["d"]))
+        cols = [r["class"], str(r["d"]), str(r["cells"]), str(r["certified"]), _num(r["median_s"], ".3g"),
+                _num(r["worst_s"], ".3g"), _num(r["median_nit"], "g"), _num(r["median_hvp"], "g"),
+                _num(r["worst_gap"], ".1e")]
+        if base:
+            ratio = (lambda a, z: None if b is None or a is None or not b[z] else a / b[z])
+            cols += [_x(ratio(r["median_s"], "median_s")), _x(ratio(r["worst_s"], "worst_s")),
+                     _x(ratio(r["median_hvp"], "median_hvp"))]
+        out.append(cols)
+    return list_table(header, out)
+
+
+def _kept(v: dict) -> str:
+    """A verdict row's word."""
+    return ("kept (trade-off)" if v["trade_off"] else "kept") if v["keep"] else "removed"
+
+
+def bench_bank_ablation(data: dict) -> str:
+    """Each heuristic switched off, each class and size: time and Hessian-product ratios to the default, and
+    the verdict of the keep rule (:func:`experiments.bench_bank.verdict`)."""
+    from . import bench_bank as bank
+
+    summary = bank.summary(data["rows"])
+    header = ["switched off", "class", "d", "certified", "median ×", "worst ×", "products ×"]
+    table = [[r["variant"], r["class"], str(r["d"]), f"{r['certified']}/{r['cells']}", _x(r["median_x"]),
+              _x(r["worst_x"]), _x(r["hvp_x"])] for r in summary if r["variant"] != bank.DEFAULT]
+    verdict = [[v["variant"], v["heuristic"], _kept(v), _cell(v["justify"]), _cell(v["hurts"])]
+               for v in bank.verdict_rows(summary)]
+    return ("Verdict (kept where switching it off makes a class's median 1.10x or its worst 1.25x slower, "
+            f"the worst counted where the default's takes {bank.WORST_FROM_S:g} s or more, each beyond the noise "
+            "variant's ratio for that class (the default run again), or leaves a cell uncertified):\n\n"
+            + list_table(["switched off", "heuristic", "verdict", "slower without it", "faster without it"], verdict)
+            + "\nEvery class and size (ratios to the default of the same run):\n\n" + list_table(header, table))
+
+
 def bench_records(data: dict) -> str:
     """Records to counts to answers, step by step."""
     rows = data["rows"]
@@ -256,7 +310,9 @@ def bench_records(data: dict) -> str:
                                        for r in rows])
 
 
-BUILDERS = {"table2": table2, "bench_smii": bench_smii, "census": census, "bench_kron_scale": bench_kron_scale,
+BUILDERS = {"table2": table2, "bench_bank": bench_bank, "bench_bank_ablation": bench_bank_ablation,
+            "bench_bank_ablation_large": bench_bank_ablation, "bench_smii": bench_smii, "census": census,
+            "bench_kron_scale": bench_kron_scale,
             "table3": table3, "figures23": figures23, **{name: ratios for name in RATIO_TABLES},
             "bench_sdp": bench_sdp, "bench_workloads": bench_workloads, "bench_authors": bench_authors,
             "bench_backends": bench_backends, "bench_records": bench_records}

@@ -38,7 +38,9 @@ def test_the_variants_of_a_problem_are_adjacent():
     assert keys[1]["options"] == {"kkt": False} and keys[3]["code"] == "f" * 40
 
 
-def _rows(cls, variant, times, n_hvp=100):
+def _rows(cls, variant, times, n_hvp=None):
+    """Cells of one class; a variant other than the default takes other steps (110 products) unless told."""
+    n_hvp = n_hvp or (100 if variant == "default" else 110)
     return [{"class": cls, "d": 64, "seed": s, "variant": variant, "time_s": t, "nit": 10, "n_hvp": n_hvp,
              "gap": 1e-5, "certified": True} for s, t in enumerate(times)]
 
@@ -99,3 +101,20 @@ def test_a_ratio_inside_the_runs_noise_band_does_not_count():
     verdict = bench_bank.verdict(bench_bank.summary(rows))
     assert "noise" not in verdict and not verdict["within"]["keep"] and verdict["beyond"]["keep"]
     assert verdict["cheaper"]["hurts"] == []
+
+
+def test_results_are_named_by_what_the_run_holds():
+    assert bench_bank.result_name([]) == "bench_bank"
+    assert bench_bank.result_name(["kkt"], [64, 256]) == "bench_bank_ablation"
+    assert bench_bank.result_name(["kkt"], [1024, 2048]) == "bench_bank_ablation_large"
+
+
+def test_the_same_steps_show_no_effect_unless_the_heuristic_changes_their_cost():
+    # Without a heuristic that changes the iteration, every cell took the default's steps and products:
+    # a 1.3x slower median is load. A cost-only heuristic (single precision) keeps the same steps.
+    rows = (_rows("a", "default", BASE) + _rows("a", "path", [1.3] * 5, n_hvp=100)
+            + _rows("a", "float32", [1.3] * 5, n_hvp=100))
+    table = bench_bank.summary(rows)
+    assert all(r["same_work"] for r in table if r["variant"] != "default")
+    verdict = bench_bank.verdict(table)
+    assert not verdict["path"]["keep"] and verdict["float32"]["keep"]

@@ -1,6 +1,7 @@
 """SM-II (and its gradient-descent twin) against closed forms, the paper and the exact SDP."""
 
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -423,18 +424,20 @@ def test_step_solver_options_are_validated():
 
 @pytest.mark.parametrize("kind", ["random_ranges", "random_pm1"])
 def test_preconditioned_cg_needs_fewer_hessian_products(kind):
-    # Random targets at d = 128 ("auto" preconditions): both
-    # step solvers certify 1e-4, agree on alpha, and the preconditioned one uses fewer
-    # Hessian products (measured: 1026 vs 1778 on ranges, 758 vs 1136 on +-1). Without KKT steps
+    # Random targets at d = 128 ("auto" preconditions): the preconditioned step solver certifies
+    # 1e-4 with fewer Hessian products than plain CG at the paper's five a step, which takes more
+    # (+-1) or stalls short of tol (random ranges: t_max at a gap of 1.4e-3). Without KKT steps
     # (kkt=False), which finish both runs from a gap of 0.1 in a few Newton steps, before CG matters.
     problem = ffu.FitnessProblem.from_workload(getattr(workloads, kind)(128, targets="random", seed=2))
     assert problem.k > smii.PRECONDITION_MIN_K
     pre = ffu.solve(problem, method="smii", refine=False, kkt=False)
-    plain = ffu.solve(problem, method="smii", refine=False, precondition=False, kkt=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # plain CG's t_max, where it stalls
+        plain = ffu.solve(problem, method="smii", refine=False, precondition=False, kkt=False)
     check_solution(pre)
-    check_solution(plain)
-    assert pre.privacy_cost == pytest.approx(plain.privacy_cost, rel=2e-4)
     assert pre.n_hvp < plain.n_hvp
+    if plain.status == OPTIMAL:
+        assert pre.privacy_cost == pytest.approx(plain.privacy_cost, rel=2e-4)
 
 
 @pytest.mark.parametrize("method", ["smii", "gd"])
@@ -621,15 +624,14 @@ def test_whitened_hvp_is_pure_and_float32_close():
 
 def test_options_are_one_frozen_validated_value():
     import dataclasses
-    from ffu_cvx.smii.options import MAXCG_CAP, gd_options, smii_options
+    from ffu_cvx.smii.options import gd_options, smii_options
     opts = smii_options(tol=1e-5, t_shift=None)
     assert opts.t_shift == np.inf and opts.tol == 1e-5
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.tol = 1.0
     shifted = smii_options(tol=1e-5)
     small, big = shifted.resolved(smii.PRECONDITION_MIN_K), shifted.resolved(smii.PRECONDITION_MIN_K + 1)
-    assert (small.precondition, small.maxcg_cap) == (False, MAXCG_CAP)
-    assert (big.precondition, big.maxcg_cap) == (True, MAXCG_CAP)
+    assert (small.precondition, big.precondition) == (False, True)
     assert opts.resolved(1000).precondition is False  # the paper's schedule keeps plain CG
     assert opts.resolved(smii.REFINE_AUTO_MAX_K).refine is True
     assert opts.resolved(smii.REFINE_AUTO_MAX_K + 1).refine is False
@@ -733,7 +735,7 @@ def test_float32_auto_is_single_precision_from_k_256_only():
         smii_options(float32="single")
 
 
-def test_damped_shift_is_capped_per_update_and_floored():
+def test_damped_shift_is_capped_per_update():
     x = np.array([1.0, 0.99, 0.5, 0.0])
     t = 30.0
     first = multipliers.damped_shift(x, t)
@@ -742,29 +744,10 @@ def test_damped_shift_is_capped_per_update_and_floored():
     want = multipliers.SHIFT_DAMP * logw
     np.testing.assert_allclose(first[:2] - first.max(), want[:2] - want.max(), rtol=1e-12)
     np.testing.assert_allclose(first[2:] - first.max(), -multipliers.SHIFT_CAP, rtol=1e-12)
-    # Repeated updates: the slack entries fall by SHIFT_CAP each time until SHIFT_FLOOR.
+    # Repeated updates: the slack entries fall by SHIFT_CAP each time; uncapped, at once by 0.7 t x.
     s = first
-    for k in range(2, 12):
+    for k in range(2, 6):
         s = multipliers.damped_shift(x, t, s)
-        expect = -min(k * multipliers.SHIFT_CAP, multipliers.SHIFT_FLOOR)
-        np.testing.assert_allclose(s[2:] - s.max(), expect, rtol=1e-12)
-    assert np.all(s - s.max() >= -multipliers.SHIFT_FLOOR - 1e-12)
-
-
-def test_damped_shift_raises_small_multipliers_faster():
-    # Entries 2 and 3 sit above the soft max's level (log w > shift) and rise; 0 and 1 fall.
-    t = 30.0
-    x = np.array([0.0, 0.1, 0.25, 0.3])
-    shift = np.array([0.0, -0.5, -2.0, -9.0])
-    y = t * x + shift
-    step = y - np.log(np.sum(np.exp(y))) - shift
-    assert np.all(step[:2] < 0) and np.all(step[2:] > 0)
-    factor = np.minimum(np.exp(-multipliers.RISE_RATE * shift), multipliers.RISE_MAX)
-    assert 1.0 < factor[2] < multipliers.RISE_MAX == factor[3]
-    new = shift + multipliers.SHIFT_DAMP * step * np.where(step > 0, factor, 1.0)
-    want = np.maximum(np.maximum(new - new.max(), shift - multipliers.SHIFT_CAP), -multipliers.SHIFT_FLOOR)
-    moved = multipliers.damped_shift(x, t, shift)
-    np.testing.assert_allclose(moved - moved.max(), want, rtol=0, atol=1e-12)
-    # Without the faster rise the smallest would stay more than 5 below the largest.
-    plain = shift + multipliers.SHIFT_DAMP * step
-    assert (plain - plain.max())[3] < -5.0 < (moved - moved.max())[3]
+        np.testing.assert_allclose(s[2:] - s.max(), -k * multipliers.SHIFT_CAP, rtol=1e-12)
+    free = multipliers.damped_shift(x, t, cap=None)
+    np.testing.assert_allclose(free - free.max(), want - want.max(), rtol=1e-12)

@@ -70,7 +70,8 @@ INSTALL_HINT = "pip install 'ffu-cvx[gpu]' (array-api-compat) plus torch or cupy
 #: - a direction mapped back (:meth:`Backend.congruence`, ``X E X^T``) by one ``trmm`` and one
 #:   product;
 #: - on an accelerator backend the start (:func:`ffu_cvx.smii.model.initial_sigma`), computed
-#:   on its device; below this size on numpy and moved there.
+#:   on its device; below this size on numpy and moved there;
+#: - each sub-problem starting from the last point rescaled, not factored afresh (the option ``rescale``).
 #:
 #: :class:`Backend` takes its own threshold (``large_k``); :data:`NUMPY` has this one.
 LARGE_K = 1000

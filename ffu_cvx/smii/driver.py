@@ -2,8 +2,9 @@
 
 Solver layer (SM-II), top of the package: imports ``problem``, ``result``, ``status``, ``version`` and
 the submodules :mod:`~ffu_cvx.smii.backend`, :mod:`~ffu_cvx.smii.model`, :mod:`~ffu_cvx.smii.newton`,
-:mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`, :mod:`~ffu_cvx.smii.multipliers`,
-:mod:`~ffu_cvx.smii.mixing`, :mod:`~ffu_cvx.smii.kkt`, :mod:`~ffu_cvx.smii.polish` and :mod:`~ffu_cvx.smii.log`.
+:mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`, :mod:`~ffu_cvx.smii.schedule`,
+:mod:`~ffu_cvx.smii.incumbents`, :mod:`~ffu_cvx.smii.mixing`, :mod:`~ffu_cvx.smii.kkt`, :mod:`~ffu_cvx.smii.polish`
+and :mod:`~ffu_cvx.smii.log`.
 
 A run (:class:`Run`) moves between four states: **step** (a direction from the step solver and a
 line search), **end of sub-problem** (the Newton decrement is below the threshold, progress stalled,
@@ -11,27 +12,28 @@ or the last full step settled it), **certify** (the best lower bound so far,
 :class:`~ffu_cvx.smii.bounds.BoundKeeper`) and **next t** (sharper soft maxes, or shifted ones).
 Gradient descent is the same run with the gradient as direction. The iterate, ``B``, ``L`` and the
 internal targets live on the array backend of the option ``array_backend`` (numpy by default); the
-history, the callback's ``sigma``, the certificate and the Solution are numpy. Beyond the paper:
+history, the callback's ``sigma``, the certificate and the Solution are numpy. Beyond the paper,
+each an option that can be switched off (``docs/design/smii.rst`` gives the benchmark bank's ablation
+that keeps it):
 
-- Preconditioned, CG goes past MAXCG (to ``maxcg_cap``) while each further Hessian product pays for
-  itself (:func:`~ffu_cvx.smii.newton.extension_pays`); plain CG's budget doubles while full Newton
-  steps gain less and less. A sub-problem also ends when the Newton decrement is below ``ntrel / t1``,
-  after a full step that gained less than ``SETTLE`` times that or ``SETTLE_GAP`` (:func:`settles`), when
-  progress stalls, or after ``sub_maxit`` steps; near the goal ``t`` grows by less than ``mu``.
-- Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` each sub-problem weights
-  its soft maxes by the previous one's weights (a damped exponential method of multipliers,
-  :func:`~ffu_cvx.smii.multipliers.damped_shift`, whose fixed points are Problem 3's KKT
-  points at any ``t``). ``t`` grows again (by at most ``SHIFT_GROW``) only after
-  ``SHIFT_PATIENCE`` shifted sub-problems in a row without a new best gap; one whose gap is
-  over ``restarts`` times the best sends the solver back to the cheapest iterate, sharper.
-- KKT steps (:mod:`~ffu_cvx.smii.kkt`): Newton steps on Problem 1's KKT system finish from a
-  sub-problem's end that certifies ``kkt.start(k)``; past ``kkt.WORTH_K`` only where the multiplier phase
-  (slow where optimal multipliers spread over decades) likely needs more Newton steps than they cost, or from
-  the best end once that phase has gone astray (``restarts``). The dual-ascent start (option ``start``)
-  begins at ``t_shift``, one level lower where its first sub-problem takes no full step.
-- Mixed iterates (:mod:`~ffu_cvx.smii.mixing`): an iterate that does not certify ``tol`` is mixed with the
-  best end, the least-cost iterate and the last ``MIX_ENDS`` ends; a mix whose exact cost certifies ``tol``
-  ends the run.
+- Preconditioned CG (``precondition``) in single precision from k = 256 (``float32``), past ``maxcg``
+  products while each pays for itself (:func:`~ffu_cvx.smii.newton.extension_pays`); plain CG's
+  budget doubles while full steps gain less and less; both up to ``maxcg_cap``.
+- A certified stop (:mod:`~ffu_cvx.smii.bounds`), certificates skipped far from ``tol``
+  (``skip_certificates``) and by the soft-max weights alone past k = 256 (``cheap_certificate``).
+- Sub-problems end early after a full step that gains little (``settle``, :mod:`~ffu_cvx.smii.schedule`).
+- Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` each sub-problem weights its soft
+  maxes by the previous one's weights (a damped exponential method of multipliers,
+  :func:`~ffu_cvx.smii.multipliers.damped_shift`, capped per update by ``shift_cap``), whose fixed
+  points are Problem 3's KKT points at any ``t``; a shifted sub-problem whose gap is over ``restarts``
+  times the best sends the solver back to the cheapest iterate, sharper.
+- The dual-ascent start (``start``) at ``t_shift``, one level lower where its first sub-problem takes
+  no full step; KKT steps (``kkt``, :mod:`~ffu_cvx.smii.kkt`) finish from a sub-problem end that
+  certifies ``kkt.START``; past ``kkt.WORTH_K`` only where the multiplier phase likely needs more
+  Newton steps than they cost, or from the best end once that phase has gone astray.
+- Mixed iterates (``mixing``, :mod:`~ffu_cvx.smii.mixing`): an iterate that does not certify ``tol``
+  is mixed with the best end, the cheapest iterate and the last ends; a mix whose exact cost
+  certifies ``tol`` ends the run.
 """
 
 from __future__ import annotations
@@ -72,9 +74,7 @@ class Method(NamedTuple):
     """What tells SM-II and gradient descent apart.
 
     ``direction(p, L, c, maxcg, tol2, radius) -> Step`` is the step solver's (:mod:`~ffu_cvx.smii.newton`);
-    a run that ends with a status in ``warn_on`` short of ``tol`` warns, with ``remedy``. A sub-problem
-    ends after the option ``sub_maxit``'s steps with ``capped`` (SM-II; gradient descent: never, Table 3's
-    schedule).
+    a run that ends with a status in ``warn_on`` short of ``tol`` warns, with ``remedy``.
     """
 
     name: str
@@ -82,7 +82,6 @@ class Method(NamedTuple):
     direction: object
     warn_on: tuple
     remedy: str
-    capped: bool = False
 
 
 class Run:
@@ -120,7 +119,7 @@ class Run:
         start = ascent[0] if ascent else initial_sigma(problem, Q, self.B, problem.L if bk is NUMPY else self.L, self.L)
         sigma, self.c_int, self.kappa = normalise(start, self.B, self.L, bk.asarray(problem.c))
         t1, t2 = (max(opts.t1, opts.t_shift), max(opts.t2, opts.t_shift)) if ascent else (opts.t1, opts.t2)
-        self.schedule = Schedule(opts, t1, t2, self.method.capped)
+        self.schedule = Schedule(opts, t1, t2)
         self.p = evaluate(self.B, self.L, self.c_int, sigma, t1, t2)
         if ascent:
             bound = self.bounds.offer(*ascent[1:])
@@ -379,15 +378,14 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         Factor by which ``t1, t2`` grow between sub-problems (paper: 2, 5 or 10).
     maxcg, tol2 : int, float, default 5, 1e-10
         CG iterations per Newton step and CG residual tolerance (paper: 5, 1e-10).
-    maxcg_cap : int or None, default None (40)
+    maxcg_cap : int, default 40
         The most CG iterations of one Newton step (``maxcg`` keeps the paper's fixed budget).
         Preconditioned CG goes past ``maxcg`` while each further Hessian product pays for
         itself (:func:`ffu_cvx.smii.newton.extension_pays`); plain CG's budget doubles while
         full Newton steps gain more than half of what the previous one gained.
     nttol, ntrel : float, default 1e-10, 1e-3
         A sub-problem ends when ``|<s, grad F>| < max(nttol, ntrel / t1)`` (NTTOL; the relative part
-        stops early sub-problems once solved past the accuracy of their soft max), after a full step
-        that decreased ``F`` by less than 100 times that bound (shifted: or ``SETTLE_GAP``), or after 50 steps.
+        stops early sub-problems once solved past the accuracy of their soft max); see also ``settle``.
     sigma_ls, beta : float, default 0.01, 0.5
         Armijo fraction and backtracking factor of the line search (paper: 0.01, 0.5).
     maxiter, max_time : int, float or None, default 2000, None
@@ -439,16 +437,10 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     skip_certificates : bool, default True
         Reuse the best bound instead of certifying (at most 3 ends in a row) while the gap is far above
         ``tol`` or the bound has stalled.
-    fast_rise : bool, default True
-        Raise growing log multipliers up to 4 times faster than the damped update (:mod:`ffu_cvx.smii.multipliers`).
-    shift_cap, shift_floor : float or None, default 2, 11
-        Largest drop of a log multiplier per update, and how far below the largest it may fall (None: no bound).
-    sub_maxit : int or None, default 50
-        Newton steps per sub-problem at most (None: no cap).
+    shift_cap : float or None, default 2
+        Largest drop of a log multiplier per update, relative to the largest (None: no bound).
     rescale : bool or "auto", default "auto"
         Start each sub-problem from the last point rescaled rather than factored afresh; "auto": ``k >= 1000``.
-    adaptive_growth : bool, default True
-        Near the goal ``t`` grows by ``max(2, 2 gap / tol)`` rather than ``mu``.
     verbose : bool, default False
         Print an iteration log (:mod:`ffu_cvx.smii.log`).
     array_backend : str, default "numpy"
@@ -484,7 +476,7 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     direction = functools.partial(smii_direction, precondition=opts.precondition, float32=opts.float32,
                                   extend_to=opts.maxcg_cap if opts.precondition else 0)
     method = Method("smii", "SM-II: Newton-CG on soft maxes", direction, (OPTIMAL_INACCURATE,),
-                    "raise `t_max` or loosen `tol`", capped=True)
+                    "raise `t_max` or loosen `tol`")
     return Run(problem, opts, Q, method, callback).run()
 
 

@@ -4,8 +4,8 @@ Solver layer (SM-II): imports :mod:`~ffu_cvx.smii.multipliers` and :mod:`~ffu_cv
 
 Algorithm 1 solves Problem 4 at increasing soft-max sharpness ``t1, t2``. A sub-problem ends when the
 Newton decrement falls below ``max(nttol, ntrel / t1)`` (a hundredth of it once shifted), when progress
-stalls, after ``sub_maxit`` steps, or, with the option ``settle``, after a full step that gains little.
-Between sub-problems ``t`` grows by ``mu`` (less near the goal with ``adaptive_growth``) up to ``t_shift``;
+stalls, or, with the option ``settle``, after a full step that gains little. Between sub-problems ``t``
+grows by ``mu`` up to ``t_shift``;
 from there each sub-problem's soft maxes are weighted by the damped log multipliers of the last one
 (:func:`~ffu_cvx.smii.multipliers.damped_shift`) and ``t`` grows again (by at most ``SHIFT_GROW``) only
 after ``SHIFT_PATIENCE`` shifted sub-problems in a row without a new best certified gap.
@@ -34,10 +34,10 @@ SETTLE_GAP = 1e-2
 DRIFT = 3.0
 #: A sub-problem has stalled when the last step decreased ``F`` by less than this fraction of the threshold.
 STALL = 0.1
-#: Plain CG's budget doubles after a full step that gained more than this fraction of the previous one's gain.
+#: Plain (unpreconditioned) CG's budget doubles, up to ``maxcg_cap``, after a full step that gained more
+#: than this fraction of the previous one's gain: the truncated direction, not the line search, limits
+#: progress.
 CG_GROW_GAIN = 0.5
-#: ``adaptive_growth``: between unshifted sub-problems ``t`` grows by ``min(mu, max(MIN_GROW, MIN_GROW gap / tol))``.
-MIN_GROW = 2.0
 
 
 def settles(step: float, decrease: float, small: float, gap: float, best_gap: float) -> bool:
@@ -52,14 +52,12 @@ class Schedule:
     it has ``settled``, the CG budget, the last step's decrease of ``F``, and across shifted sub-problems
     the best gap they reached (``shift_best``) and the sub-problems since (``misses``).
 
-    ``opts``: resolved :class:`~ffu_cvx.smii.options.Options`; ``capped``: whether ``sub_maxit`` applies
-    (SM-II; gradient descent keeps Table 3's schedule)."""
+    ``opts``: resolved :class:`~ffu_cvx.smii.options.Options`."""
 
-    def __init__(self, opts: Options, t1: float, t2: float, capped: bool):
+    def __init__(self, opts: Options, t1: float, t2: float):
         self.opts, self.t1, self.t2 = opts, t1, t2
         self.sub_steps, self.settled = 0, False
         self.settle = SETTLE if opts.settle else 0.0
-        self.sub_maxit = opts.sub_maxit if capped and opts.sub_maxit is not None else math.inf
         self.cg_budget, self.last_decrease = opts.maxcg, math.inf
         self.shift_best, self.misses = math.inf, 0
 
@@ -74,12 +72,12 @@ class Schedule:
         return threshold * SHIFT_NTREL if shifted else threshold
 
     def over(self, threshold: float) -> bool:
-        """Whether the sub-problem is over before another direction: settled, capped or stalled."""
-        return self.settled or self.sub_steps >= self.sub_maxit or not self.last_decrease >= STALL * threshold
+        """Whether the sub-problem is over before another direction: settled or stalled."""
+        return self.settled or not self.last_decrease >= STALL * threshold
 
     def stepped(self, step: float, decrease: float) -> None:
-        """Count a step of length ``step`` that decreased ``F`` by ``decrease``; plain CG's budget doubles
-        while full steps gain more than ``CG_GROW_GAIN`` of the last (the truncated direction limits them)."""
+        """Count a step of length ``step`` that decreased ``F`` by ``decrease``; plain CG's budget grows
+        (``CG_GROW_GAIN``)."""
         opts = self.opts
         if not opts.precondition and opts.maxcg_cap > self.cg_budget and step == 1.0 and \
                 decrease > CG_GROW_GAIN * self.last_decrease:
@@ -106,14 +104,13 @@ class Schedule:
         multipliers ``(s1, s2)`` (None while unshifted) and sets the next ``t1, t2``. ``stiff``: the
         start was too stiff for ``t_shift`` (the first sub-problem there took no full step): one level down."""
         opts = self.opts
-        # The soft-max error, hence the gap, falls like 1/t: near the goal a smaller factor reaches it.
-        grow = min(opts.mu, max(MIN_GROW, MIN_GROW * gap / opts.tol)) if opts.adaptive_growth else opts.mu
+        grow = opts.mu
         shifted = self.shifting and not stiff
         if stiff:
             grow = 1.0 / SHIFT_GROW
         s1, s2 = point.s1, point.s2
         if shifted:
-            s1, s2 = (damped_shift(x, t, s, cap=opts.shift_cap, floor=opts.shift_floor, fast_rise=opts.fast_rise)
+            s1, s2 = (damped_shift(x, t, s, cap=opts.shift_cap)
                       for x, t, s in ((point.g, point.t1, s1), (point.h, point.t2, s2)))
             self.misses = 0 if gap < self.shift_best else self.misses + 1
             self.shift_best = min(self.shift_best, gap)
