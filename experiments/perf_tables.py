@@ -275,8 +275,14 @@ def bench_bank(data: dict) -> str:
 
 
 def _kept(v: dict) -> str:
-    """A verdict row's word."""
-    return ("kept (trade-off)" if v["trade_off"] else "kept") if v["keep"] else "removed"
+    """A verdict row's word: what the keep rule says."""
+    return ("keep (trade-off)" if v["trade_off"] else "keep") if v["keep"] else "remove"
+
+
+def _in_solver(variant: str, bank) -> str:
+    """Whether SM-II still has the heuristic: its option, or "removed"."""
+    switch = bank.ABLATIONS.get(variant)
+    return "removed" if switch is None else ", ".join(f"``{k}={v!r}``" for k, v in switch[0].items())
 
 
 def bench_bank_ablation(data: dict) -> str:
@@ -288,12 +294,13 @@ def bench_bank_ablation(data: dict) -> str:
     header = ["switched off", "class", "d", "certified", "median ×", "worst ×", "products ×"]
     table = [[r["variant"], r["class"], str(r["d"]), f"{r['certified']}/{r['cells']}", _x(r["median_x"]),
               _x(r["worst_x"]), _x(r["hvp_x"])] for r in summary if r["variant"] != bank.DEFAULT]
-    verdict = [[v["variant"], v["heuristic"], _kept(v), _cell(v["justify"]), _cell(v["hurts"])]
-               for v in bank.verdict_rows(summary)]
+    verdict = [[v["variant"], v["heuristic"], _kept(v), _in_solver(v["variant"], bank), _cell(v["justify"]),
+                _cell(v["hurts"])] for v in bank.verdict_rows(summary)]
     return ("Verdict (kept where switching it off makes a class's median 1.10x or its worst 1.25x slower, "
             f"the worst counted where the default's takes {bank.WORST_FROM_S:g} s or more, each beyond the noise "
             "variant's ratio for that class (the default run again), or leaves a cell uncertified):\n\n"
-            + list_table(["switched off", "heuristic", "verdict", "slower without it", "faster without it"], verdict)
+            + list_table(["switched off", "heuristic", "rule", "in SM-II (off by)", "slower without it",
+                          "faster without it"], verdict)
             + "\nEvery class and size (ratios to the default of the same run):\n\n" + list_table(header, table))
 
 

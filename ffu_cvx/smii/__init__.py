@@ -37,9 +37,13 @@ explained in the module where it lives:
 - :mod:`~ffu_cvx.smii.options`: the validated frozen options.
 - :mod:`~ffu_cvx.smii.log`: the iteration log.
 - :mod:`~ffu_cvx.smii.multipliers`: the damped multiplier update of the shifted soft maxes.
+- :mod:`~ffu_cvx.smii.schedule`: the sub-problems' sharpness, when one ends, the update between them.
+- :mod:`~ffu_cvx.smii.incumbents`: the best end, the cheapest iterate and the ends kept to be mixed.
+- :mod:`~ffu_cvx.smii.mixing`: convex combinations of two iterates and their free cost bound.
+- :mod:`~ffu_cvx.smii.kkt`: Newton steps on Problem 1's KKT system that finish a run.
 - :mod:`~ffu_cvx.smii.polish`: the ≺R polish (:func:`refine_smii`, barrier levels).
-- :mod:`~ffu_cvx.smii.driver`: the state machine (step, end of sub-problem, certify,
-  next t), the shifted soft maxes, :func:`solve_smii` and :func:`solve_gd`.
+- :mod:`~ffu_cvx.smii.driver`: Algorithm 1 (start, Newton step, end of sub-problem, KKT finish,
+  next sub-problem, finish), :func:`solve_smii` and :func:`solve_gd`.
 """
 
 from .driver import SMIIState, solve_gd, solve_smii
