@@ -126,6 +126,8 @@ ABLATIONS = {
     "mixing": ({"mixing": False}, "mixing of iterates"),
     "restarts": ({"restarts": None}, "restarts from the cheapest iterate when the multiplier phase goes astray"),
     "settle": ({"settle": False}, "ending sub-problems after a full step that gains little (settle/drift rules)"),
+    "fast-rise": ({"fast_rise": False}, "faster rises of growing log multipliers"),
+    "shift-floor": ({"shift_floor": None}, "floor under the log multipliers"),
     "cheap-certificate": ({"cheap_certificate": False}, "certifying by the soft-max weights' bound alone (k > 256)"),
     "skip-certificates": ({"skip_certificates": False},
                           "skipping certificates while the gap is far or the bound stalls"),
@@ -139,8 +141,6 @@ ABLATIONS = {
 #: Ablations in the committed results whose heuristic the solver no longer has (the verdict removed it):
 #: name -> (its switch then, what it did), for the tables drawn from those results.
 WITHOUT_OPTION = {
-    "fast-rise": ({"fast_rise": False}, "faster rises of growing log multipliers"),
-    "shift-floor": ({"shift_floor": None}, "floor under the log multipliers"),
     "sub-maxit": ({"sub_maxit": None}, "cap on Newton steps per sub-problem"),
     "adaptive-growth": ({"adaptive_growth": False}, "t growing by less than mu near the goal"),
 }

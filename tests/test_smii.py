@@ -735,7 +735,7 @@ def test_float32_auto_is_single_precision_from_k_256_only():
         smii_options(float32="single")
 
 
-def test_damped_shift_is_capped_per_update():
+def test_damped_shift_is_capped_per_update_and_floored():
     x = np.array([1.0, 0.99, 0.5, 0.0])
     t = 30.0
     first = multipliers.damped_shift(x, t)
@@ -744,10 +744,29 @@ def test_damped_shift_is_capped_per_update():
     want = multipliers.SHIFT_DAMP * logw
     np.testing.assert_allclose(first[:2] - first.max(), want[:2] - want.max(), rtol=1e-12)
     np.testing.assert_allclose(first[2:] - first.max(), -multipliers.SHIFT_CAP, rtol=1e-12)
-    # Repeated updates: the slack entries fall by SHIFT_CAP each time; uncapped, at once by 0.7 t x.
+    # Repeated updates: the slack entries fall by SHIFT_CAP each time until SHIFT_FLOOR.
     s = first
-    for k in range(2, 6):
+    for k in range(2, 12):
         s = multipliers.damped_shift(x, t, s)
-        np.testing.assert_allclose(s[2:] - s.max(), -k * multipliers.SHIFT_CAP, rtol=1e-12)
-    free = multipliers.damped_shift(x, t, cap=None)
-    np.testing.assert_allclose(free - free.max(), want - want.max(), rtol=1e-12)
+        expect = -min(k * multipliers.SHIFT_CAP, multipliers.SHIFT_FLOOR)
+        np.testing.assert_allclose(s[2:] - s.max(), expect, rtol=1e-12)
+    assert np.all(s - s.max() >= -multipliers.SHIFT_FLOOR - 1e-12)
+
+
+def test_damped_shift_raises_small_multipliers_faster():
+    # Entries 2 and 3 sit above the soft max's level (log w > shift) and rise; 0 and 1 fall.
+    t = 30.0
+    x = np.array([0.0, 0.1, 0.25, 0.3])
+    shift = np.array([0.0, -0.5, -2.0, -9.0])
+    y = t * x + shift
+    step = y - np.log(np.sum(np.exp(y))) - shift
+    assert np.all(step[:2] < 0) and np.all(step[2:] > 0)
+    factor = np.minimum(np.exp(-multipliers.RISE_RATE * shift), multipliers.RISE_MAX)
+    assert 1.0 < factor[2] < multipliers.RISE_MAX == factor[3]
+    new = shift + multipliers.SHIFT_DAMP * step * np.where(step > 0, factor, 1.0)
+    want = np.maximum(np.maximum(new - new.max(), shift - multipliers.SHIFT_CAP), -multipliers.SHIFT_FLOOR)
+    moved = multipliers.damped_shift(x, t, shift)
+    np.testing.assert_allclose(moved - moved.max(), want, rtol=0, atol=1e-12)
+    # Without the faster rise the smallest would stay more than 5 below the largest.
+    plain = shift + multipliers.SHIFT_DAMP * step
+    assert (plain - plain.max())[3] < -5.0 < (moved - moved.max())[3]

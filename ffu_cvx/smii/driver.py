@@ -24,7 +24,8 @@ that keeps it):
 - Sub-problems end early after a full step that gains little (``settle``, :mod:`~ffu_cvx.smii.schedule`).
 - Shifted soft maxes (``t_shift``): once ``t1`` reaches ``t_shift`` each sub-problem weights its soft
   maxes by the previous one's weights (a damped exponential method of multipliers,
-  :func:`~ffu_cvx.smii.multipliers.damped_shift`, capped per update by ``shift_cap``), whose fixed
+  :func:`~ffu_cvx.smii.multipliers.damped_shift`: capped per update by ``shift_cap``, floored by
+  ``shift_floor``, rising faster with ``fast_rise``), whose fixed
   points are Problem 3's KKT points at any ``t``; a shifted sub-problem whose gap is over ``restarts``
   times the best sends the solver back to the cheapest iterate, sharper.
 - The dual-ascent start (``start``) at ``t_shift``, one level lower where its first sub-problem takes
@@ -437,8 +438,11 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
     skip_certificates : bool, default True
         Reuse the best bound instead of certifying (at most 3 ends in a row) while the gap is far above
         ``tol`` or the bound has stalled.
-    shift_cap : float or None, default 2
-        Largest drop of a log multiplier per update, relative to the largest (None: no bound).
+    shift_cap, shift_floor : float or None, default 2, 11
+        Largest drop of a log multiplier per update, and how far below the largest it may fall, both
+        relative to the largest (None: no bound).
+    fast_rise : bool, default True
+        Raise growing log multipliers up to 4 times faster than the damped update (:mod:`ffu_cvx.smii.multipliers`).
     rescale : bool or "auto", default "auto"
         Start each sub-problem from the last point rescaled rather than factored afresh; "auto": ``k >= 1000``.
     verbose : bool, default False

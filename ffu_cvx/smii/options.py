@@ -16,7 +16,7 @@ import math
 
 from .. import validation
 from . import backend, kkt
-from .multipliers import SHIFT_CAP
+from .multipliers import SHIFT_CAP, SHIFT_FLOOR
 from .polish import REFINE_AUTO_MAX_K, REFINE_BUDGET
 
 __all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "ASCENT_MIN_K", "ASCENT_MAX_K", "Options", "smii_options",
@@ -86,6 +86,8 @@ class Options:
     settle: bool = True
     skip_certificates: bool = True
     shift_cap: float | None = SHIFT_CAP
+    shift_floor: float | None = SHIFT_FLOOR
+    fast_rise: bool = True
     rescale: bool | str = "auto"
     cheap_certificate: bool | str = "auto"
 
@@ -112,8 +114,9 @@ class Options:
                        cheap_certificate=validation.flag(self.cheap_certificate, "cheap_certificate", extra=("auto",)),
                        restarts=validation.positive(self.restarts, "restarts", allow_none=True),
                        shift_cap=validation.positive(self.shift_cap, "shift_cap", allow_none=True),
+                       shift_floor=validation.positive(self.shift_floor, "shift_floor", allow_none=True),
                        **{name: validation.flag(getattr(self, name), name)
-                          for name in ("mixing", "settle", "skip_certificates")})
+                          for name in ("mixing", "settle", "skip_certificates", "fast_rise")})
         # t_shift: None or inf never shifts (the paper's schedule).
         t_shift = validation.positive(self.t_shift, "t_shift", allow_none=True, allow_inf=True)
         checked["t_shift"] = math.inf if t_shift is None else t_shift

@@ -110,7 +110,7 @@ class Schedule:
             grow = 1.0 / SHIFT_GROW
         s1, s2 = point.s1, point.s2
         if shifted:
-            s1, s2 = (damped_shift(x, t, s, cap=opts.shift_cap)
+            s1, s2 = (damped_shift(x, t, s, cap=opts.shift_cap, floor=opts.shift_floor, fast_rise=opts.fast_rise)
                       for x, t, s in ((point.g, point.t1, s1), (point.h, point.t2, s2)))
             self.misses = 0 if gap < self.shift_best else self.misses + 1
             self.shift_best = min(self.shift_best, gap)
