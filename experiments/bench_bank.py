@@ -20,7 +20,8 @@ Statements about SM-II's speed are made from this bank: medians and worst cases 
   ``d`` is a power of two; ``authors`` only at the smallest size of the run.
 - Tolerance: :func:`tol_for` (1e-3 from ``d = 1024`` on, 1e-4 below) unless ``--tol`` is given.
 - Variants: ``default`` (the solver's default options); ``--ablate NAME`` adds the same cells
-  with one heuristic switched off (:data:`ABLATIONS`: the options are passed through as they are);
+  with one heuristic switched off (:data:`ABLATIONS`: the options are passed through as they are;
+  ``noise`` is the default again, the run's own noise, which :func:`verdict` reads as each class's band);
   ``--baseline REV`` adds cells solved by the package as it was at git revision REV, extracted
   once into ``results/cache/bench_bank/code-<sha>/``. Every cell solves with ``refine=False``:
   the ≺R polish is not part of what the bank measures.
@@ -29,11 +30,12 @@ Every cell solves in a fresh Python subprocess (:func:`solve_in_subprocess`: the
 on stdin, the result as JSON on stdout, one BLAS thread, ``PYTHONPATH`` the code folder alone),
 so the working tree's code and a baseline's run under the same load; ``time_s`` is the solve
 call's wall time inside the subprocess (the import is outside it), the least of up to :data:`REPEATS`
-solves of one cell. The cells of one (class, d,
-seed) are adjacent, so ``--jobs 2`` solves the variants of a problem side by side.
+solves of one cell. The cells of one (class, d, seed) are adjacent, so ``--jobs 2`` solves the
+variants of a problem side by side.
 
 ``results/bench_bank.{csv,json}`` (with ``--ablate``: ``bench_bank_ablation``, or
-``bench_bank_ablation_large`` when every size is 1,024 or more) hold one row per cell (what later comparisons read);
+``bench_bank_ablation_large`` when every size is 1,024 or more) hold one row per cell (what later
+comparisons read);
 ``results/bench_bank.md`` and the table printed hold :func:`summary` (one row per class, d and
 variant, with ratios to the default) and :func:`verdict` (which heuristics pay for themselves).
 """
