@@ -57,6 +57,13 @@ RANDOM = ("range", "discrete", "related")
 COLUMNS = ("workload", "seed", "m", "d", "k", "time_s", "nit", "n_hvp", "alpha", "gap", "polish", "status")
 
 
+def one_and_two_way(domain: tuple) -> np.ndarray:
+    """Every one- and two-way marginal of a table of shape ``domain`` (rows: queries, columns: cells)."""
+    n = len(domain)
+    attrs = [(i,) for i in range(n)] + [(i, j) for i in range(n) for j in range(i + 1, n)]
+    return np.vstack([workloads.marginal_queries(domain, a) for a in attrs])
+
+
 def build(workload: str, seed: int = 0) -> ffu.FitnessProblem:
     """The problem of one authors' script (see the module docstring)."""
     rng = np.random.default_rng(seed)
@@ -72,9 +79,7 @@ def build(workload: str, seed: int = 0) -> ffu.FitnessProblem:
         W = np.vstack([np.kron(np.eye(2), suffix), np.kron(np.ones((1, 2)), suffix)])
         return ffu.FitnessProblem(W, np.ones(W.shape[0]))
     if workload == "marginal":
-        n = len(MARGINAL_DOMAIN)
-        attrs = [(i,) for i in range(n)] + [(i, j) for i in range(n) for j in range(i + 1, n)]
-        W = np.vstack([workloads.marginal_queries(MARGINAL_DOMAIN, a) for a in attrs])
+        W = one_and_two_way(MARGINAL_DOMAIN)
         return ffu.FitnessProblem(W, np.ones(W.shape[0]))
     if workload == "related":
         A = rng.standard_normal((RELATED_S, D))

@@ -95,9 +95,7 @@ THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"
 
 def _marginals(d: int, seed: int) -> ffu.FitnessProblem:
     """Every one- and two-way marginal of ``log2 d`` binary attributes, targets U(1, 10)."""
-    n = d.bit_length() - 1
-    attrs = [(i,) for i in range(n)] + [(i, j) for i in range(n) for j in range(i + 1, n)]
-    W = np.vstack([workloads.marginal_queries((2,) * n, a) for a in attrs])
+    W = bench_authors.one_and_two_way((2,) * (d.bit_length() - 1))
     return ffu.FitnessProblem(W, np.random.default_rng(seed).uniform(1.0, 10.0, W.shape[0]))
 
 

@@ -271,24 +271,12 @@ def bench_bank(data: dict) -> str:
             cols += [_x(ratio(r["median_s"], "median_s")), _x(ratio(r["worst_s"], "worst_s")),
                      _x(ratio(r["median_hvp"], "median_hvp"))]
         out.append(cols)
-    return _baseline_intro(data, bank) + list_table(header, out)
-
-
-def _baseline_intro(data: dict, bank) -> str:
-    """A sentence on the baseline of a bank run: its revision, and in how many problems both took the same
-    Newton steps and Hessian products ("" without a baseline)."""
     sha = (data.get("meta") or {}).get("baseline")
-    if not sha:
-        return ""
-    work = {}
-    for r in data["rows"]:
-        if not r.get("error"):
-            work.setdefault((r["class"], r.get("script"), r["d"], r["seed"]), {})[r["variant"]] = (r["nit"], r["n_hvp"])
-    pairs = [w for w in work.values() if bank.DEFAULT in w and bank.BASELINE in w]
-    same = sum(w[bank.DEFAULT] == w[bank.BASELINE] for w in pairs)
-    return (f"Default options against the package at revision ``{sha[:12]}`` (``--baseline``), each problem "
-            f"solved by both side by side; in {same} of {len(pairs)} problems both took the same Newton steps "
-            "and Hessian products.\n\n")
+    same = sum(r["same_work"] for r in base.values())
+    intro = (f"Default options against the package at revision ``{sha[:12]}`` (``--baseline``), each problem "
+             f"solved by both side by side; in {same} of {len(base)} classes and sizes every problem took the "
+             "same Newton steps and Hessian products with both.\n\n") if sha else ""
+    return intro + list_table(header, out)
 
 
 def _kept(v: dict) -> str:
