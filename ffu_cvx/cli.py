@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import dataclasses
+import json
 import logging
 import signal
 import sys
@@ -70,6 +71,7 @@ from . import consistent
 from .budget import accuracy_at, smallest_budget, tables
 from .cliplot import plot_result
 from .files import Terminated, atomic_write_bytes, atomic_write_group, raise_if_signalled, signals_unwind
+from .ledger import Ledger
 from .mechanism import GaussianMechanism, problem2
 from .memory import dense_bytes, human_bytes
 from .problem import FitnessProblem
@@ -266,6 +268,26 @@ def _cmd_solve(args, run: _Run) -> int:
     return EXIT_OK
 
 
+def _cmd_ledger(args, run: _Run) -> int:
+    try:
+        if args.create:
+            if args.epsilon is None:
+                raise InputError("--create needs the budget: --epsilon E (and --delta, default 1e-6)")
+            book = Ledger.create(args.ledger, args.epsilon, _check_delta(args.delta), args.dataset)
+        else:
+            book = Ledger.open(args.ledger)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    print(book.summary())
+    rows = book.table()
+    if rows:
+        print(f"{'entry':>5}  {'created (UTC)':<25}  {'rho':>10}  {'eps alone':>10}  {'eps spent':>10}  what (answers file)")
+        for r in rows:
+            print(f"{r['entry']:>5}  {r['created_utc']:<25}  {r['rho']:>10.6g}  {r['epsilon']:>10.6g}  "
+                  f"{r['spent_epsilon']:>10.6g}  {r['what']} ({r['answers_file']})")
+    return EXIT_OK
+
+
 def _cmd_budget(args, run: _Run) -> int:
     _check_delta(args.delta)
     if args.epsilon is not None and not args.epsilon > 0:
@@ -291,14 +313,38 @@ def _postprocess(rel, args):
     return rel
 
 
-def _write_release(rel, args, run: _Run, out: Path) -> None:
+def _write_release(rel, args, run: _Run, out: Path, book: Ledger | None) -> None:
     rel = _postprocess(rel, args)
-    group = rel.file_group(out, overwrite=args.overwrite)
     raise_if_signalled()
-    atomic_write_group(group, written=run.written)
-    run.say(" ".join(rel.statement()["text"].split()))
+    try:
+        paths = rel.to_csv(out, overwrite=args.overwrite, ledger=book, written=run.written)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    run.say(" ".join(json.loads(paths[1].read_text(encoding="utf-8"))["text"].split()))
     run.say(f"wrote {rel.m} answers with {100 * rel.level:g}% intervals to {out}, the privacy statement to "
-            f"{group[1][0]}")
+            f"{paths[1]}")
+
+
+def _open_ledger(args) -> Ledger | None:
+    """``--ledger``, read and its chain checked before any work."""
+    if args.ledger is None:
+        return None
+    try:
+        return Ledger.open(args.ledger)
+    except ValueError as exc:
+        raise InputError(f"--ledger: {exc}") from None
+
+
+def _sampler(args, run: _Run):
+    """``--sampler``: OpenDP's unless chosen, or implied by ``--seed`` (said on stderr)."""
+    if args.sampler == "opendp" and args.seed is not None:
+        raise InputError("--seed makes the noise reproducible, which OpenDP's sampler refuses: leave out --seed, or "
+                         "choose --sampler numpy (testing only)")
+    if args.seed is not None or args.sampler == "numpy":
+        run.say("note: noise from numpy's floating-point sampler" + (", seeded: whoever knows the seed can remove it "
+                                                                      "(testing only)" if args.seed is not None
+                                                                      else " (not hardened; for research)"))
+    return args.sampler
 
 
 def _warn_targets(sol, m: int, c, run: _Run) -> None:
@@ -319,20 +365,24 @@ def _cmd_release(args, run: _Run) -> int:
     if args.bootstrap < 0:
         raise InputError(f"--bootstrap must be a number of replicates >= 0, got {args.bootstrap}")
     inputs = {"result": Path(args.result), "--data": args.data and Path(args.data),
-              "--records": args.records and Path(args.records)}
+              "--records": args.records and Path(args.records), "--ledger": args.ledger and Path(args.ledger)}
     out = _release_outputs(args, inputs)
+    book, sampler = _open_ledger(args), _sampler(args, run)
     if args.records is not None:
-        return _release_records(args, run, out, inputs)
+        return _release_records(args, run, out, inputs, book, sampler)
     sol, res = load_result(args.result)
     x = read_histogram(Path(args.data), sol["problem"].d)
     sol = at_spec_targets(sol, res)
     _warn_targets(sol, sol["problem"].m, sol["problem"].c, run)
-    rel = GaussianMechanism(sol).release(x, rng=args.seed, level=args.level, delta=res["delta"])
+    try:
+        rel = GaussianMechanism(sol).release(x, rng=args.seed, level=args.level, delta=res["delta"], sampler=sampler)
+    except ValueError as exc:
+        raise InputError(f"--data {args.data}: {exc}") from None
     goal = spec_goal(res["spec"], sol["problem"].m)
     if goal is not None:  # the spec's target in its own words, and what the release delivers in them
         rel = dataclasses.replace(rel, info={"target": {**goal.as_dict(), "stated": goal.text("each answer"),
                                                         "achieved": goal.achieved(float(rel.variances.max()))}})
-    _write_release(dataclasses.replace(rel, inputs=inputs), args, run, out)
+    _write_release(dataclasses.replace(rel, inputs=inputs), args, run, out, book)
     return EXIT_OK
 
 
@@ -346,7 +396,7 @@ def _release_outputs(args, inputs: dict) -> Path:
     return out
 
 
-def _release_records(args, run: _Run, out: Path, inputs: dict) -> int:
+def _release_records(args, run: _Run, out: Path, inputs: dict, book: Ledger | None, sampler) -> int:
     path = Path(args.result)
     sol, res = _load_any(path, run)
     if sol.get("sigma") is None:
@@ -363,13 +413,18 @@ def _release_records(args, run: _Run, out: Path, inputs: dict) -> int:
     except ValueError as exc:
         raise InputError(f"result {path}: {exc}") from None
     counts = wl.domain.counts(Path(args.records))
-    run.say(f"confidential, not written to any file: {counts.n_records} records in {len(counts)} of {wl.d} cells")
-    rel = release_product(source, wl, counts, rng=args.seed, level=args.level, delta=res["delta"])
+    if args.show_confidential:
+        run.say(f"confidential, not written to any file: {counts.n_records} records in {len(counts)} of {wl.d} cells")
+    try:
+        rel = release_product(source, wl, counts, rng=args.seed, level=args.level, delta=res["delta"],
+                              sampler=sampler)
+    except ValueError as exc:
+        raise InputError(f"--records {args.records}: {exc}") from None
     if args.consistent:
         run.say(f"consistent tables: GLS under the mechanism's covariance, non-negative, integer; {args.bootstrap} "
                 "bootstrap replicates ...")
         rel = consistent.estimate(rel, source, wl, bootstrap=args.bootstrap, rng=args.seed).to_release(rel)
-    _write_release(dataclasses.replace(rel, inputs=inputs), args, run, out)
+    _write_release(dataclasses.replace(rel, inputs=inputs), args, run, out, book)
     return EXIT_OK
 
 
@@ -475,7 +530,16 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--records", default=None,
                    help="microdata CSV with a header naming the product spec's attributes (one record per row)")
     r.add_argument("--out", required=True, help="answers file to write (CSV)")
-    r.add_argument("--seed", type=int, default=None, help="seed for reproducible noise (testing only)")
+    r.add_argument("--seed", type=int, default=None,
+                   help="seed for reproducible noise (testing only: numpy's sampler, whoever knows the seed can "
+                        "remove the noise)")
+    r.add_argument("--sampler", default=None, choices=("opendp", "numpy"),
+                   help="noise sampler (default opendp: exact discrete Gaussian; numpy: floating point, for research)")
+    r.add_argument("--ledger", default=None,
+                   help="privacy ledger (made by `ffu-cvx ledger L --create`) to charge; a release that does not fit "
+                        "its budget is refused before anything is written")
+    r.add_argument("--show-confidential", action="store_true",
+                   help="print the exact record and cell counts on stderr (never written to a file)")
     r.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
     r.add_argument("--overwrite", action="store_true",
                    help="replace an existing answers file and its privacy statement (never an input)")
@@ -495,6 +559,13 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--method", default=None, choices=CLI_METHODS, help="solver (default: the spec's, else auto)")
     b.add_argument("--quiet", action="store_true", help="no progress on stderr")
     b.set_defaults(func=_cmd_budget)
+    g = sub.add_parser("ledger", help="show a privacy ledger (what is spent, what remains), or create one")
+    g.add_argument("ledger", help="ledger file (JSON Lines)")
+    g.add_argument("--create", action="store_true", help="create the ledger with the budget --epsilon, --delta")
+    g.add_argument("--epsilon", type=float, default=None, help="total budget epsilon (with --create)")
+    g.add_argument("--delta", type=float, default=1e-6, help="delta of the budget (with --create, default 1e-6)")
+    g.add_argument("--dataset", default="", help="name of the data set (with --create; default the file's stem)")
+    g.set_defaults(func=_cmd_ledger, quiet=True)
     t = sub.add_parser("report", help="summarise a result; optionally plot it")
     t.add_argument("result", help="result file from `ffu-cvx solve`")
     t.add_argument("--plot", default=None, help="figure to write (.png, .pdf or .svg)")

@@ -53,12 +53,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from . import gls, nonneg, validation
+from . import gls, noise, nonneg, validation
 from .files import atomic_write_bytes, check_output
 from .memory import human_bytes
 from .product_release import noise_source
 from .products import ProductWorkload
-from .release import Release, check_level, generator
+from .release import Release, check_level
 
 __all__ = ["Consistent", "estimate", "systematic_round", "MAX_CELLS", "GTOL", "START_ITERATIONS", "COLUMNS"]
 
@@ -279,7 +279,9 @@ def estimate(release: Release, solution, workload: ProductWorkload, *, nonnegati
     workload : ProductWorkload.
     nonnegative : every cell of the histogram >= 0. integer : round it (systematically).
     bootstrap : replicates of the parametric bootstrap (0: no intervals, else at least 2).
-    rng : None, a seed or a Generator for the bootstrap's noise.
+    rng : None, a seed or a Generator for the bootstrap's noise; its stream is independent of the
+        release's noise even when the release was drawn with the same seed
+        (:func:`ffu_cvx.noise.independent_stream`).
     level : confidence level of the bootstrap intervals (default the release's).
     max_cells : largest domain to hold a histogram for (see :data:`MAX_CELLS`).
     gtol : projected-gradient tolerance of the fit relative to the privacy cost.
@@ -307,7 +309,7 @@ def estimate(release: Release, solution, workload: ProductWorkload, *, nonnegati
     lower = upper = None
     if B:
         t0 = time.perf_counter()
-        lower, upper = _bootstrap(est, source, x_hat, published, B, level, generator(rng))
+        lower, upper = _bootstrap(est, source, x_hat, published, B, level, noise.independent_stream(rng, "bootstrap"))
         info["bootstrap_seconds"] = time.perf_counter() - t0
     return Consistent(histogram=x_hat, integer_histogram=xi, answers=est.op.answers(x_hat),
                       integer_answers=published if integer else None, lower=lower, upper=upper, level=level,

@@ -39,7 +39,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["Terminated", "signals_unwind", "raise_if_signalled", "held_signals", "check_output",
+__all__ = ["Terminated", "signals_unwind", "raise_if_signalled", "held_signals", "check_output", "locked",
            "atomic_write_bytes", "atomic_write_text", "atomic_write_group"]
 
 #: Write permission for anyone: a file with none is read-only, even to root.
@@ -202,6 +202,18 @@ def held_signals():
 
 
 @contextmanager
+def locked(path: Path):
+    """An exclusive advisory lock on the file ``path`` (created empty if missing; never removed):
+    holders take turns, across processes."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextmanager
 def _folder_lock(folder: Path):
     """An exclusive advisory lock on ``folder`` (writers of a file group there take turns)."""
     fd = os.open(folder, os.O_RDONLY)
@@ -219,7 +231,7 @@ def _replace(tmp: str, path: Path) -> None:
         raise _os_error(exc, path) from None
 
 
-def atomic_write_group(items, written: list | None = None) -> list[Path]:
+def atomic_write_group(items, written: list | None = None, before_rename=None) -> list[Path]:
     """Write each ``(path, data)`` of ``items`` (one folder) so that all appear or none change.
 
     Every file is first written in full to a temporary file beside its target; then,
@@ -227,7 +239,9 @@ def atomic_write_group(items, written: list | None = None) -> list[Path]:
     temporaries are renamed into place in the given order and the folder is synced. An
     exception (or a signal) before the renames leaves every target as it was and no
     temporary file; a signal during them is delivered once they are done, and the paths
-    are appended to ``written`` (when given) before it is. An operating-system error
+    are appended to ``written`` (when given) before it is. ``before_rename`` (a callable, e.g.
+    a ledger's charge) runs under the lock and the held signals just before the renames:
+    if it raises, nothing is renamed. An operating-system error
     between two renames is the one way to part them: a reader that must never pair an
     old file with a new one checks the digest that the last file records of the others
     (see :func:`ffu_cvx.release.verify`).
@@ -247,6 +261,8 @@ def atomic_write_group(items, written: list | None = None) -> list[Path]:
                     raise _os_error(exc, path) from None
             raise_if_signalled()
             with _folder_lock(folders.pop()) as fd, held_signals():
+                if before_rename is not None:
+                    before_rename()
                 for (path, _), tmp in zip(items, tmps):
                     _replace(tmp, path)
                 os.fsync(fd)

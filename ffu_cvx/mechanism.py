@@ -15,15 +15,13 @@ rho-zCDP is ``alpha / 2``. All accounting reuses :mod:`ffu_cvx.privacy`.
   everything released so far adds ``q_i^2 / s`` to profile entry ``i``, so the slack
   ``alpha - p_i`` of the loose columns pays for it.
 
-Floating-point caveat: the noise is drawn with numpy's floating-point Gaussian sampler.
-The privacy proofs assume exact real-valued Gaussians; floating-point samples have gaps
-and rounding patterns that can leak information about the true answers (Mironov,
-"On significance of the least significant bits for differential privacy", CCS 2012,
-showed this for the Laplace mechanism; the same attack applies to naive Gaussians).
-This module is a research tool and is not hardened against such attacks; a production
-release should use a sampler designed for it (e.g. discrete Gaussian noise on integers).
+Noise: a release perturbs the whitened strategy answers ``C^{-1} B x`` (``C`` the Cholesky
+factor of Sigma) through a sampler of :mod:`ffu_cvx.noise` -- OpenDP's exact discrete
+Gaussian on a lattice by default, numpy's floating-point sampler only by explicit choice
+or with a seed -- and maps them back: ``L C (C^{-1} B x + N(0, I))``. Counts at which an
+answer's float spacing would swallow its noise are refused first.
 
-Mechanisms layer: imports numpy, scipy.linalg, ``privacy``, ``problem``, ``products``
+Mechanisms layer: imports numpy, scipy.linalg, ``noise``, ``privacy``, ``problem``, ``products``
 (Problem 2 of a product workload), ``release`` (the Release type), ``result`` and ``solvers``.
 """
 
@@ -31,11 +29,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy import linalg
 
-from . import privacy
+from . import noise, privacy
 from .problem import FitnessProblem
 from .products import ProductProblem
 from .release import DEFAULT_DELTA, TARGET_RTOL, Release, check_level, generator, statement_text, z_value
@@ -153,34 +152,66 @@ class GaussianMechanism(privacy.GaussianPrivacy):
         """
         return self.problem.L @ self._basis_noise(generator(rng))
 
-    def release(self, x, rng=None, level: float = 0.95, delta: float = DEFAULT_DELTA) -> Release:
+    def whitened(self, x: np.ndarray) -> noise.Whitened:
+        """The whitened strategy answers ``C^{-1} B x`` (k,) of a checked histogram, with their float error bound."""
+        A = self._whitened_strategy
+        return noise.Whitened(A @ x, noise.product_error(np.abs(A) @ np.abs(x), self.problem.d), self.delta_m)
+
+    def from_whitened(self, values: np.ndarray) -> np.ndarray:
+        """The answers ``L C values`` (m,) of perturbed whitened answers ``values`` (k,)."""
+        return self.problem.L @ (self._chol @ values)
+
+    @cached_property
+    def _whitened_strategy(self) -> np.ndarray:
+        """``C^{-1} B`` (k, d): its columns' squared norms are the privacy profile."""
+        return linalg.solve_triangular(self._chol, self.problem.B, lower=True, check_finite=False)
+
+    def release(self, x, rng=None, level: float = 0.95, delta: float = DEFAULT_DELTA, sampler=None) -> Release:
         """Release ``L (B x + N(0, Sigma))`` for a histogram ``x`` (d,).
 
         Parameters
         ----------
         x : (d,) array_like of non-negative whole counts.
         rng : None, int or numpy.random.Generator
-            ``None`` seeds a fresh generator from the operating system (use this for a
-            real release); a seed or Generator makes the noise reproducible, which is for
-            testing only: whoever knows the seed can remove the noise.
+            ``None`` for a real release (OpenDP's sampler, OS entropy); a seed or Generator
+            makes the noise reproducible with numpy's sampler, which is for testing only:
+            whoever knows the seed can remove the noise.
         level : float in (0, 1)
             Confidence level of the intervals.
         delta : float in (0, 1)
             The delta at which the release's privacy statement gives epsilon.
+        sampler : None, ``"opendp"``, ``"numpy"`` or a sampler of :mod:`ffu_cvx.noise`
+            (see :func:`ffu_cvx.noise.sampler_for`).
 
         Returns
         -------
-        Release with answers, variances, lower, upper (each (m,)) and its privacy statement.
+        Release with answers, variances, lower, upper (each (m,)), its privacy statement and
+        the sampler's account (``noise``). Counts too large for their noise are refused
+        (``ValueError`` naming the answer and the count) before anything is drawn.
         """
         x = check_histogram(x, self.problem.d)
         level = check_level(level)
-        gen = generator(rng)
-        answers = self.problem.L @ (self.problem.B @ x + self._basis_noise(gen))
+        draw = noise.sampler_for(sampler, rng)
+        self.check_resolution(x)
+        white = self.whitened(x)
+        noisy, account = draw.draw(white, None if rng is None else generator(rng))
+        answers = self.from_whitened(noisy)
         half = z_value(level) * np.sqrt(self.variances)
         return Release(answers=answers, variances=self.variances.copy(), lower=answers - half,
                        upper=answers + half, level=level, labels=self.problem.labels,
                        privacy_cost=self.privacy_cost, mechanism=self.description, name=self.problem.name,
-                       statement_delta=delta, targets=self.problem.c)
+                       statement_delta=delta, targets=self.problem.c, noise=account)
+
+    def check_resolution(self, x: np.ndarray) -> None:
+        """Refuse a histogram at which some answer's float spacing swallows its noise (see :mod:`ffu_cvx.noise`)."""
+        W = self.problem.W
+
+        def name(j: int) -> str:
+            i = int(np.argmax(np.abs(W[j]) * x))
+            return f"the largest count behind it is x[{i}] = {x[i]:.6g}"
+
+        noise.check_resolution(W @ x, np.sqrt(self.variances), name)
+        noise.check_resolution(self.whitened(x).values, 1.0, lambda j: "a whitened strategy answer")
 
     def __repr__(self) -> str:
         return (f"GaussianMechanism({self.problem.name!r}, m={self.problem.m}, d={self.problem.d}, "

@@ -39,6 +39,8 @@ __all__ = [
     "gaussian_epsilon",
     "gaussian_max_delta_m",
     "zcdp_rho",
+    "zcdp_epsilon",
+    "zcdp_max_rho",
     "GaussianPrivacy",
 ]
 
@@ -205,6 +207,38 @@ def zcdp_rho(delta_m: float) -> float:
     """rho of rho-zCDP for a Gaussian mechanism with privacy cost Delta_M: ``Delta_M^2 / 2``."""
     delta_m = positive(delta_m, "delta_m")
     return 0.5 * delta_m * delta_m
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """Smallest eps of (eps, delta)-DP implied by rho-zCDP: OpenDP's conversion (``make_zCDP_to_approxDP``).
+
+    Computed through OpenDP's map of its integer Gaussian at a sensitivity rounded up by
+    at most ``2^-40`` relative, so the result is never below OpenDP's own figure.
+    """
+    rho, delta = positive(rho, "rho"), positive(delta, "delta")
+    if not delta < 1:
+        raise ValueError(f"`delta` must be in (0, 1), got {delta!r}")
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    delta_m = math.sqrt(2.0 * rho)
+    scale = 2.0 ** (40 - math.floor(math.log2(delta_m)))
+    meas = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=dp.i64)), dp.l2_distance(T=dp.i64), scale=scale)
+    return float(dp.c.make_zCDP_to_approxDP(meas).map(int(math.ceil(delta_m * scale))).epsilon(delta))
+
+
+def zcdp_max_rho(epsilon: float, delta: float) -> float:
+    """The largest rho whose :func:`zcdp_epsilon` at ``delta`` is at most ``epsilon`` (to 1e-12 relative)."""
+    epsilon = positive(epsilon, "epsilon")
+    lo, hi = 1e-30, 1.0
+    if zcdp_epsilon(lo, delta) > epsilon:
+        raise ValueError(f"no rho-zCDP release fits in ({epsilon!r}, {delta!r})-DP: epsilon is too small for delta")
+    while zcdp_epsilon(hi, delta) <= epsilon:
+        lo, hi = hi, 4.0 * hi
+    while hi / lo - 1.0 > 1e-12:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if zcdp_epsilon(mid, delta) <= epsilon else (lo, mid)
+    return lo
 
 
 class GaussianPrivacy:

@@ -1,15 +1,19 @@
 """Release from records for a product workload: exact answers from sparse counts plus the mechanism's noise.
 
 Mechanisms layer: imports numpy, ``accuracy``, ``counts``, ``products``, ``mechanism`` (the dense
-GaussianMechanism), ``release``, ``result``, ``fingerprint`` and ``privacy``.
+GaussianMechanism), ``noise``, ``release``, ``result``, ``fingerprint`` and ``privacy``.
 
 :func:`release_product` is agnostic of the mechanism. The exact answers ``W x`` come
 from :meth:`ffu_cvx.products.ProductWorkload.apply` on sparse counts (each group needs
-only its marginal; the domain is never materialised); the noise comes from
-``noise.sample_answer_noise(rng)`` ((m,) with covariance ``W Sigma W^T``) whatever
-provides it: a structured Solution (``method="kron"``) that samples in factored form, a
-:class:`ffu_cvx.mechanism.GaussianMechanism`, or a dense Solution (wrapped in one). Its
-``variances`` (m,) give the intervals and its ``privacy_cost`` the statement.
+only its marginal; the domain is never materialised). By default the answers are
+released through OpenDP's sampler (:mod:`ffu_cvx.noise`): the noise source's whitened
+strategy answers (``whitened``: a structured Solution from the sparse counts, a
+:class:`ffu_cvx.mechanism.GaussianMechanism` or a dense Solution from the histogram) are
+perturbed and mapped back (``from_whitened``). With numpy's sampler (by choice or a
+seed) the noise is ``sample_answer_noise(rng)`` ((m,) with covariance ``W Sigma W^T``)
+of whatever provides it. Its ``variances`` (m,) give the intervals and its
+``privacy_cost`` the statement. Counts whose answers would swallow their noise are
+refused first.
 
 A release is bound to what was solved (:func:`noise_source`): a Solution or mechanism
 is used only for the workload, domain and targets of its own problem, and any other
@@ -25,7 +29,7 @@ from pathlib import PurePath
 
 import numpy as np
 
-from . import fingerprint, privacy
+from . import fingerprint, noise, privacy
 from .accuracy import coverage
 from .counts import Counts
 from .mechanism import GaussianMechanism
@@ -123,7 +127,7 @@ def _mechanism_text(source) -> str:
 
 
 def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rng=None, level: float = 0.95,
-                    delta: float = DEFAULT_DELTA, coverage_draws: int = COVERAGE_DRAWS) -> Release:
+                    delta: float = DEFAULT_DELTA, coverage_draws: int = COVERAGE_DRAWS, sampler=None) -> Release:
     """Noisy answers ``W x + noise`` of a product workload for ``counts``, labelled, with intervals.
 
     Parameters
@@ -139,6 +143,7 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
     level : confidence level of the intervals; delta : the delta of the statement's epsilon.
     coverage_draws : simulated releases (the mechanism's noise alone) measuring the joint
         coverage of each group with a joint target (0: none).
+    sampler : None, ``"opendp"``, ``"numpy"`` or a sampler (:func:`ffu_cvx.noise.sampler_for`).
 
     Returns
     -------
@@ -159,10 +164,9 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
     if variances.shape != (workload.m,):
         raise ValueError(f"the mechanism's `variances` have shape {variances.shape}, the workload has {workload.m} "
                          "queries: it was solved for another workload")
-    noise = np.asarray(source.sample_answer_noise(generator(rng)), dtype=float)
-    if noise.shape != (workload.m,):
-        raise ValueError(f"sample_answer_noise returned shape {noise.shape}, expected ({workload.m},)")
-    answers = exact + noise
+    noise.check_resolution(exact, np.sqrt(variances), lambda j: f"query {workload.label(j)!r}")
+    answers, account = _noisy(source, noise.sampler_for(sampler, rng), counts, exact,
+                              None if rng is None else generator(rng))
     half = z_value(level) * np.sqrt(variances)
     coverage = _joint_coverages(source, workload, coverage_draws)
     info = {"domain": workload.domain.spec(), "ordered": list(workload.domain.ordered),
@@ -172,7 +176,35 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
                    labels=workload.labels, privacy_cost=float(_field(source, "privacy_cost")), neighbours=neighbours,
                    mechanism=_mechanism_text(source), name=workload.name, statement_delta=delta,
                    groups=workload.group_index(), group_names=tuple(g.name for g in workload.groups), info=info,
-                   targets=workload.c, group_targets=tuple(g.accuracy for g in workload.groups), inputs=inputs)
+                   targets=workload.c, group_targets=tuple(g.accuracy for g in workload.groups), inputs=inputs,
+                   noise=account)
+
+
+def _whitened(source, counts: Counts) -> noise.Whitened:
+    """The source's whitened strategy answers on ``counts``, checked for their own resolution."""
+    delta_m = float(np.sqrt(float(_field(source, "privacy_cost"))))
+    if isinstance(source, GaussianMechanism):
+        out = source.whitened(counts.dense())
+    elif hasattr(source, "whitened"):
+        values, products, depth = source.whitened(counts)
+        out = noise.Whitened(values, noise.product_error(products, depth), delta_m)
+    else:
+        raise ValueError(f"the noise source ({type(source).__name__}) cannot give its whitened strategy answers, "
+                         "which OpenDP's sampler perturbs: release with sampler='numpy' (floating-point noise)")
+    noise.check_resolution(out.values, 1.0, lambda j: "a whitened strategy answer")
+    return out
+
+
+def _noisy(source, draw, counts: Counts, exact: np.ndarray, gen) -> tuple[np.ndarray, noise.NoiseAccount]:
+    """``(answers (m,), the sampler's account)``: through the whitened answers, or with numpy's sampler
+    the exact answers plus ``sample_answer_noise``."""
+    if isinstance(draw, noise.NumpySampler):
+        extra = np.asarray(source.sample_answer_noise(gen if gen is not None else generator(None)), dtype=float)
+        if extra.shape != exact.shape:
+            raise ValueError(f"sample_answer_noise returned shape {extra.shape}, expected {exact.shape}")
+        return exact + extra, draw.account(float(np.sqrt(float(_field(source, "privacy_cost")))), exact.size)
+    noisy, account = draw.draw(_whitened(source, counts), gen)
+    return np.asarray(source.from_whitened(noisy), dtype=float), account
 
 
 def _group_accuracy(workload: ProductWorkload, variances: np.ndarray, coverage: dict) -> list:

@@ -1,12 +1,13 @@
 """A self-describing release: noisy answers, their intervals and labels, and the privacy statement.
 
 Mechanisms layer (its bottom): imports numpy, ``accuracy`` (``z_value``), ``privacy``, ``validation``,
-``jsonio``, ``files`` and ``version`` (pandas only inside :meth:`Release.to_frame`); :mod:`ffu_cvx.mechanism` and :mod:`ffu_cvx.product_release`
+``noise`` (the :class:`ffu_cvx.noise.NoiseAccount`), ``ledger``, ``jsonio``, ``files`` and ``version`` (pandas only inside :meth:`Release.to_frame`); :mod:`ffu_cvx.mechanism` and :mod:`ffu_cvx.product_release`
 build a :class:`Release`.
 
 A Release knows what protects it: the privacy cost ``alpha = Delta_M^2`` of the
-mechanism that drew its noise, hence (eps, delta) at any delta (exact Gaussian
-mechanism, :meth:`Release.epsilon`) and rho-zCDP, the neighbouring relation, the
+mechanism that drew its noise and the sampler's account of it (:class:`ffu_cvx.noise.NoiseAccount`:
+which sampler, the lattice, the sensitivity the accounting uses), hence (eps, delta) at
+any delta (:meth:`Release.epsilon`) and rho-zCDP, the neighbouring relation, the
 mechanism, the tool's version and the time of the release; and, where the mechanism
 was solved for variance targets, which answers meet them and by what factor the others
 miss. It holds nothing computed from the data without noise: no record count, no count
@@ -18,7 +19,8 @@ file, as one unit (:func:`ffu_cvx.files.atomic_write_group`: the statement is re
 into place last, an interrupt cannot come between the two, concurrent writers take
 turns); it never writes onto an input, a read-only file, another release's statement
 or, unless ``overwrite=True``, any existing file. :func:`verify` checks that an answers
-file sits beside its own statement. Post-processing (:meth:`Release.postprocess`:
+file sits beside its own statement and that the statement's privacy numbers are those
+its recorded mechanism and sampler give (an edited epsilon, rho or cost fails). Post-processing (:meth:`Release.postprocess`:
 non-negativity, rounding) never touches the answers themselves: it adds a
 ``postprocessed`` column, and the statement lists the steps as post-processing (free of
 privacy cost, but no longer unbiased, and the intervals are those of the raw answers).
@@ -31,6 +33,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,10 +42,12 @@ import numpy as np
 from . import jsonio, privacy, validation
 from .accuracy import z_value
 from .files import atomic_write_group, check_output
+from .ledger import Ledger
+from .noise import NoiseAccount
 from .version import __version__
 
 __all__ = ["Release", "DEFAULT_DELTA", "TOOL", "sidecar_path", "statement_text", "check_level", "z_value",
-           "generator", "utc_now", "verify", "digest", "accuracy_summary", "TARGET_RTOL"]
+           "generator", "utc_now", "verify", "check_statement", "digest", "accuracy_summary", "TARGET_RTOL"]
 
 #: delta at which a statement gives epsilon unless told otherwise.
 DEFAULT_DELTA = 1e-6
@@ -113,11 +118,19 @@ def accuracy_summary(variances, targets) -> dict:
 
 
 def statement_text(m: int, name: str, epsilon: float, delta: float, rho: float, alpha: float, neighbours: str,
-                   mechanism: str) -> str:
-    """One paragraph: what releasing ``m`` answers of ``name`` satisfies, and why."""
+                   mechanism: str, noise: NoiseAccount | None = None) -> str:
+    """One paragraph: what releasing ``m`` answers of ``name`` satisfies, and why (``noise``: the sampler's account)."""
+    if noise is None:
+        how = "exact Gaussian mechanism, Balle and Wang 2018"
+    else:
+        lattice = f"; lattice spacing {noise.lattice:.6g}" if noise.lattice else ""
+        how = (f"noise: {noise.text}{lattice}; sensitivity {noise.sensitivity:.9g} accounted as "
+               f"{noise.sensitivity_bound:.9g}; " + ("(eps, delta) by OpenDP's conversion from zCDP"
+                                                     if noise.accounting == "opendp-zcdp" else
+                                                     "(eps, delta) of the exact Gaussian mechanism"))
     return (f"Releasing the {m} answers of {name!r} satisfies ({epsilon:.6g}, {delta:g})-differential privacy and "
             f"{rho:.6g}-zCDP (privacy cost alpha = Delta_M^2 = {alpha:.6g}; neighbours: {neighbours}, i.e. "
-            f"histograms differing by one in one cell; {mechanism}; exact Gaussian mechanism, Balle and Wang 2018).")
+            f"histograms differing by one in one cell; {mechanism}; {how}).")
 
 
 @dataclass(frozen=True)
@@ -159,6 +172,7 @@ class Release(privacy.GaussianPrivacy):
     targets: np.ndarray | None = None
     group_targets: tuple = ()
     inputs: dict = field(default_factory=dict, repr=False, compare=False)
+    noise: NoiseAccount | None = None
 
     @property
     def m(self) -> int:
@@ -171,15 +185,23 @@ class Release(privacy.GaussianPrivacy):
         return np.sqrt(self.variances)
 
     def epsilon(self, delta: float | None = None) -> float:
-        """Smallest eps at which the release is (eps, delta)-DP (default: :attr:`statement_delta`)."""
-        return super().epsilon(self.statement_delta if delta is None else delta)
+        """Smallest eps at which the release is (eps, delta)-DP (default: :attr:`statement_delta`): the
+        sampler's accounting (:attr:`noise`), or the exact Gaussian mechanism's without one."""
+        delta = self.statement_delta if delta is None else delta
+        return super().epsilon(delta) if self.noise is None else self.noise.epsilon(delta)
 
-    def statement(self, delta: float | None = None) -> dict:
-        """The privacy statement as JSON-able values (what the sidecar holds)."""
+    @property
+    def rho(self) -> float:
+        """rho of rho-zCDP, from the sampler's account when there is one."""
+        return super().rho if self.noise is None else self.noise.rho
+
+    def statement(self, delta: float | None = None, ledger: dict | None = None) -> dict:
+        """The privacy statement as JSON-able values (what the sidecar holds); ``ledger``: the charge's
+        entry (:meth:`ffu_cvx.ledger.Ledger.charge`), stated with what remains."""
         delta = self.statement_delta if delta is None else validation.positive(delta, "delta")
         eps = self.epsilon(delta)
         text = statement_text(self.m, self.name, eps, delta, self.rho, self.privacy_cost, self.neighbours,
-                              self.mechanism)
+                              self.mechanism, self.noise)
         post = None
         if self.postprocessing:
             post = {"steps": list(self.postprocessing), "column": "postprocessed",
@@ -194,12 +216,18 @@ class Release(privacy.GaussianPrivacy):
         if self.targets is not None:
             accuracy = accuracy_summary(self.variances, self.targets)
             text += " " + accuracy["text"]
+        if ledger is not None:
+            text += (f" Charged to the privacy ledger {ledger['ledger']} (entry {ledger['entry']}): with it, "
+                     f"rho {ledger['spent_rho']:.6g} = eps {ledger['spent_epsilon']:.6g} at delta "
+                     f"{ledger['budget_delta']:g} is spent of the budget eps {ledger['budget_epsilon']:g}; "
+                     f"rho {ledger['remaining_rho']:.6g} remains.")
         return jsonio.jsonable({
             "epsilon": eps, "delta": delta, "rho_zcdp": self.rho, "privacy_cost": self.privacy_cost,
             "delta_m": self.delta_m, "neighbours": self.neighbours, "mechanism": self.mechanism,
             "workload": self.name, "queries": self.m, "confidence_level": self.level,
             "tool": {"name": TOOL, "version": self.tool_version}, "created_utc": self.created_utc,
-            "post_processing": post, "accuracy": accuracy, "text": text, **self.info,
+            "post_processing": post, "accuracy": accuracy, "text": text,
+            "noise": None if self.noise is None else self.noise.as_dict(), "ledger": ledger, **self.info,
         })
 
     def postprocess(self, *, nonnegative: bool = False, round: bool = False) -> "Release":
@@ -255,10 +283,12 @@ class Release(privacy.GaussianPrivacy):
             w.writerow([repr(float(row[c])) if isinstance(row[c], (float, np.floating)) else row[c] for c in cols])
         return buf.getvalue().encode()
 
-    def statement_bytes(self, answers_path=None, delta: float | None = None, answers: bytes | None = None) -> bytes:
+    def statement_bytes(self, answers_path=None, delta: float | None = None, answers: bytes | None = None,
+                        ledger: dict | None = None) -> bytes:
         """The sidecar JSON: the statement, the answers file it belongs to and that file's digest."""
         doc = {"answers_file": None if answers_path is None else Path(answers_path).name,
-               "answers_sha256": digest(self.csv_bytes() if answers is None else answers), **self.statement(delta)}
+               "answers_sha256": digest(self.csv_bytes() if answers is None else answers),
+               **self.statement(delta, ledger)}
         return (jsonio.dumps(doc, indent=1) + "\n").encode()
 
     @staticmethod
@@ -285,13 +315,26 @@ class Release(privacy.GaussianPrivacy):
         answers = self.csv_bytes()
         return [(path, answers), (side, self.statement_bytes(path, delta, answers))]
 
-    def to_csv(self, path, delta: float | None = None, overwrite: bool = False) -> tuple[Path, Path]:
+    def to_csv(self, path, delta: float | None = None, overwrite: bool = False, ledger=None,
+               written: list | None = None) -> tuple[Path, Path]:
         """Write the answers CSV to ``path`` and the statement to :func:`sidecar_path` beside it.
 
         The two are one unit (see the module docstring and :meth:`file_group` for what is
-        refused); the statement records the answers' digest (:func:`verify`). Returns both paths.
+        refused); the statement records the answers' digest (:func:`verify`). ``ledger``
+        (a path or :class:`ffu_cvx.ledger.Ledger`): the release is charged to it, or refused
+        before anything is written if it does not fit the budget; the charge is appended
+        as the files are renamed into place, and the statement says what remains. ``written``:
+        a list the paths are appended to once in place. Returns both paths.
         """
-        path, side = atomic_write_group(self.file_group(path, delta, overwrite))
+        if ledger is None:
+            path, side = atomic_write_group(self.file_group(path, delta, overwrite), written)
+            return path, side
+        book = ledger if isinstance(ledger, Ledger) else Ledger.open(ledger)
+        path, side = self.check_paths(path, {**self.inputs, "privacy ledger": book.path}, overwrite)
+        answers = self.csv_bytes()
+        with book.charge(self.rho, self.name, path.name, digest(answers)) as (entry, commit):
+            atomic_write_group([(path, answers), (side, self.statement_bytes(path, delta, answers, entry))],
+                               written, before_rename=commit)
         return path, side
 
     def to_frame(self):
@@ -332,4 +375,39 @@ def verify(path) -> dict:
     if doc.get("answers_sha256") != digest(answers):
         raise ValueError(f"answers file {path} is not the one its privacy statement {side} describes "
                          "(digest differs): the pair is not one release")
+    check_statement(doc, side)
     return doc
+
+
+#: Relative agreement required between a statement's privacy numbers and those recomputed from its mechanism.
+STATEMENT_RTOL = 1e-9
+
+
+def check_statement(doc: dict, where="the privacy statement") -> None:
+    """Recompute a statement's privacy numbers from what it records of the mechanism and the sampler.
+
+    The sampler's sensitivity must be ``sqrt(privacy_cost)``; ``rho_zcdp``, ``delta_m`` and
+    ``epsilon`` at the stated ``delta`` must be what its accounting gives, and the text
+    must state that epsilon and rho. ``ValueError`` naming the first field that disagrees.
+    """
+    noise = NoiseAccount.from_dict(doc.get("noise"))
+    try:
+        cost, delta = float(doc["privacy_cost"]), float(doc["delta"])
+        stated = {k: float(doc[k]) for k in ("epsilon", "rho_zcdp", "delta_m")}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{where} lacks a privacy number: {exc!r}") from None
+    expect = {"epsilon": noise.epsilon(delta), "rho_zcdp": noise.rho, "delta_m": noise.sensitivity}
+    if not math.isclose(noise.sensitivity, math.sqrt(cost), rel_tol=STATEMENT_RTOL):
+        raise ValueError(f"{where}: privacy_cost {cost!r} is not the sampler's sensitivity^2 "
+                         f"({noise.sensitivity!r}^2): the statement was edited")
+    if not noise.sensitivity_bound >= noise.sensitivity:
+        raise ValueError(f"{where}: the accounted sensitivity {noise.sensitivity_bound!r} is below the mechanism's "
+                         f"{noise.sensitivity!r}: the statement was edited")
+    for key, value in expect.items():
+        if not math.isclose(stated[key], value, rel_tol=STATEMENT_RTOL):
+            raise ValueError(f"{where}: {key} = {stated[key]!r} is not the {value!r} that its mechanism and "
+                             "sampler give: the statement was edited")
+    text = str(doc.get("text", ""))
+    if f"({expect['epsilon']:.6g}, {delta:g})" not in text or f"{expect['rho_zcdp']:.6g}-zCDP" not in text:
+        raise ValueError(f"{where}: its text does not state the epsilon and rho its numbers give: the statement "
+                         "was edited")

@@ -1,6 +1,6 @@
 """Release, exact covariances and the dense equivalent of a Fourier mechanism.
 
-Solver layer: imports numpy, scipy, :mod:`ffu_cvx.privacy` (the neighbouring relation),
+Solver layer: imports numpy, scipy, :mod:`ffu_cvx.privacy` (the neighbouring relation), :mod:`ffu_cvx.noise`,
 :mod:`ffu_cvx.problem`, :mod:`ffu_cvx.result`, :mod:`ffu_cvx.validation` and the
 Fourier modules ``workload`` and ``groups``, never ``mechanism``: every function here
 takes the mechanism as an argument and reads only its ``workload``, ``components``,
@@ -14,6 +14,10 @@ frequencies of ``S`` and perturbed there, ``r_S = c(m_S) + zeta_S``; the workloa
 marginals are rebuilt as ``m_A = sum_{S ⊆ A} expand_A(r_S) / N_{A \\ S}``, and product
 families are circular cross-correlations of ``m_A`` with their vectors (by FFT). Nothing
 of size ``prod(n_i)`` is ever allocated unless the caller passes a histogram.
+
+Noise (:mod:`ffu_cvx.noise`): every component's whitened answers (``c(m_S) / sqrt(tau_S)``,
+or for a spectrum the pure frequencies divided by their noise amplitude) are perturbed
+together by the sampler, OpenDP's by default, and mapped back.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 
-from .. import privacy, validation
+from .. import noise, privacy, validation
 from ..problem import FitnessProblem
 from ..result import Solution
 from .groups import taus_array
@@ -190,6 +194,8 @@ class FourierRelease:
         itself, or for a product family the answer at every shift ``t``.
     variances : (K,) per-answer noise variance; privacy_cost : float, ``alpha = Delta_M^2``
         of the mechanism that made the release.
+    noise : :class:`ffu_cvx.noise.NoiseAccount`, the sampler and the privacy it gives
+        (``noise.rho``, ``noise.epsilon(delta)``).
     neighbours : :data:`ffu_cvx.privacy.ADD_REMOVE`, the relation ``privacy_cost`` holds for.
     """
 
@@ -197,6 +203,7 @@ class FourierRelease:
     answers: tuple
     variances: np.ndarray
     privacy_cost: float
+    noise: noise.NoiseAccount | None = None
 
     @property
     def neighbours(self) -> str:
@@ -267,7 +274,7 @@ def _centre(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 16) -> FourierRelease:
+def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 16, sampler=None) -> FourierRelease:
     """Sample the mechanism's release on ``records`` (n, d) ints in ``0..n_i-1`` or a ``histogram``.
 
     Parameters
@@ -279,9 +286,10 @@ def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 1
     histogram : array of shape ``domain`` or (N,), optional
         Full-domain counts in C order (small domains).
     rng : None, int or numpy.random.Generator
-        Source of the noise. ``None`` draws fresh OS entropy (what a real release wants);
-        a seed makes the noise reproducible, for testing only: whoever knows the seed
-        can remove the noise.
+        Source of the noise. ``None`` draws fresh OS entropy through OpenDP's sampler
+        (what a real release wants); a seed makes the noise reproducible with numpy's
+        sampler, for testing only: whoever knows the seed can remove the noise.
+    sampler : None, ``"opendp"``, ``"numpy"`` or a sampler (:func:`ffu_cvx.noise.sampler_for`).
 
     Returns
     -------
@@ -292,7 +300,7 @@ def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 1
     if (records is None) == (histogram is None):
         raise ValueError("give exactly one of `records` (n, d) or `histogram`")
     chunk = validation.positive_int(chunk, "chunk")
-    rng = np.random.default_rng(rng)
+    draw = noise.sampler_for(sampler, rng)
     sets = tuple(dict.fromkeys(wl.sets))
     if records is not None:
         base = _count(_check_records(records, dom), dom, sets, chunk)
@@ -303,17 +311,17 @@ def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 1
         for q in range(len(A) + 1):
             for S in itertools.combinations(A, q):
                 source.setdefault(S, A)
-    r = {}
+    parts = []
     for S, spec in zip(mech.components, mech.spectra):
         A = source[S]
-        m_S = base[A].sum(axis=tuple(p for p, i in enumerate(A) if i not in S))
-        noise = rng.standard_normal(m_S.shape)
-        if isinstance(spec, float):
-            r[S] = _centre(m_S + math.sqrt(spec) * noise)
-        else:
-            mask = np.isfinite(spec)
-            amp = np.sqrt(np.where(mask, spec, 0.0) / max(m_S.size, 1))
-            r[S] = np.fft.ifftn(np.where(mask, np.fft.fftn(m_S) + amp * np.fft.fftn(noise), 0.0)).real
+        parts.append(_Whitening(base[A].sum(axis=tuple(p for p, i in enumerate(A) if i not in S)), spec))
+    values = np.concatenate([p.values.reshape(-1) for p in parts]) if parts else np.zeros(0)
+    errors = np.concatenate([p.error.reshape(-1) for p in parts]) if parts else np.zeros(0)
+    white = noise.Whitened(values, errors, math.sqrt(mech.privacy_cost))
+    noise.check_resolution(values, 1.0, lambda j: "a whitened strategy answer")
+    noisy, account = draw.draw(white, None if rng is None else np.random.default_rng(rng))
+    cuts = np.split(noisy, np.cumsum([p.values.size for p in parts])[:-1]) if parts else []
+    r = {S: p.answers(v.reshape(p.values.shape)) for S, p, v in zip(mech.components, parts, cuts)}
     marginals = {}
     for A in sets:
         acc = np.zeros([dom[i] for i in A])
@@ -332,4 +340,31 @@ def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 1
                 ghat = ghat * np.fft.fft(g).reshape([-1 if q == pos else 1 for q in range(len(f.attrs))])
             answers.append(np.fft.ifftn(np.fft.fftn(marginals[f.attrs]) * np.conj(ghat)).real)
         answers = tuple(answers)
-    return FourierRelease(marginals, answers, mech.variances.copy(), mech.privacy_cost)
+    return FourierRelease(marginals, answers, mech.variances.copy(), mech.privacy_cost, account)
+
+
+class _Whitening:
+    """One component's whitened answers from its marginal ``m_S`` and noise ``spec`` (a variance or
+    a spectrum), their float error bound, and the map from perturbed whitened answers to ``r_S``."""
+
+    def __init__(self, m_S: np.ndarray, spec):
+        self.spec = spec
+        big = float(np.abs(m_S).max(initial=0.0))
+        if isinstance(spec, float):
+            self.values = _centre(m_S) / math.sqrt(spec)
+            # each centring pass subtracts a mean: entries stay within 2^ndim max|m_S|
+            self.error = noise.product_error(np.full(m_S.shape, big * 2.0 ** m_S.ndim / math.sqrt(spec)), 2 * m_S.ndim)
+        else:
+            self.mask = np.isfinite(spec)
+            self.amp = np.sqrt(np.where(self.mask, spec, 0.0) / max(m_S.size, 1))
+            inv = np.where(self.mask, 1.0 / np.where(self.mask, self.amp, 1.0), 0.0)
+            self.values = np.fft.ifftn(inv * np.fft.fftn(m_S)).real
+            # norm-wise: two FFTs of relative error <= 4 log2(N) u each, and the scaling by inv
+            total = (8.0 * math.log2(max(m_S.size, 2)) + 4.0) * noise.UNIT_ROUNDOFF * np.linalg.norm(m_S) * inv.max()
+            self.error = np.full(m_S.shape, total / math.sqrt(max(m_S.size, 1)))
+
+    def answers(self, noisy: np.ndarray) -> np.ndarray:
+        """``r_S`` from perturbed whitened answers ``noisy`` (the shape of :attr:`values`)."""
+        if isinstance(self.spec, float):
+            return _centre(math.sqrt(self.spec) * noisy)
+        return np.fft.ifftn(np.where(self.mask, self.amp * np.fft.fftn(noisy), 0.0)).real

@@ -1,7 +1,7 @@
 """``KronSolution``: the Solution of a structured (product-workload) solve, Sigma kept in factors.
 
 Solver layer (``ffu_cvx.kron``): imports numpy, ``result``, ``status``, ``validation`` and the
-package's ``terms``. Same fields, immutability and privacy statements as
+package's ``terms`` and ``whiten``. Same fields, immutability and privacy statements as
 :class:`ffu_cvx.result.Solution` (``epsilon``, ``delta``, ``rho``, ``neighbours`` from
 ``privacy_cost``), but ``sigma`` is None: the mechanism is ``terms`` (see
 :mod:`ffu_cvx.kron.terms`), and no d x d or m x d matrix is ever formed.
@@ -21,6 +21,7 @@ from .. import validation
 from ..result import Solution
 from ..status import OPTIMAL, STATUSES, SUCCESS
 from . import terms as _terms
+from . import whiten as _whiten
 
 __all__ = ["KronSolution", "PROFILE_MAX", "VARIANCES_MAX"]
 
@@ -94,5 +95,17 @@ class KronSolution(Solution):
         """
         rng = np.random.default_rng(rng)
         xis = [rng.standard_normal(math.prod(f.draws for f in t.factors)) for t in self["terms"]]
+        return np.concatenate([_terms.group_noise(self["terms"], xis, g, _rows(grp))
+                               for g, grp in enumerate(self["problem"].groups)])
+
+    def whitened(self, counts) -> tuple[np.ndarray, np.ndarray, int]:
+        """The whitened strategy answers of every term on sparse ``counts`` (see :mod:`ffu_cvx.kron.whiten`):
+        ``(w (n,), |M| |x| (n,), depth)``; their L2 sensitivity is ``sqrt(privacy_cost)``."""
+        return _whiten.whitened(self, counts)
+
+    def from_whitened(self, values) -> np.ndarray:
+        """The answers (m,) released from perturbed whitened answers ``values`` (n,): the terms'
+        reconstruction applied to them (exactly ``W x + noise`` when ``values = w + xi``)."""
+        xis = _whiten.split(self, values)
         return np.concatenate([_terms.group_noise(self["terms"], xis, g, _rows(grp))
                                for g, grp in enumerate(self["problem"].groups)])

@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import privacy
 
-__all__ = ["Factor", "ResidualFactor", "ResidualRecon", "residual_basis", "Term", "GRID_MAX", "profile_max", "profile_vector", "group_variances", "group_noise",
+__all__ = ["Factor", "ResidualFactor", "ResidualRecon", "residual_basis", "Term", "GRID_MAX", "profile_max", "profile_vector", "group_variances", "group_noise", "mode_product",
            "max_ratio"]
 
 #: Largest grid (cells over the attributes whose profile varies) on which the exact max of a
@@ -93,7 +93,7 @@ class Factor:
 
     def noise_mode(self, Z: np.ndarray, dims: list, axis: int, R) -> np.ndarray:
         """The mode product of ``R C`` (``C`` the Cholesky factor) along ``axis`` of the flat noise ``Z``."""
-        return _mode(Z, dims, axis, R @ self.chol)
+        return mode_product(Z, dims, axis, R @ self.chol)
 
     def profile(self) -> np.ndarray:
         """``diag(B^T Sigma^{-1} B)`` over the factor's cells (prod n,), read-only, computed once:
@@ -392,7 +392,7 @@ def max_ratio(terms, groups, targets) -> float:
     return worst
 
 
-def _mode(Z: np.ndarray, dims: list, axis: int, M: np.ndarray) -> np.ndarray:
+def mode_product(Z: np.ndarray, dims: list, axis: int, M: np.ndarray) -> np.ndarray:
     """Mode product on a flat tensor: ``M`` (r, k) applied along ``axis`` of ``Z`` (prod dims,)
     of shape ``dims`` (row-major); ``dims[axis]`` becomes r. Flat, so a term may have more
     factors than numpy has axes."""
