@@ -1,13 +1,14 @@
 """Budget from accuracy, and accuracy from a budget, table by table in the publisher's words.
 
-Mechanisms layer: imports numpy, ``accuracy``, ``mechanism`` (Problem 2), ``privacy``, ``problem``,
-``products``, ``release``, ``solvers`` and ``validation``.
+Mechanisms layer: imports numpy, ``accuracy``, ``mechanism`` (Problem 2), ``noise``, ``privacy``,
+``problem``, ``products``, ``release``, ``solvers`` and ``validation``.
 
 - :func:`smallest_budget`: the least privacy loss (epsilon at a given delta, and rho-zCDP)
   at which every target is met. Problem 1 finds the least privacy cost ``alpha``; the
-  exact Gaussian mechanism turns it into epsilon, and the certified lower bound on
-  ``alpha`` into a certified lower bound on epsilon (no mechanism of this family meets the
-  targets below it).
+  accounting of the release's sampler (:func:`ffu_cvx.noise.release_epsilon`: OpenDP's by
+  default, the exact Gaussian mechanism for the ideal one) turns it into epsilon, and the
+  certified lower bound on ``alpha`` into a certified lower bound on epsilon (no mechanism
+  of this family released through that sampler meets the targets below it).
 - :func:`accuracy_at`: at a given (epsilon, delta), what each table gets (Problem 2: the
   optimal mechanism scaled to that budget), as a margin at the table's own confidence
   level, or a variance, and whether its target is met.
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import privacy, validation
+from . import noise, privacy, validation
 from .accuracy import Target, margin_of
 from .mechanism import problem2
 from .problem import FitnessProblem
@@ -57,11 +58,13 @@ class TableAccuracy:
 class Budget:
     """A privacy budget and the accuracy it buys.
 
-    epsilon, delta, rho : the budget ((epsilon, delta)-DP and rho-zCDP, exact Gaussian
-    mechanism); epsilon_lower_bound : certified lower bound on the least epsilon meeting
+    epsilon, delta, rho : the budget ((epsilon, delta)-DP and rho-zCDP of a release through
+    ``sampler``); epsilon_lower_bound : certified lower bound on the least epsilon meeting
     every target (nan where the solution has no certificate); tables : one
     :class:`TableAccuracy` per table; solution : the Solution at this budget (its
-    ``privacy_cost`` is ``alpha``).
+    ``privacy_cost`` is ``alpha``); sampler : the release's sampler the numbers are for
+    (None: the ideal continuous Gaussian mechanism); ideal_epsilon : the exact Gaussian
+    mechanism's epsilon of the same ``alpha``.
     """
 
     epsilon: float
@@ -70,13 +73,18 @@ class Budget:
     epsilon_lower_bound: float
     tables: tuple
     solution: object
+    sampler: str | None = "opendp"
+    ideal_epsilon: float = math.nan
 
     @property
     def met(self) -> bool:
         return all(t.met for t in self.tables)
 
     def text(self) -> str:
-        head = (f"({self.epsilon:.6g}, {self.delta:g})-DP, {self.rho:.6g}-zCDP"
+        how = ("" if self.sampler is None else
+               f" as released through the {self.sampler} sampler (an ideal continuous Gaussian: epsilon "
+               f"{self.ideal_epsilon:.6g})")
+        head = (f"({self.epsilon:.6g}, {self.delta:g})-DP, {self.rho:.6g}-zCDP{how}"
                 + (f"; no mechanism meets every target below epsilon = {self.epsilon_lower_bound:.6g} (certified)"
                    if math.isfinite(self.epsilon_lower_bound) else ""))
         return "\n".join([head, *(f"  {t.text()}" for t in self.tables)])
@@ -109,33 +117,42 @@ def _check_problem(problem):
     return problem
 
 
-def smallest_budget(problem, delta: float = DEFAULT_DELTA, method: str = "auto", **options) -> Budget:
+def smallest_budget(problem, delta: float = DEFAULT_DELTA, method: str = "auto", sampler: str | None = "opendp",
+                    **options) -> Budget:
     """The least (epsilon at ``delta``, rho) at which every target of ``problem`` is met.
 
     ``problem`` is solved with ``ffu_cvx.solve(problem, method, **options)`` (Problem 1:
     the least privacy cost ``alpha`` meeting every target). Returns a :class:`Budget`
-    whose epsilon is that of ``alpha`` and whose ``epsilon_lower_bound`` is that of the
+    whose epsilon is what a release of ``alpha`` through ``sampler`` states (OpenDP's by
+    default; None: the ideal Gaussian) and whose ``epsilon_lower_bound`` is that of the
     certified lower bound on ``alpha``.
     """
     problem = _check_problem(problem)
     delta = validation.fraction(delta, "delta")  # before any solve
+    noise.inflation(sampler)
     solved = problem.for_method(method) if isinstance(problem, ProductProblem) else problem
     sol = solve(solved, method=method, **options)
     lb = sol.get("lower_bound")
-    eps_lb = privacy.gaussian_epsilon(delta, math.sqrt(lb)) if lb is not None and lb > 0 else math.nan
-    return Budget(epsilon=sol.epsilon(delta), delta=float(delta), rho=sol.rho, epsilon_lower_bound=eps_lb,
-                  tables=tables(sol, problem), solution=sol)
+    eps_lb = (noise.release_epsilon(math.sqrt(lb), delta, sampler, inflate=False) if lb is not None and lb > 0
+              else math.nan)
+    dm = math.sqrt(sol["privacy_cost"])
+    return Budget(epsilon=noise.release_epsilon(dm, delta, sampler), delta=float(delta),
+                  rho=privacy.zcdp_rho(dm * noise.inflation(sampler)), epsilon_lower_bound=eps_lb,
+                  tables=tables(sol, problem), solution=sol, sampler=sampler, ideal_epsilon=sol.epsilon(delta))
 
 
-def accuracy_at(problem, epsilon: float, delta: float = DEFAULT_DELTA, method: str = "auto", **options) -> Budget:
+def accuracy_at(problem, epsilon: float, delta: float = DEFAULT_DELTA, method: str = "auto",
+                sampler: str | None = "opendp", **options) -> Budget:
     """What each table of ``problem`` gets at (``epsilon``, ``delta``): Problem 2's mechanism, table by table.
 
     Every variance of the optimal mechanism scales by the same factor ``k`` (certified
     optimal); each table's margin at its own confidence level follows. Returns a
-    :class:`Budget` at exactly (epsilon, delta).
+    :class:`Budget` at (epsilon, delta) for a release through ``sampler`` (its statement
+    states at most that budget).
     """
     problem = _check_problem(problem)
-    p2 = problem2(problem, epsilon, delta, method=method, **options)
+    p2 = problem2(problem, epsilon, delta, method=method, sampler=sampler, **options)
     sol = p2.solution
-    return Budget(epsilon=float(epsilon), delta=float(delta), rho=sol.rho, epsilon_lower_bound=math.nan,
-                  tables=tables(sol, problem), solution=sol)
+    return Budget(epsilon=float(epsilon), delta=float(delta), rho=privacy.zcdp_rho(p2.delta_m * noise.inflation(sampler)),
+                  epsilon_lower_bound=math.nan, tables=tables(sol, problem), solution=sol, sampler=sampler,
+                  ideal_epsilon=sol.epsilon(delta))

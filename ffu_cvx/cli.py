@@ -72,6 +72,7 @@ from .budget import accuracy_at, smallest_budget, tables
 from .cliplot import plot_result
 from .files import Terminated, atomic_write_bytes, atomic_write_group, raise_if_signalled, signals_unwind
 from .ledger import Ledger
+from .noise import release_epsilon
 from .mechanism import GaussianMechanism, problem2
 from .memory import dense_bytes, human_bytes
 from .problem import FitnessProblem
@@ -228,7 +229,7 @@ def _solve_spec(problem, method: str, options: dict, target, run: _Run):
             f"every variance <= k c with k = {p2.k:.6g} (certified k >= {p2.k_lower_bound:.6g})")
     run.say(("" if p2.met else "warning: ") + p2.summary)
     return sol, {"epsilon": p2.epsilon, "delta": p2.delta, "k": p2.k, "k_lower_bound": p2.k_lower_bound,
-                 "met": p2.met}
+                 "met": p2.met, "sampler": p2.sampler}
 
 
 def _cmd_solve(args, run: _Run) -> int:
@@ -262,7 +263,9 @@ def _cmd_solve(args, run: _Run) -> int:
     else:
         res = structured_result_dict(sol, spec, spec_path, method, args.delta, target_info, timings)
     run.write(out, dump_result(res).encode())
-    run.say(f"epsilon = {res['epsilon']:.6g} at delta = {args.delta:g}; rho-zCDP = {res['rho']:.6g}; "
+    run.say(f"epsilon = {res['epsilon']:.6g} at delta = {args.delta:g} as an ideal Gaussian, "
+            f"{release_epsilon(res['delta_m'], args.delta):.6g} as released through OpenDP's sampler; "
+            f"rho-zCDP = {res['rho']:.6g}; "
             f"neighbours: {res['neighbours']}")
     run.say(f"wrote {out}")
     return EXIT_OK
@@ -445,7 +448,8 @@ def _report_lines(sol, res: dict, delta: float) -> list[str]:
         f"workload      {problem.name}: m={problem.m}, d={problem.d}, {shape}",
         f"method        {sol['method']} (status {sol['status']})",
         f"privacy cost  alpha = {sol['privacy_cost']:.10g}, Delta_M = {sol.delta_m:.10g}",
-        f"privacy       ({sol.epsilon(delta):.6g}, {delta:g})-DP, {sol.rho:.6g}-zCDP",
+        f"privacy       ({sol.epsilon(delta):.6g}, {delta:g})-DP, {sol.rho:.6g}-zCDP as an ideal Gaussian; "
+        f"({release_epsilon(sol.delta_m, delta):.6g}, {delta:g})-DP as released through OpenDP's sampler",
         f"neighbours    {sol.neighbours} (histograms differing by one in one cell)",
         f"accuracy      max variance/target = {ratio.max():.6g}; "
         f"{int(np.sum(ratio <= 1 + TARGET_RTOL))}/{problem.m} queries within their targets",

@@ -85,6 +85,11 @@ def check_histogram(x, d: int, name: str = "x") -> np.ndarray:
     return arr
 
 
+def _products(A: np.ndarray, x: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(A x in dtype, |A| |x|, d)``: what :func:`ffu_cvx.noise.whiten` asks of a matrix-vector product."""
+    return A.astype(dtype) @ x.astype(dtype), np.abs(A) @ np.abs(x), A.shape[1]
+
+
 def _check_solution(solution) -> Solution:
     if not isinstance(solution, Solution) or "sigma" not in solution or "problem" not in solution:
         raise ValueError(f"`solution` must be a Solution from ffu_cvx.solve or Solution.from_sigma, "
@@ -153,9 +158,8 @@ class GaussianMechanism(privacy.GaussianPrivacy):
         return self.problem.L @ self._basis_noise(generator(rng))
 
     def whitened(self, x: np.ndarray) -> noise.Whitened:
-        """The whitened strategy answers ``C^{-1} B x`` (k,) of a checked histogram, with their float error bound."""
-        A = self._whitened_strategy
-        return noise.Whitened(A @ x, noise.product_error(np.abs(A) @ np.abs(x), self.problem.d), self.delta_m)
+        """The whitened strategy answers ``C^{-1} B x`` (k,) of a checked histogram (:func:`ffu_cvx.noise.whiten`)."""
+        return noise.whiten(lambda dtype: _products(self._whitened_strategy, x, dtype), self.delta_m)
 
     def from_whitened(self, values: np.ndarray) -> np.ndarray:
         """The answers ``L C values`` (m,) of perturbed whitened answers ``values`` (k,)."""
@@ -233,8 +237,9 @@ class Problem2Result:
     (``max_ratio`` 1), whose ``lower_bound`` bounds its own ``privacy_cost`` (about the
     target's, not Problem 1's; None for a structured Solution, whose ``solution`` is
     released against the workload's own targets); epsilon, delta : the target; delta_m :
-    the largest Delta_M meeting it; privacy_cost : ``delta_m ** 2``; :attr:`met` and
-    :attr:`summary` say whether the targets are met at the target, or by what factor not.
+    the largest Delta_M meeting it; privacy_cost : ``delta_m ** 2``; sampler : the release's
+    sampler the target is met for (None: the ideal Gaussian); :attr:`met` and :attr:`summary`
+    say whether the targets are met at the target, or by what factor not.
     """
 
     k: float
@@ -245,6 +250,7 @@ class Problem2Result:
     delta_m: float
     privacy_cost: float
     scaled_targets_solution: Solution | None = None
+    sampler: str | None = "opendp"
 
     @property
     def met(self) -> bool:
@@ -262,7 +268,8 @@ class Problem2Result:
                 "looser targets are needed.")
 
 
-def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "auto", **options) -> Problem2Result:
+def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "auto", sampler: str | None = "opendp",
+             **options) -> Problem2Result:
     """Solve Problem 2: meet (epsilon, delta) exactly with the smallest uniform scaling of c.
 
     Parameters
@@ -271,13 +278,17 @@ def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "a
         A problem is first solved with ``ffu_cvx.solve(problem, method, **options)``; a
         Solution of Problem 1 (dense, or structured with Sigma in factors) is used as it is.
     epsilon, delta : the privacy target (epsilon > 0, 0 < delta < 1).
+    sampler : the sampler the release will use (``"opendp"``, the default's; ``"numpy"``; or None
+        for the ideal continuous Gaussian): the target holds for that release's own statement
+        (:func:`ffu_cvx.noise.release_max_delta_m`).
 
-    Theorem 8: the largest admissible cost is ``alpha* = gaussian_max_delta_m(eps, delta)^2``;
+    Theorem 8: the largest admissible cost is ``alpha* = Delta*^2`` with ``Delta*`` the largest
+    sensitivity meeting the target (for the ideal Gaussian ``gaussian_max_delta_m(eps, delta)``);
     scaling ``Sigma`` by ``alpha / alpha*`` meets the target with equality, and
     ``k = max_j variance_j / c_j`` of the scaled mechanism is optimal whenever the
     Problem 1 solution is.
     """
-    delta_m = privacy.gaussian_max_delta_m(epsilon, delta)  # validates the target before any solve
+    delta_m = noise.release_max_delta_m(epsilon, delta, sampler)  # validates the target before any solve
     problem = problem_or_solution
     if isinstance(problem, ProductProblem):
         problem = problem.for_method(method)
@@ -292,12 +303,12 @@ def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "a
     if not isinstance(scaled.get("problem"), FitnessProblem):  # structured: the release uses ``solution``
         return Problem2Result(k=float(scaled["max_ratio"]), k_lower_bound=_k_bound(scaled, target), solution=scaled,
                               epsilon=float(epsilon), delta=float(delta), delta_m=float(delta_m),
-                              privacy_cost=float(target))
+                              privacy_cost=float(target), sampler=sampler)
     lb = _k_bound(scaled, target) * target
     k = float(scaled["max_ratio"])
     return Problem2Result(k=k, k_lower_bound=lb / target, solution=scaled, epsilon=float(epsilon),
                           delta=float(delta), delta_m=float(delta_m), privacy_cost=float(target),
-                          scaled_targets_solution=_at_scaled_targets(scaled, k, lb))
+                          scaled_targets_solution=_at_scaled_targets(scaled, k, lb), sampler=sampler)
 
 
 def _k_bound(scaled, target: float) -> float:
@@ -353,14 +364,25 @@ def _check_queries(Q, d: int, name: str) -> np.ndarray:
     return Q
 
 
-def _independent_release(Q: np.ndarray, factor: np.ndarray, x, rng, level: float, d: int):
-    x = check_histogram(x, d)
+def _independent_release(Q: np.ndarray, factor: np.ndarray, x, rng, level: float, cost: float, sampler):
+    """``(answers, variances, half-widths, level, account)`` of ``Q x + factor N(0, I)`` through a sampler.
+
+    The whitened answers are ``A x`` with ``factor A = Q``; the account states the combined
+    mechanism's sensitivity ``sqrt(cost)`` (the workload release with these answers) plus this draw's
+    lattice rounding and float error.
+    """
+    x = check_histogram(x, Q.shape[1])
     level = check_level(level)
-    gen = generator(rng)
-    answers = Q @ x + factor @ gen.standard_normal(factor.shape[1])
+    draw = noise.sampler_for(sampler, rng)
+    A = linalg.lstsq(factor, Q, check_finite=False)[0]
+    if not np.allclose(factor @ A, Q, rtol=0.0, atol=1e-9 * np.abs(Q).max()):
+        raise ValueError("the free queries are not in the span of their noise factor; plan them again")
     variances = np.einsum("ij,ij->i", factor, factor)
+    noise.check_resolution(Q @ x, np.sqrt(variances), lambda j: f"free query {j}")
+    white = noise.whiten(lambda dtype: _products(A, x, dtype), math.sqrt(cost))
+    noisy, account = draw.draw(white, None if rng is None else generator(rng))
     half = z_value(level) * np.sqrt(variances)
-    return answers, variances, half, level
+    return factor @ noisy, variances, half, level, account
 
 
 @dataclass(frozen=True)
@@ -384,20 +406,21 @@ class FreeQuery:
     derived_variance: float
     privacy_cost: float
 
-    def release(self, x, rng=None, level: float = 0.95) -> Release:
+    def release(self, x, rng=None, level: float = 0.95, sampler=None) -> Release:
         """Release ``q . x + N(0, variance)`` for a histogram ``x`` (d,): a Release with m = 1.
 
-        The noise is independent of the workload release; ``rng`` as in
+        The noise is independent of the workload release; ``rng`` and ``sampler`` as in
         :meth:`GaussianMechanism.release`.
         """
         if not self.finite:
             raise ValueError(f"this query is not free: it touches tight columns {list(self.tight[:10])} "
                              "where the profile already equals the privacy cost")
         factor = np.array([[math.sqrt(self.variance)]])
-        ans, var, half, level = _independent_release(self.q[None, :], factor, x, rng, level, self.q.size)
+        ans, var, half, level, account = _independent_release(self.q[None, :], factor, x, rng, level,
+                                                              self.privacy_cost, sampler)
         return Release(answers=ans, variances=var, lower=ans - half, upper=ans + half, level=level,
                        labels=("free query",), privacy_cost=self.privacy_cost, mechanism=FREE_QUERY_NOISE,
-                       name="free query")
+                       name="free query", noise=account)
 
 
 def free_query(solution, q, rtol: float = SLACK_RTOL) -> FreeQuery:
@@ -478,8 +501,9 @@ class FreeQueryPlan:
     solution: Solution | None
     factor: np.ndarray | None
 
-    def release(self, x, rng=None, level: float = 0.95, correlated: bool = True) -> Release:
-        """Answer the batch for a histogram ``x`` (d,) with the correlated (default) or independent plan."""
+    def release(self, x, rng=None, level: float = 0.95, correlated: bool = True, sampler=None) -> Release:
+        """Answer the batch for a histogram ``x`` (d,) with the correlated (default) or independent plan
+        (``rng`` and ``sampler`` as in :meth:`GaussianMechanism.release`)."""
         if not self.finite:
             raise ValueError(f"these queries are not free: they touch tight columns {list(self.tight[:10])}")
         if correlated:
@@ -489,10 +513,11 @@ class FreeQueryPlan:
             factor = self.factor
         else:
             factor = np.diag(np.sqrt(self.independent_variances))
-        ans, var, half, level = _independent_release(self.Q, factor, x, rng, level, self.Q.shape[1])
+        ans, var, half, level, account = _independent_release(self.Q, factor, x, rng, level, self.privacy_cost,
+                                                              sampler)
         return Release(answers=ans, variances=var, lower=ans - half, upper=ans + half, level=level,
                        labels=("free query",) * self.Q.shape[0], privacy_cost=self.privacy_cost,
-                       mechanism=FREE_QUERY_NOISE, name="free queries")
+                       mechanism=FREE_QUERY_NOISE, name="free queries", noise=account)
 
 
 def free_queries(solution, Q, targets=None, *, correlated: bool = True, method: str = "sdp",

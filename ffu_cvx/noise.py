@@ -17,8 +17,8 @@ sensitivity ``Delta`` with unit-variance noise. Two samplers do:
   ``1 / gamma``) is added to the integers: the output is exactly an integer vector, and
   everything after (the scaling by ``gamma``, the map to the answers, the CSV's decimal
   digits) is post-processing, so no floating-point artefact of the noise can reveal the
-  data. The rounding, and the bound on the float error of ``u`` itself
-  (:class:`Whitened`), add ``gamma sqrt(n) + 2 ||err||_2`` to the sensitivity; the privacy
+  data. The rounding, and the allowance for the float error of ``u`` itself
+  (:func:`whiten`), add ``gamma sqrt(n) + FLOAT_RTOL Delta`` to the sensitivity; the privacy
   numbers are OpenDP's own map (rho-zCDP) and OpenDP's conversion to (eps, delta), which
   is more conservative than the exact continuous Gaussian's (by 5-8 % in eps).
 - :class:`NumpySampler` (by explicit choice, or implied by a seed): ``u + standard_normal``
@@ -41,45 +41,59 @@ import numpy as np
 from . import privacy
 from .validation import positive
 
-__all__ = ["Whitened", "product_error", "NoiseAccount", "OpenDPSampler", "NumpySampler", "SAMPLERS", "sampler_for",
-           "check_resolution", "independent_stream", "STREAMS", "RESOLUTION", "UNIT_ROUNDOFF"]
+__all__ = ["Whitened", "whiten", "NoiseAccount", "inflation", "release_epsilon", "release_max_delta_m", "LATTICE_RTOL", "OpenDPSampler", "NumpySampler", "SAMPLERS", "sampler_for",
+           "check_resolution", "independent_stream", "STREAMS", "RESOLUTION", "FLOAT_RTOL"]
 
-#: Unit roundoff of float64.
-UNIT_ROUNDOFF = 2.0 ** -53
+#: Largest float error of the whitened answers (both neighbours together), relative to the sensitivity;
+#: every account adds it to the sensitivity.
+FLOAT_RTOL = 1e-5
 #: Largest float spacing of an answer, as a fraction of its noise standard deviation, that a release accepts.
 RESOLUTION = 1e-3
 #: Largest absolute lattice integer (OpenDP adds the noise in int64; headroom for the noise itself).
 INT_LIMIT = 2 ** 61
 #: The samplers by name.
 SAMPLERS = ("opendp", "numpy")
+#: Default largest lattice rounding of OpenDP's sampler, relative to the sensitivity.
+LATTICE_RTOL = 1e-6
 
 
 @dataclass(frozen=True)
 class Whitened:
-    """The whitened strategy answers ``u = A x`` of one release and what bounds their error.
+    """The whitened strategy answers ``u = A x`` (n,) of one release, within :data:`FLOAT_RTOL` of exact.
 
-    values : (n,) float64; error : (n,) a bound on ``|fl(u) - u|`` (the float error of
-    computing them), or a scalar; sensitivity : ``Delta``, the L2 sensitivity of the exact
-    ``A x`` (the square root of the mechanism's privacy cost).
+    values : (n,) float64 or longdouble; sensitivity : ``Delta``, the L2 sensitivity of the
+    exact ``A x`` (the square root of the mechanism's privacy cost). Made by :func:`whiten`.
     """
 
     values: np.ndarray
-    error: np.ndarray | float
     sensitivity: float
 
     @property
     def n(self) -> int:
         return int(np.asarray(self.values).size)
 
-    def error_norm(self) -> float:
-        """``||err||_2`` (a scalar error counts once per entry)."""
-        err = np.asarray(self.error, dtype=float)
-        return float(np.linalg.norm(err)) if err.ndim else float(err) * math.sqrt(self.n)
 
+def whiten(compute, sensitivity: float) -> Whitened:
+    """The whitened answers ``compute(dtype)`` gives, in float64 or, where its error could pass the
+    allowance, in long double; refused where even that could.
 
-def product_error(abs_products: np.ndarray, depth: int) -> np.ndarray:
-    """Float error bound ``(depth + 2) u |A| |x|`` of products whose absolute values give ``abs_products``."""
-    return (depth + 2) * UNIT_ROUNDOFF * np.asarray(abs_products, dtype=float)
+    compute : ``dtype -> (values (n,), abs_products (n,), depth)``: the answers computed in
+    ``dtype``, the same products of absolute values (float64) and the longest chain of
+    sums behind an entry, so that ``|fl(u) - u| <= (depth + 2) eps/2 abs_products``
+    entrywise. The allowance is ``FLOAT_RTOL / 2 * sensitivity`` on the L2 norm of the
+    error (two neighbours' errors together stay within ``FLOAT_RTOL * sensitivity``, which
+    every account adds): a public constant, so nothing in a statement depends on the data.
+    """
+    dm = positive(sensitivity, "sensitivity")
+    bound = math.inf
+    for dtype in (np.float64, np.longdouble):
+        values, products, depth = compute(dtype)
+        bound = (depth + 2) * float(np.finfo(dtype).eps) / 2 * float(np.linalg.norm(products)) * (1 + 1e-9)
+        if bound <= FLOAT_RTOL / 2 * dm:
+            return Whitened(np.asarray(values), dm)
+    raise ValueError(f"the counts are too large for the whitened answers to be computed within {FLOAT_RTOL:g} of "
+                     f"the sensitivity {dm:.6g} (float error bound {bound:.3g}, even in long double): publish them "
+                     "in coarser units")
 
 
 @dataclass(frozen=True)
@@ -89,7 +103,8 @@ class NoiseAccount:
     sampler : a name in :data:`SAMPLERS`; text : the sampler in words; dimension : n, the
     whitened answers perturbed; lattice : ``gamma`` (0 for numpy's floats); sensitivity :
     ``Delta`` of the mechanism; sensitivity_bound : what the accounting uses (``Delta`` plus
-    the lattice rounding and the float error of ``u``); accounting : ``"opendp-zcdp"``
+    the lattice rounding and :data:`FLOAT_RTOL` of it for the float error of ``u``: public
+    numbers only); accounting : ``"opendp-zcdp"``
     (OpenDP's privacy map and its zCDP-to-(eps, delta) conversion) or ``"exact-gaussian"``
     (the continuous Gaussian's exact curve).
     """
@@ -148,7 +163,7 @@ class OpenDPSampler:
     releases the GIL while it samples); chunk : draws per call into OpenDP.
     """
 
-    lattice_rtol: float = 1e-6
+    lattice_rtol: float = LATTICE_RTOL
     threads: int = min(2, os.cpu_count() or 1)
     chunk: int = 1 << 15
     name = "opendp"
@@ -165,13 +180,13 @@ class OpenDPSampler:
                              "for reproducible noise (testing only) choose sampler='numpy'")
         dm, n = positive(whitened.sensitivity, "sensitivity"), whitened.n
         gamma = _lattice(dm, n, positive(self.lattice_rtol, "lattice_rtol"))
-        values = np.asarray(whitened.values, dtype=float)
+        values = np.asarray(whitened.values)
         big = int(np.argmax(np.abs(values))) if n else 0
         if n and abs(values[big]) / gamma >= INT_LIMIT:
-            raise ValueError(f"whitened answer {big} = {values[big]:.6g} is too large for the lattice {gamma:.3g} "
+            raise ValueError(f"whitened answer {big} = {float(values[big]):.6g} is too large for the lattice {gamma:.3g} "
                              "(more than 2^61 steps): the counts are too large for exact noise; reduce them "
                              "(e.g. publish in thousands)")
-        bound = dm + gamma * math.sqrt(n) + 2.0 * whitened.error_norm()
+        bound = dm * (1.0 + FLOAT_RTOL) + gamma * math.sqrt(n)
         ints = np.rint(values / gamma).astype(np.int64)
         meas, d_in = self._measurement(gamma, bound)
         noisy = self._apply(meas, ints)
@@ -214,17 +229,51 @@ class NumpySampler:
                  "protected against floating-point attacks on the noise")
         return words + ("; seeded, so whoever knows the seed can remove the noise)" if self.seeded else ")")
 
-    def account(self, sensitivity: float, n: int, error_norm: float = 0.0) -> NoiseAccount:
-        """The account of ``n`` floating-point draws under L2 sensitivity ``sensitivity`` (+ 2 ``error_norm``)."""
+    def account(self, sensitivity: float, n: int) -> NoiseAccount:
+        """The account of ``n`` floating-point draws under L2 sensitivity ``sensitivity`` (plus :data:`FLOAT_RTOL`)."""
         dm = positive(sensitivity, "sensitivity")
-        return NoiseAccount(self.name, self.text(), int(n), 0.0, dm, dm + 2.0 * error_norm, "exact-gaussian")
+        return NoiseAccount(self.name, self.text(), int(n), 0.0, dm, dm * (1.0 + FLOAT_RTOL), "exact-gaussian")
 
     def draw(self, whitened: Whitened, rng=None) -> tuple[np.ndarray, NoiseAccount]:
         """``(u + standard normal (n,), account)``: ``rng`` None, a seed or a Generator."""
         gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         values = np.asarray(whitened.values, dtype=float)
-        account = self.account(whitened.sensitivity, whitened.n, whitened.error_norm())
+        account = self.account(whitened.sensitivity, whitened.n)
         return values + gen.standard_normal(values.shape), account
+
+
+def inflation(sampler: str | None = "opendp") -> float:
+    """The largest factor by which a release through ``sampler`` (default settings) accounts the
+    sensitivity: ``1 + FLOAT_RTOL + 2 LATTICE_RTOL`` (OpenDP: the allowance, the lattice
+    rounding and OpenDP's integer sensitivity), ``1 + FLOAT_RTOL`` (numpy), 1 (None: the ideal
+    continuous Gaussian mechanism)."""
+    return {"opendp": 1.0 + FLOAT_RTOL + 2.0 * LATTICE_RTOL, "numpy": 1.0 + FLOAT_RTOL, None: 1.0}[_name(sampler)]
+
+
+def release_epsilon(delta_m: float, delta: float, sampler: str | None = "opendp", inflate: bool = True) -> float:
+    """An upper bound on the eps at ``delta`` that a release through ``sampler`` of a mechanism with
+    sensitivity ``delta_m`` states (OpenDP's conversion, or the exact Gaussian for numpy and None);
+    ``inflate=False``: a lower bound (the sensitivity itself, without the sampler's allowances)."""
+    dm = positive(delta_m, "delta_m") * (inflation(sampler) if inflate else 1.0)
+    if _name(sampler) == "opendp":
+        return privacy.zcdp_epsilon(privacy.zcdp_rho(dm), delta)
+    return privacy.gaussian_epsilon(delta, dm)
+
+
+def release_max_delta_m(epsilon: float, delta: float, sampler: str | None = "opendp") -> float:
+    """The largest sensitivity whose release through ``sampler`` states at most (epsilon, delta)."""
+    if _name(sampler) == "opendp":
+        dm = math.sqrt(2.0 * privacy.zcdp_max_rho(epsilon, delta))
+    else:
+        dm = privacy.gaussian_max_delta_m(epsilon, delta)
+    return dm / inflation(sampler)
+
+
+def _name(sampler) -> str | None:
+    name = getattr(sampler, "name", sampler)
+    if name not in SAMPLERS and name is not None:
+        raise ValueError(f"`sampler` must be one of {SAMPLERS} (or None: the ideal Gaussian), got {sampler!r}")
+    return name
 
 
 def sampler_for(sampler=None, rng=None):

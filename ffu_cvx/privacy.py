@@ -213,7 +213,8 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     """Smallest eps of (eps, delta)-DP implied by rho-zCDP: OpenDP's conversion (``make_zCDP_to_approxDP``).
 
     Computed through OpenDP's map of its integer Gaussian at a sensitivity rounded up by
-    at most ``2^-40`` relative, so the result is never below OpenDP's own figure.
+    at most ``2^-40`` relative, so the result is never below OpenDP's own figure; ``inf``
+    where OpenDP's conversion overflows (rho in the thousands).
     """
     rho, delta = positive(rho, "rho"), positive(delta, "delta")
     if not delta < 1:
@@ -224,7 +225,12 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     delta_m = math.sqrt(2.0 * rho)
     scale = 2.0 ** (40 - math.floor(math.log2(delta_m)))
     meas = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=dp.i64)), dp.l2_distance(T=dp.i64), scale=scale)
-    return float(dp.c.make_zCDP_to_approxDP(meas).map(int(math.ceil(delta_m * scale))).epsilon(delta))
+    try:
+        return float(dp.c.make_zCDP_to_approxDP(meas).map(int(math.ceil(delta_m * scale))).epsilon(delta))
+    except dp.OpenDPException as exc:
+        if "Overflow" in str(exc.variant):
+            return math.inf
+        raise
 
 
 def zcdp_max_rho(epsilon: float, delta: float) -> float:

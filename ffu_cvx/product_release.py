@@ -182,12 +182,11 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
 
 def _whitened(source, counts: Counts) -> noise.Whitened:
     """The source's whitened strategy answers on ``counts``, checked for their own resolution."""
-    delta_m = float(np.sqrt(float(_field(source, "privacy_cost"))))
     if isinstance(source, GaussianMechanism):
         out = source.whitened(counts.dense())
     elif hasattr(source, "whitened"):
-        values, products, depth = source.whitened(counts)
-        out = noise.Whitened(values, noise.product_error(products, depth), delta_m)
+        out = noise.whiten(lambda dtype: source.whitened(counts, dtype),
+                           float(np.sqrt(float(_field(source, "privacy_cost")))))
     else:
         raise ValueError(f"the noise source ({type(source).__name__}) cannot give its whitened strategy answers, "
                          "which OpenDP's sampler perturbs: release with sampler='numpy' (floating-point noise)")

@@ -51,6 +51,7 @@ from .clifiles import InputError, read_json
 from .problem import FitnessProblem
 from .specfile import check_options, check_target, is_number, product_workload, spec_goal
 from .result import Solution
+from .noise import SAMPLERS, release_max_delta_m
 from .release import TARGET_RTOL
 from .status import STATUSES, SUCCESS, SolverError
 from .version import __version__
@@ -204,7 +205,10 @@ def _check_target_info(ck: "_Checker", res: dict, target_info) -> None:
     if (target is None) != (target_info is None):
         ck.fail("target", "does not match the spec's `target`")
     for key, value in (target_info or {}).items():
-        if isinstance(value, bool):
+        if isinstance(value, str) or value is None:
+            if ck.get(target, key, f"target.{key}") != value:
+                ck.fail(f"target.{key}", f"must be {value!r}")
+        elif isinstance(value, bool):
             if ck.get(target, key, f"target.{key}") is not value:
                 ck.fail(f"target.{key}", f"must be {value!r}")
         else:
@@ -385,7 +389,10 @@ def _check_target(ck: _Checker, res: dict, sol: Solution) -> None:
     ck.number(target, "k_lower_bound", "target.k_lower_bound", null=True)
     if ck.get(target, "met", "target.met") is not bool(k <= 1 + TARGET_RTOL):
         ck.fail("target.met", f"must be {bool(k <= 1 + TARGET_RTOL)} for k = {k!r}")
-    ck.agrees(sol["privacy_cost"], privacy.gaussian_max_delta_m(eps, delta) ** 2, "privacy_cost (or target)")
+    sampler = ck.get(target, "sampler", "target.sampler") if "sampler" in target else None
+    if sampler not in SAMPLERS + (None,):
+        ck.fail("target.sampler", f"must be one of {SAMPLERS} or null, got {sampler!r}")
+    ck.agrees(sol["privacy_cost"], release_max_delta_m(eps, delta, sampler) ** 2, "privacy_cost (or target)")
     spec_c = _spec_targets(res["spec"], res["spec_path"], sol["problem"].m)
     if spec_c is not None and spec_c.shape == sol["problem"].c.shape:
         worst = int(np.argmax(np.abs(sol["problem"].c - k * spec_c) / sol["problem"].c))

@@ -11,6 +11,7 @@ from scipy import special
 
 import ffu_cvx as ffu
 from ffu_cvx import accuracy, budget
+from ffu_cvx.noise import inflation, release_epsilon
 from ffu_cvx.cli import main
 
 
@@ -75,8 +76,11 @@ def test_a_joint_table_target_is_met_jointly_and_measured(agency):
 def test_smallest_budget_and_the_accuracy_a_budget_buys(agency):
     _, wl, sol = agency
     found = budget.smallest_budget(wl.to_problem(), 1e-6, method="kron", tol=1e-8)
-    assert found.epsilon == pytest.approx(sol.epsilon(1e-6), rel=1e-9) and found.met
-    assert found.epsilon_lower_bound <= found.epsilon and found.rho == pytest.approx(sol.privacy_cost / 2)
+    # the epsilon a release through OpenDP's sampler states; the ideal Gaussian's beside it
+    assert found.epsilon == pytest.approx(release_epsilon(sol.delta_m, 1e-6), rel=1e-9) and found.met
+    assert found.ideal_epsilon == pytest.approx(sol.epsilon(1e-6), rel=1e-9) and found.ideal_epsilon < found.epsilon
+    assert found.epsilon_lower_bound <= found.epsilon
+    assert found.rho == pytest.approx(sol.privacy_cost * inflation("opendp") ** 2 / 2)
     assert found.tables[0].margin == pytest.approx(50, rel=1e-6) or found.tables[0].margin < 50
     half = budget.accuracy_at(wl.to_problem(), found.epsilon / 2, 1e-6, method="kron", tol=1e-8)
     assert not half.met and all("MISSED" in t.text() for t in half.tables if not t.met)
@@ -92,7 +96,8 @@ def test_dense_spec_margins_and_the_budget_command(tmp_path, capsys):
     assert main(["budget", str(spec), "--quiet"]) == 0
     out = capsys.readouterr().out
     sol = ffu.solve(problem, method="auto")
-    assert f"({sol.epsilon(1e-6):.6g}, 1e-06)-DP" in out and "(met)" in out
+    assert f"({release_epsilon(sol.delta_m, 1e-6):.6g}, 1e-06)-DP" in out and "(met)" in out
+    assert f"an ideal continuous Gaussian: epsilon {sol.epsilon(1e-6):.6g}" in out
     assert main(["budget", str(spec), "--epsilon", "0.1", "--quiet"]) == 0
     assert "MISSED by a factor" in capsys.readouterr().out
     assert main(["budget", str(spec), "--epsilon", "-1"]) == 2

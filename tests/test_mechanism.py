@@ -169,7 +169,7 @@ def test_privacy_statements_use_the_exact_gaussian_mechanism():
 @pytest.mark.parametrize("epsilon, delta", [(1.0, 1e-6), (0.1, 1e-9), (4.0, 1e-3)])
 def test_problem2_meets_the_target_exactly(epsilon, delta):
     gamma = 1.0
-    res = mech_mod.problem2(_closed_form(gamma), epsilon, delta)
+    res = mech_mod.problem2(_closed_form(gamma), epsilon, delta, sampler=None)  # the ideal Gaussian: exact
     sol = res.solution
     alpha = privacy.privacy_cost(sol.sigma, sol.problem.B)  # recomputed from Sigma, not read back
     assert privacy.gaussian_delta(epsilon, math.sqrt(alpha)) == pytest.approx(delta, rel=1e-9)
@@ -184,7 +184,7 @@ def test_problem2_meets_the_target_exactly(epsilon, delta):
 
 def test_problem2_from_a_problem_solves_it_first():
     problem = ffu.FitnessProblem.from_workload(ffu.workloads.prefix(8))
-    res = mech_mod.problem2(problem, 1.0, 1e-6, method="sdp")
+    res = mech_mod.problem2(problem, 1.0, 1e-6, method="sdp", sampler=None)
     alpha1 = ffu.solve(problem, method="sdp").privacy_cost
     assert res.k == pytest.approx(alpha1 / res.privacy_cost, rel=1e-7)
     assert res.k_lower_bound == pytest.approx(res.k, rel=1e-6)

@@ -84,8 +84,7 @@ def test_cli_neighbouring_releases_differ_only_in_the_noisy_answers(tmp_path, ca
                 str(folder / "a.csv"), "--seed", "4"]
         assert main(args) == 0
         err = capsys.readouterr().err
-        if source == "records":
-            assert f"confidential, not written to any file: {len(data)} records" in err
+        assert "confidential" not in err and f" {len(data)} " not in err  # no exact count on the terminal
         docs.append(_published(folder, ["a.csv", "a.privacy.json"]))
     assert docs[0] == docs[1]
 
@@ -262,12 +261,13 @@ def test_cli_product_spec_with_a_privacy_target(tmp_path, capsys, method):
     assert "warning: At (1, 1e-06)-DP the targets cannot all be met" in err
     assert main(["report", str(out)]) == 0
     report = capsys.readouterr().out
-    assert "0/10 queries within their targets" in report and "targets MISSED by up to a factor 11.2" in report
+    assert "0/10 queries within their targets" in report and "targets MISSED by up to a factor 12.88" in report
     answers = tmp_path / "a.csv"
     assert main(["release", str(out), "--records", str(EXAMPLES / "people_records.csv"), "--out", str(answers),
                  "--quiet"]) == 0
     doc = verify(answers)
-    assert doc["epsilon"] == pytest.approx(1.0, rel=1e-9) and doc["accuracy"]["met"] is False
+    # the target holds in the release's own (OpenDP) accounting, within its allowances
+    assert 1.0 - 1e-4 <= doc["epsilon"] <= 1.0 + 1e-9 and doc["accuracy"]["met"] is False
     assert "Only 0 of 10 answers meet their variance targets" in doc["text"]
     assert [g["meets_target"] for g in doc["groups"]] == [False, False, False]
 

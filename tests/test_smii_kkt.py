@@ -113,7 +113,8 @@ def test_kkt_steps_may_begin_at_start_on_every_basis_from_min_k_to_max_k():
 def test_newton_converges_fast_and_certifies(build, d):
     # From SM-II's iterate at a gap of about 1e-2 (the classic start), a few KKT steps reach about 1e-7
     # (the rounding of the QP's float32 matrix, kkt._gram, floors it near 1.1e-7), and each step's
-    # multipliers are a dual certificate: alpha / bound - 1 is a certified gap.
+    # multipliers are a dual certificate: alpha / bound - 1 is a certified gap. The float32 rounding
+    # differs between CPUs' kernels: near the floor one more step may be needed (7 on an AMD EPYC).
     problem = build(d)
     start = ffu.solve(problem, method="smii", tol=1e-2, refine=False, start="cheapest")
     bounds = []
@@ -123,7 +124,7 @@ def test_newton_converges_fast_and_certifies(build, d):
         return bounds[-1]
 
     step, n = kkt.newton(problem.B, problem.L, problem.c, start.sigma, start.lam, bound, tol=1e-7)
-    assert step is not None and n <= 6
+    assert step is not None and n <= 7
     gap = step.alpha / max(bounds) - 1.0
     assert 0 <= gap <= 2e-7
     ref = ffu.solve(problem, method="smii", tol=1e-7, refine=False)

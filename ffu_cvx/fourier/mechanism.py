@@ -112,13 +112,13 @@ class FourierMechanism(privacy.GaussianPrivacy):
         """Exact noise covariance (N_Ai, N_Aj) between answers of sets / families ``i`` and ``j``."""
         return _release.answer_covariance(self, i, j)
 
-    def release(self, records=None, *, histogram=None, rng=None, chunk: int = 1 << 16):
+    def release(self, records=None, *, histogram=None, rng=None, chunk: int = 1 << 16, sampler=None):
         """Noisy, consistent, unbiased answers from ``records`` (n, d) ints or a ``histogram``.
 
         See :func:`ffu_cvx.fourier.release.release`; cost ``sum_S N_S log N_S`` plus one
         pass over the records per workload set, never ``prod(n_i)``.
         """
-        return _release.release(self, records=records, histogram=histogram, rng=rng, chunk=chunk)
+        return _release.release(self, records=records, histogram=histogram, rng=rng, chunk=chunk, sampler=sampler)
 
     def to_solution(self, *, max_cells: int = DENSE_MAX_CELLS, certify: bool = True):
         """The same mechanism as a :class:`ffu_cvx.Solution` on a row basis of the dense workload.

@@ -311,17 +311,12 @@ def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 1
         for q in range(len(A) + 1):
             for S in itertools.combinations(A, q):
                 source.setdefault(S, A)
-    parts = []
-    for S, spec in zip(mech.components, mech.spectra):
-        A = source[S]
-        parts.append(_Whitening(base[A].sum(axis=tuple(p for p, i in enumerate(A) if i not in S)), spec))
-    values = np.concatenate([p.values.reshape(-1) for p in parts]) if parts else np.zeros(0)
-    errors = np.concatenate([p.error.reshape(-1) for p in parts]) if parts else np.zeros(0)
-    white = noise.Whitened(values, errors, math.sqrt(mech.privacy_cost))
-    noise.check_resolution(values, 1.0, lambda j: "a whitened strategy answer")
+    marg = [base[source[S]].sum(axis=tuple(p for p, i in enumerate(source[S]) if i not in S)) for S in mech.components]
+    white = noise.whiten(lambda dtype: _whitened(marg, mech.spectra, dtype), math.sqrt(mech.privacy_cost))
+    noise.check_resolution(white.values, 1.0, lambda j: "a whitened strategy answer")
     noisy, account = draw.draw(white, None if rng is None else np.random.default_rng(rng))
-    cuts = np.split(noisy, np.cumsum([p.values.size for p in parts])[:-1]) if parts else []
-    r = {S: p.answers(v.reshape(p.values.shape)) for S, p, v in zip(mech.components, parts, cuts)}
+    cuts = np.split(noisy, np.cumsum([m.size for m in marg])[:-1]) if marg else []
+    r = {S: _from_whitened(v.reshape(m.shape), spec) for S, m, spec, v in zip(mech.components, marg, mech.spectra, cuts)}
     marginals = {}
     for A in sets:
         acc = np.zeros([dom[i] for i in A])
@@ -343,28 +338,38 @@ def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 1
     return FourierRelease(marginals, answers, mech.variances.copy(), mech.privacy_cost, account)
 
 
-class _Whitening:
-    """One component's whitened answers from its marginal ``m_S`` and noise ``spec`` (a variance or
-    a spectrum), their float error bound, and the map from perturbed whitened answers to ``r_S``."""
-
-    def __init__(self, m_S: np.ndarray, spec):
-        self.spec = spec
-        big = float(np.abs(m_S).max(initial=0.0))
+def _whitened(marginals: list, spectra: list, dtype) -> tuple[np.ndarray, np.ndarray, int]:
+    """Every component's whitened answers in ``dtype``, concatenated, as :func:`ffu_cvx.noise.whiten` asks:
+    ``c(m_S) / sqrt(tau_S)`` for a variance, the pure frequencies over their amplitude for a spectrum."""
+    values, products, depth = [], [], 1
+    for m_S, spec in zip(marginals, spectra):
+        size = max(m_S.size, 1)
         if isinstance(spec, float):
-            self.values = _centre(m_S) / math.sqrt(spec)
-            # each centring pass subtracts a mean: entries stay within 2^ndim max|m_S|
-            self.error = noise.product_error(np.full(m_S.shape, big * 2.0 ** m_S.ndim / math.sqrt(spec)), 2 * m_S.ndim)
+            values.append(_centre(m_S.astype(dtype)) / dtype(math.sqrt(spec)))
+            # each centring pass subtracts a mean of n_i entries: within 2^ndim max|m_S|
+            products.append(np.full(m_S.shape, np.abs(m_S).max(initial=0.0) * 2.0 ** m_S.ndim / math.sqrt(spec)))
+            depth = max(depth, sum(m_S.shape) + 2 * m_S.ndim)
         else:
-            self.mask = np.isfinite(spec)
-            self.amp = np.sqrt(np.where(self.mask, spec, 0.0) / max(m_S.size, 1))
-            inv = np.where(self.mask, 1.0 / np.where(self.mask, self.amp, 1.0), 0.0)
-            self.values = np.fft.ifftn(inv * np.fft.fftn(m_S)).real
-            # norm-wise: two FFTs of relative error <= 4 log2(N) u each, and the scaling by inv
-            total = (8.0 * math.log2(max(m_S.size, 2)) + 4.0) * noise.UNIT_ROUNDOFF * np.linalg.norm(m_S) * inv.max()
-            self.error = np.full(m_S.shape, total / math.sqrt(max(m_S.size, 1)))
+            mask, amp = _spectrum(spec, size)
+            inv = np.where(mask, 1.0 / np.where(mask, amp, 1.0), 0.0)
+            values.append(np.fft.ifftn(inv.astype(dtype) * np.fft.fftn(m_S.astype(dtype))).real)
+            # norm-wise: two FFTs, each within 4 log2(N) eps/2 relative, and the scaling by inv
+            products.append(np.full(m_S.shape, np.linalg.norm(m_S) * inv.max() / math.sqrt(size)))
+            depth = max(depth, int(8 * math.log2(max(size, 2))) + 2)
+    flat = [v.reshape(-1) for v in values]
+    return (np.concatenate(flat) if flat else np.zeros(0, dtype)), np.concatenate([p.reshape(-1) for p in products]
+                                                                                  or [np.zeros(0)]), depth
 
-    def answers(self, noisy: np.ndarray) -> np.ndarray:
-        """``r_S`` from perturbed whitened answers ``noisy`` (the shape of :attr:`values`)."""
-        if isinstance(self.spec, float):
-            return _centre(math.sqrt(self.spec) * noisy)
-        return np.fft.ifftn(np.where(self.mask, self.amp * np.fft.fftn(noisy), 0.0)).real
+
+def _spectrum(spec: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(mask, amp)`` of a spectrum: the released frequencies and the noise amplitude on each."""
+    mask = np.isfinite(spec)
+    return mask, np.sqrt(np.where(mask, spec, 0.0) / size)
+
+
+def _from_whitened(noisy: np.ndarray, spec) -> np.ndarray:
+    """``r_S`` from a component's perturbed whitened answers ``noisy`` (the marginal's shape)."""
+    if isinstance(spec, float):
+        return _centre(math.sqrt(spec) * noisy)
+    mask, amp = _spectrum(spec, max(noisy.size, 1))
+    return np.fft.ifftn(np.where(mask, amp * np.fft.fftn(noisy), 0.0)).real

@@ -98,10 +98,11 @@ class KronSolution(Solution):
         return np.concatenate([_terms.group_noise(self["terms"], xis, g, _rows(grp))
                                for g, grp in enumerate(self["problem"].groups)])
 
-    def whitened(self, counts) -> tuple[np.ndarray, np.ndarray, int]:
-        """The whitened strategy answers of every term on sparse ``counts`` (see :mod:`ffu_cvx.kron.whiten`):
-        ``(w (n,), |M| |x| (n,), depth)``; their L2 sensitivity is ``sqrt(privacy_cost)``."""
-        return _whiten.whitened(self, counts)
+    def whitened(self, counts, dtype=np.float64) -> tuple[np.ndarray, np.ndarray, int]:
+        """The whitened strategy answers of every term on sparse ``counts``, computed in ``dtype`` (see
+        :mod:`ffu_cvx.kron.whiten`): ``(w (n,), |M| |x| (n,), depth)``; their L2 sensitivity is
+        ``sqrt(privacy_cost)``."""
+        return _whiten.whitened(self, counts, dtype)
 
     def from_whitened(self, values) -> np.ndarray:
         """The answers (m,) released from perturbed whitened answers ``values`` (n,): the terms'

@@ -53,7 +53,7 @@ def _factor_map(f, codes: np.ndarray, sizes) -> tuple[np.ndarray, np.ndarray]:
     return idx.astype(np.int64), M / np.sqrt(size)
 
 
-def _term(term, counts, sizes, max_cells: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _term(term, counts, sizes, max_cells: int, dtype) -> tuple[np.ndarray, np.ndarray, int]:
     """``(w (prod draws,), |M| |x| (prod draws,), depth)`` of one term."""
     maps = [(np.broadcast_to(idx, (len(counts),)), M)
             for idx, M in (_factor_map(f, counts.codes, sizes) for f in term.factors)]
@@ -71,22 +71,22 @@ def _term(term, counts, sizes, max_cells: int) -> tuple[np.ndarray, np.ndarray, 
                          f"{max_cells:,}: release with sampler='numpy' (floating-point noise) or coarser groups")
     flat = np.ravel_multi_index(tuple(maps[a][0] for a in keep), shape) if keep else np.zeros(len(counts), np.int64)
     T = np.bincount(flat, weights=counts.counts.astype(float), minlength=cells)  # whole counts: exact
-    A, T, dims, depth = abs(scalar) * T, scalar * T, list(shape), 1
+    A, T, dims, depth = abs(scalar) * T, T.astype(dtype) * dtype(scalar), list(shape), 1
     for pos, a in enumerate(keep):
         M = maps[a][1]
-        T, A = _terms.mode_product(T, dims[:], pos, M), _terms.mode_product(A, dims, pos, np.abs(M))
+        T, A = _terms.mode_product(T, dims[:], pos, M.astype(dtype)), _terms.mode_product(A, dims, pos, np.abs(M))
         depth += M.shape[1]
     return T, A, depth
 
 
-def whitened(solution, counts, max_cells: int = MAX_CELLS) -> tuple[np.ndarray, np.ndarray, int]:
-    """The whitened answers of every term of a KronSolution on ``counts``, concatenated.
+def whitened(solution, counts, dtype=np.float64, max_cells: int = MAX_CELLS) -> tuple[np.ndarray, np.ndarray, int]:
+    """The whitened answers of every term of a KronSolution on ``counts``, concatenated, in ``dtype``.
 
     Returns ``(w (n,), |M| |x| (n,), depth)``: the values, the absolute products that bound
     their float error (times ``(depth + 2)`` unit roundoffs) and that depth.
     """
     sizes = tuple(counts.domain.sizes)
-    parts = [_term(t, counts, sizes, max_cells) for t in solution["terms"]]
+    parts = [_term(t, counts, sizes, max_cells, dtype) for t in solution["terms"]]
     return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
             max(p[2] for p in parts))
 
