@@ -34,7 +34,8 @@ README_HEADER = "| problem | method | result | time (s) | results file |"
 #: Results files the documentation draws on; each must be committed (see ``.gitignore``).
 SOURCES = ("table2", "bench_smii", "bench_bank", "bench_bank_ablation", "bench_bank_ablation_large", "census",
            "bench_kron_scale", "table3", "table4", "table5", "table6", "table7", "table8",
-           "table9", "figures23", "bench_sdp", "bench_workloads", "bench_authors", "bench_backends", "bench_records")
+           "table9", "figures23", "bench_sdp", "bench_workloads", "bench_authors", "bench_backends", "bench_records",
+           "bench_noise")
 #: The ratio tables of the paper's §7 (one layout, :mod:`experiments.ratios`).
 RATIO_TABLES = ("table4", "table5", "table6", "table7", "table8", "table9")
 
@@ -322,12 +323,21 @@ def bench_records(data: dict) -> str:
                                        for r in rows])
 
 
+def bench_noise(data: dict) -> str:
+    """OpenDP's exact sampler beside numpy's, per size, and the default release call."""
+    rows = data["rows"]
+    header = ["what", "draws", "OpenDP (s)", "numpy (s)", "ratio", "OpenDP µs per draw", "threads"]
+    return list_table(header, [[r["kind"], _count(r["n"]), _num(r.get("opendp_s"), ".3f"),
+                                _num(r.get("numpy_s"), ".4f"), _num(r.get("ratio"), ".0f"),
+                                _num(r.get("opendp_us_per_draw"), ".1f"), str(r.get("threads"))] for r in rows])
+
+
 BUILDERS = {"table2": table2, "bench_bank": bench_bank, "bench_bank_ablation": bench_bank_ablation,
             "bench_bank_ablation_large": bench_bank_ablation, "bench_smii": bench_smii, "census": census,
             "bench_kron_scale": bench_kron_scale,
             "table3": table3, "figures23": figures23, **{name: ratios for name in RATIO_TABLES},
             "bench_sdp": bench_sdp, "bench_workloads": bench_workloads, "bench_authors": bench_authors,
-            "bench_backends": bench_backends, "bench_records": bench_records}
+            "bench_backends": bench_backends, "bench_records": bench_records, "bench_noise": bench_noise}
 #: Generated tables drawn from several results files: name -> those files.
 COMBINED = {"figures23": ("figure2", "figure3")}
 

@@ -12,8 +12,8 @@ solved, inside :mod:`ffu_cvx.cvx`).
 # First: OpenBLAS reads its idle-spin setting when numpy and scipy load it (see ffu_cvx.openblas).
 from . import openblas  # noqa: F401  (isort: skip)
 from . import (accuracy, basis, baselines, batch, budget, certificate, counts, cvx, domain, fingerprint, fourier,
-               mechanism, pml, privacy, product_release, products, refine, release, sdp, smii, status, validation,
-               workloads)
+               ledger, mechanism, noise, pml, privacy, product_release, products, refine, release, sdp, smii, status,
+               validation, workloads)
 from .counts import Counts
 from .domain import Domain
 from .mechanism import GaussianMechanism
@@ -29,6 +29,6 @@ __all__ = [
     "Counts", "Domain", "FitnessProblem", "Solution", "SolverError", "solve", "solve_many", "METHODS",
     "max_variance_ratio", "GaussianMechanism", "release_product",
     "accuracy", "basis", "baselines", "batch", "budget", "certificate", "counts", "cvx", "domain", "fingerprint",
-    "fourier", "mechanism", "pml", "privacy", "product_release", "products", "refine", "release", "sdp", "smii", "status", "validation",
+    "fourier", "ledger", "mechanism", "noise", "pml", "privacy", "product_release", "products", "refine", "release", "sdp", "smii", "status", "validation",
     "workloads", "__version__",
 ]

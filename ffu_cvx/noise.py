@@ -160,7 +160,8 @@ class OpenDPSampler:
 
     lattice_rtol : the lattice rounding may add at most this fraction to the sensitivity
     (1e-6: rho grows by 2e-6 relative); threads : worker threads drawing chunks (OpenDP
-    releases the GIL while it samples); chunk : draws per call into OpenDP.
+    releases the GIL while it samples); chunk : most draws per call into OpenDP (shorter
+    vectors are split evenly among the threads).
     """
 
     lattice_rtol: float = LATTICE_RTOL
@@ -205,7 +206,8 @@ class OpenDPSampler:
     def _apply(self, meas, ints: np.ndarray) -> np.ndarray:
         if ints.size == 0:
             return ints
-        parts = [ints[i:i + self.chunk].tolist() for i in range(0, ints.size, self.chunk)]
+        size = max(min(self.chunk, -(-ints.size // max(self.threads, 1))), 1)  # every thread busy on short vectors
+        parts = [ints[i:i + size].tolist() for i in range(0, ints.size, size)]
         if self.threads > 1 and len(parts) > 1:
             with ThreadPoolExecutor(self.threads) as pool:
                 out = list(pool.map(meas, parts))

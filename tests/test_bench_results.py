@@ -13,7 +13,8 @@ import pytest
 from experiments import paths, perf_tables
 
 #: The benchmarks whose results files are committed and shown in docs/performance.rst.
-BENCHMARKS = ("bench_authors", "bench_backends", "bench_records", "bench_sdp", "bench_smii", "bench_workloads")
+BENCHMARKS = ("bench_authors", "bench_backends", "bench_noise", "bench_records", "bench_sdp", "bench_smii",
+              "bench_workloads")
 #: What every results file records of its run.
 ENVIRONMENT = ("command", "commit", "cpu_count", "blas_threads_env", "load_average", "time_utc")
 
@@ -97,6 +98,13 @@ def test_bench_records_rows_count_records_cells_and_queries(tmp_outputs):
     assert all(r["records"] == 500 and 0 < r["nonzero_cells"] <= 500 and r["queries"] == 8750 for r in rows)
     meta = json.loads((tmp_outputs / "bench_records.json").read_text())["meta"]
     assert meta["domain_cells"] == 116 * 2 * 2 * 63 * 50 and len(meta["groups"]) == 3
+
+
+def test_bench_noise_times_both_samplers_in_each_cell(tmp_outputs):
+    rows = _main("bench_noise", "--sizes", "500", "--records", "2000", "--no-cache")
+    assert [r["kind"] for r in rows] == ["draw", "release_product, 2,000 records"]
+    assert rows[0]["n"] == 500 and rows[1]["n"] > 0
+    assert all(r["ratio"] == pytest.approx(r["opendp_s"] / r["numpy_s"]) and r["opendp_s"] > 0 for r in rows)
 
 
 @pytest.mark.parametrize("name, extra", [
