@@ -197,8 +197,7 @@ class GaussianMechanism(privacy.GaussianPrivacy):
         level = check_level(level)
         draw = noise.sampler_for(sampler, rng)
         self.check_resolution(x)
-        white = self.whitened(x)
-        noisy, account = draw.draw(white, None if rng is None else generator(rng))
+        noisy, account = draw.draw(self.whitened(x), None if rng is None else generator(rng))
         answers = self.from_whitened(noisy)
         half = z_value(level) * np.sqrt(self.variances)
         return Release(answers=answers, variances=self.variances.copy(), lower=answers - half,
@@ -215,7 +214,6 @@ class GaussianMechanism(privacy.GaussianPrivacy):
             return f"the largest count behind it is x[{i}] = {x[i]:.6g}"
 
         noise.check_resolution(W @ x, np.sqrt(self.variances), name)
-        noise.check_resolution(self.whitened(x).values, 1.0, lambda j: "a whitened strategy answer")
 
     def __repr__(self) -> str:
         return (f"GaussianMechanism({self.problem.name!r}, m={self.problem.m}, d={self.problem.d}, "

@@ -83,6 +83,7 @@ def whiten(compute, sensitivity: float) -> Whitened:
     entrywise. The allowance is ``FLOAT_RTOL / 2 * sensitivity`` on the L2 norm of the
     error (two neighbours' errors together stay within ``FLOAT_RTOL * sensitivity``, which
     every account adds): a public constant, so nothing in a statement depends on the data.
+    Whitened answers too large for their unit noise are refused (:func:`check_resolution`).
     """
     dm = positive(sensitivity, "sensitivity")
     bound = math.inf
@@ -90,6 +91,7 @@ def whiten(compute, sensitivity: float) -> Whitened:
         values, products, depth = compute(dtype)
         bound = (depth + 2) * float(np.finfo(dtype).eps) / 2 * float(np.linalg.norm(products)) * (1 + 1e-9)
         if bound <= FLOAT_RTOL / 2 * dm:
+            check_resolution(values, 1.0, lambda j: "a whitened strategy answer")
             return Whitened(np.asarray(values), dm)
     raise ValueError(f"the counts are too large for the whitened answers to be computed within {FLOAT_RTOL:g} of "
                      f"the sensitivity {dm:.6g} (float error bound {bound:.3g}, even in long double): publish them "

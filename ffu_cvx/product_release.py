@@ -181,17 +181,14 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
 
 
 def _whitened(source, counts: Counts) -> noise.Whitened:
-    """The source's whitened strategy answers on ``counts``, checked for their own resolution."""
+    """The source's whitened strategy answers on ``counts`` (:func:`ffu_cvx.noise.whiten`)."""
     if isinstance(source, GaussianMechanism):
-        out = source.whitened(counts.dense())
-    elif hasattr(source, "whitened"):
-        out = noise.whiten(lambda dtype: source.whitened(counts, dtype),
-                           float(np.sqrt(float(_field(source, "privacy_cost")))))
-    else:
-        raise ValueError(f"the noise source ({type(source).__name__}) cannot give its whitened strategy answers, "
-                         "which OpenDP's sampler perturbs: release with sampler='numpy' (floating-point noise)")
-    noise.check_resolution(out.values, 1.0, lambda j: "a whitened strategy answer")
-    return out
+        return source.whitened(counts.dense())
+    if hasattr(source, "whitened"):
+        return noise.whiten(lambda dtype: source.whitened(counts, dtype),
+                            float(np.sqrt(float(_field(source, "privacy_cost")))))
+    raise ValueError(f"the noise source ({type(source).__name__}) cannot give its whitened strategy answers, "
+                     "which OpenDP's sampler perturbs: release with sampler='numpy' (floating-point noise)")
 
 
 def _noisy(source, draw, counts: Counts, exact: np.ndarray, gen) -> tuple[np.ndarray, noise.NoiseAccount]:

@@ -110,39 +110,41 @@ def _charges_match_files(path, folder):
     return book
 
 
-def test_thirty_concurrent_writers_never_lose_or_double_count(tmp_path):
-    path = tmp_path / "l.jsonl"
-    Ledger.create(path, epsilon=1e4, delta=1e-6)
-    out = tmp_path / "out"
-    out.mkdir()
+def _writers(path, out, count: int, seeds, interrupt_after: float | None = None) -> list:
+    """Start one writer process per seed (``count`` releases each); SIGINT them all after
+    ``interrupt_after`` seconds, if given; wait for them and return their exit codes."""
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_release_many, args=(path, str(out), 2, s)) for s in range(30)]
+    procs = [ctx.Process(target=_release_many, args=(path, str(out), count, s)) for s in seeds]
     for p in procs:
         p.start()
+    if interrupt_after is not None:
+        time.sleep(interrupt_after)
+        for p in procs:
+            os.kill(p.pid, signal.SIGINT)
     for p in procs:
         p.join(60)
-        assert p.exitcode == 0
+    return [p.exitcode for p in procs]
+
+
+def _ledger_and_folder(tmp_path, epsilon: float):
+    Ledger.create(tmp_path / "l.jsonl", epsilon=epsilon, delta=1e-6)
+    (tmp_path / "out").mkdir()
+    return tmp_path / "l.jsonl", tmp_path / "out"
+
+
+def test_thirty_concurrent_writers_never_lose_or_double_count(tmp_path):
+    path, out = _ledger_and_folder(tmp_path, 1e4)
+    assert _writers(path, out, 2, range(30)) == [0] * 30
     book = _charges_match_files(path, out)
     assert len(book.charges) == 60 and [c.index for c in book.charges] == list(range(1, 61))
 
 
 def test_a_hundred_interrupted_writers_never_lose_or_double_count(tmp_path):
-    path = tmp_path / "l.jsonl"
-    Ledger.create(path, epsilon=1e5, delta=1e-6)
-    out = tmp_path / "out"
-    out.mkdir()
-    ctx = multiprocessing.get_context("fork")
+    path, out = _ledger_and_folder(tmp_path, 1e5)
     rng = random.Random(1)
     for batch in range(10):
-        procs = [ctx.Process(target=_release_many, args=(path, str(out), 1000, 10 * batch + s)) for s in range(10)]
-        for p in procs:
-            p.start()
-        time.sleep(0.05 + 0.2 * rng.random())
-        for p in procs:
-            os.kill(p.pid, signal.SIGINT)
-        for p in procs:
-            p.join(30)
-            assert p.exitcode is not None
+        codes = _writers(path, out, 1000, range(10 * batch, 10 * batch + 10), 0.05 + 0.2 * rng.random())
+        assert None not in codes
     book = _charges_match_files(path, out)
     assert len(book.charges) > 0
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary file left

@@ -290,3 +290,28 @@ def test_noise_benchmark_target_one_million_draws_in_chunks():
     sampler = noise.OpenDPSampler(chunk=1000)
     out, acc = sampler.draw(noise.Whitened(np.zeros(4321), 1.0))
     assert out.shape == (4321,) and acc.dimension == 4321 and np.unique(out).size > 4000
+
+
+def _statement_without_time(rel) -> dict:
+    doc = rel.statement()
+    doc.pop("created_utc")
+    return doc
+
+
+def test_neighbouring_opendp_releases_state_the_same_numbers(prefix):
+    """Nothing in a statement depends on the data: the lattice, the accounted sensitivity and every
+    privacy number are the same for neighbouring histograms, small counts and large ones alike."""
+    x = np.arange(16) * 1000.0
+    y = x.copy()
+    y[3] += 1
+    big = x * 1e4
+    docs = [_statement_without_time(prefix.release(v)) for v in (x, y, big)]
+    assert docs[0] == docs[1] == docs[2]
+    dom = ffu.Domain({"a": 4, "b": 3})
+    wl = ffu.workloads.product(dom, [({"a": "identity", "b": "identity"}, 1.0), ({"a": "identity"}, 1.0)])
+    sol = ffu.solve(ffu.FitnessProblem.from_workload(wl), method="kron")
+    counts = np.arange(12) * 37
+    near = counts.copy()
+    near[5] -= 1
+    docs = [_statement_without_time(ffu.release_product(sol, wl, c, coverage_draws=0)) for c in (counts, near)]
+    assert docs[0] == docs[1]

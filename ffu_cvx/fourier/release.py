@@ -313,7 +313,6 @@ def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 1
                 source.setdefault(S, A)
     marg = [base[source[S]].sum(axis=tuple(p for p, i in enumerate(source[S]) if i not in S)) for S in mech.components]
     white = noise.whiten(lambda dtype: _whitened(marg, mech.spectra, dtype), math.sqrt(mech.privacy_cost))
-    noise.check_resolution(white.values, 1.0, lambda j: "a whitened strategy answer")
     noisy, account = draw.draw(white, None if rng is None else np.random.default_rng(rng))
     cuts = np.split(noisy, np.cumsum([m.size for m in marg])[:-1]) if marg else []
     r = {S: _from_whitened(v.reshape(m.shape), spec) for S, m, spec, v in zip(mech.components, marg, mech.spectra, cuts)}
