@@ -30,7 +30,7 @@ import numpy as np
 
 from .memory import check_dense
 
-__all__ = ["Counts", "from_records", "label_key", "known_values", "text_codes", "MARGINAL_MAX_CELLS", "FLAT_LIMIT", "CSV_CHUNK"]
+__all__ = ["Counts", "from_records", "label_key", "known_values", "text_codes", "column_codes", "csv_header", "open_csv", "MARGINAL_MAX_CELLS", "FLAT_LIMIT", "CSV_CHUNK"]
 
 #: ``marginal`` and ``dense`` refuse to form an array of more cells than this (256 MiB of
 #: float64) unless asked for more: a projection onto the attributes a group needs is
@@ -74,8 +74,12 @@ def _is_nan(value) -> bool:
     return isinstance(value, (float, np.floating)) and math.isnan(value)
 
 
-def _column_codes(attr, values, where, first: int = 0) -> np.ndarray:
-    """Codes (n,) of one column of labels; ``where(i)`` names record ``first + i`` in errors."""
+def column_codes(attr, values, where, first: int = 0) -> np.ndarray:
+    """Codes (n,) of one column of labels; ``where(i)`` names record ``first + i`` in errors.
+
+    Every reader of records matches its values through this function, so a value means the
+    same code, and a bad one gets the same message, in every path.
+    """
     if _is_sized(attr):
         arr = np.asarray(values)
         return _integer_codes(attr, arr, where, first) if arr.dtype.kind in "iuf" else \
@@ -201,32 +205,43 @@ def _code_columns(domain, records) -> np.ndarray:
         if cols and col.shape[0] != cols[0].shape[0]:
             raise ValueError(f"`records` column `{attr.name}` has {col.shape[0]} values where "
                              f"`{domain.attributes[0].name}` has {cols[0].shape[0]}")
-        cols.append(_column_codes(attr, col, _row))
+        cols.append(column_codes(attr, col, _row))
     return np.stack(cols, axis=1)
+
+
+def csv_header(domain, path: Path, reader) -> list[str]:
+    """The header of a CSV file (``reader`` at its first line), checked: not empty, no name twice,
+    every attribute of ``domain`` present. ``ValueError`` naming the file otherwise."""
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise ValueError(f"records {path} is empty; it needs a header naming the columns "
+                         f"{list(domain.names)}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f"cannot read records {path}: {exc}") from None
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise ValueError(f"records {path}: the header names {dup} more than once")
+    missing = [n for n in domain.names if n not in header]
+    if missing:
+        raise ValueError(f"records {path} has no column `{missing[0]}` (its header has {header}); every "
+                         "attribute of the domain needs a column of that name")
+    return header
+
+
+def open_csv(path: Path):
+    """``path`` opened for the csv module (UTF-8; a byte order mark is not part of the header)."""
+    try:
+        return open(path, newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise ValueError(f"cannot read records {path}: {exc.strerror or exc}") from None
 
 
 def _csv_codes(domain, path: Path) -> np.ndarray:
     """Validated codes (n, a) from a CSV file with a header naming the attributes."""
-    try:
-        fh = open(path, newline="", encoding="utf-8-sig")  # a byte order mark is not part of the header
-    except OSError as exc:
-        raise ValueError(f"cannot read records {path}: {exc.strerror or exc}") from None
-    with fh:
+    with open_csv(path) as fh:
         reader = csv.reader(fh)
-        try:
-            header = [h.strip() for h in next(reader)]
-        except StopIteration:
-            raise ValueError(f"records {path} is empty; it needs a header naming the columns "
-                             f"{list(domain.names)}") from None
-        except (UnicodeDecodeError, csv.Error) as exc:
-            raise ValueError(f"cannot read records {path}: {exc}") from None
-        dup = sorted({h for h in header if header.count(h) > 1})
-        if dup:
-            raise ValueError(f"records {path}: the header names {dup} more than once")
-        missing = [n for n in domain.names if n not in header]
-        if missing:
-            raise ValueError(f"records {path} has no column `{missing[0]}` (its header has {header}); every "
-                             "attribute of the domain needs a column of that name")
+        header = csv_header(domain, path, reader)
         take = [header.index(n) for n in domain.names]
         chunks, first = [], 0
         while True:
@@ -238,7 +253,7 @@ def _csv_codes(domain, path: Path) -> np.ndarray:
                 return f"records {path}, line {lines[i - first]}"
 
             columns = list(zip(*fields))
-            chunks.append(np.stack([_column_codes(attr, columns[j], where, first)
+            chunks.append(np.stack([column_codes(attr, columns[j], where, first)
                                     for attr, j in zip(domain.attributes, take)], axis=1))
             first += len(fields)
     return np.concatenate(chunks) if chunks else np.zeros((0, len(domain.attributes)), dtype=np.int64)
@@ -303,6 +318,26 @@ class Counts:
             return cls(domain, np.stack(np.unravel_index(flat, sizes), axis=1), counts)
         unique, counts = np.unique(codes, axis=0, return_counts=True)  # rows sorted = cell order
         return cls(domain, unique, counts)
+
+    @classmethod
+    def from_code_counts(cls, domain, codes, counts) -> "Counts":
+        """Counts of distinct code rows (n_g, a) holding ``counts`` (n_g,) records each (rows may repeat:
+        their counts add up; zero counts are dropped)."""
+        codes = np.asarray(codes, dtype=np.int64).reshape(-1, len(domain.attributes))
+        counts = np.asarray(counts, dtype=np.int64).reshape(-1)
+        keep = counts > 0
+        codes, counts = codes[keep], counts[keep]
+        if codes.shape[0] == 0:
+            return cls(domain, codes, counts)
+        sizes = tuple(domain.sizes)
+        if math.prod(sizes) <= FLAT_LIMIT:
+            flat, inverse = np.unique(np.ravel_multi_index(tuple(codes.T), sizes), return_inverse=True)
+            unique = np.stack(np.unravel_index(flat, sizes), axis=1)
+        else:
+            unique, inverse = np.unique(codes, axis=0, return_inverse=True)  # rows sorted = cell order
+        total = np.zeros(len(unique), dtype=np.int64)
+        np.add.at(total, inverse.reshape(-1), counts)  # whole counts, added exactly
+        return cls(domain, unique, total)
 
     @classmethod
     def from_histogram(cls, domain, x) -> "Counts":

@@ -1,6 +1,6 @@
 """``Domain``: named attributes with sizes and optional value labels (a product histogram).
 
-Core layer: imports ``validation`` and ``counts`` (records to sparse counts). A domain ``{"age": 116, "sex": ["F", "M"]}``
+Core layer: imports ``validation``, ``counts`` and ``records`` (records to sparse counts). A domain ``{"age": 116, "sex": ["F", "M"]}``
 has attributes in the given order, each of ``size`` values coded ``0 .. size - 1``
 (value labels, when given, name the codes in order). Cells are flattened row-major
 (C order, the last attribute varies fastest), as every histogram in ffu-cvx.
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from . import counts as _counts
+from . import records as _records
 from . import validation
 
 __all__ = ["Attribute", "Domain"]
@@ -127,12 +128,14 @@ class Domain:
         except (KeyError, TypeError):
             raise ValueError(f"unknown attribute {name!r}; the domain has {list(self.names)}") from None
 
-    def counts(self, records) -> _counts.Counts:
+    def counts(self, records, *, scheduler=None) -> _counts.Counts:
         """Sparse :class:`ffu_cvx.counts.Counts` of ``records``: an (n, a) array of codes (columns in
-        domain order), a CSV path with a header, a pandas DataFrame or a mapping of named columns
-        (values matched to the labels). A bad record raises ``ValueError`` naming the column, the
-        row and the value; the domain is never materialised."""
-        return _counts.from_records(self, records)
+        domain order), a mapping of named columns, a CSV, Parquet (file or folder of parts) or Arrow
+        IPC file with a header, or a pandas, Polars or Dask DataFrame (values matched to the labels);
+        ``scheduler`` (a Dask address or Client) counts a file on a cluster (see
+        :mod:`ffu_cvx.records`). A bad record raises ``ValueError`` naming the column, the row and
+        the value; the domain is never materialised."""
+        return _records.count(self, records, scheduler=scheduler)
 
     def spec(self) -> dict:
         """``{name: size or value labels}`` (JSON-able; ``Domain(dom.spec(), ordered=dom.ordered)``
