@@ -361,7 +361,10 @@ def _warn_targets(sol, m: int, c, run: _Run) -> None:
 
 def _cmd_release(args, run: _Run) -> int:
     if (args.data is None) == (args.records is None):
-        raise InputError("give exactly one of --data (a histogram CSV) or --records (microdata CSV with a header)")
+        raise InputError("give exactly one of --data (a histogram CSV) or --records (microdata: CSV with a header, "
+                         "Parquet or Arrow IPC)")
+    if args.scheduler is not None and args.records is None:
+        raise InputError("--scheduler counts --records on a Dask cluster; give --records")
     if args.consistent and (args.nonnegative or args.round or args.data is not None):
         raise InputError("--consistent goes with --records alone: its tables are already non-negative integers "
                          "(leave out --nonnegative and --round)")
@@ -415,7 +418,7 @@ def _release_records(args, run: _Run, out: Path, inputs: dict, book: Ledger | No
         source = noise_source(sol, wl)
     except ValueError as exc:
         raise InputError(f"result {path}: {exc}") from None
-    counts = wl.domain.counts(Path(args.records))
+    counts = wl.domain.counts(Path(args.records), scheduler=args.scheduler)
     if args.show_confidential:
         run.say(f"confidential, not written to any file: {counts.n_records} records in {len(counts)} of {wl.d} cells")
     try:
@@ -532,7 +535,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("result", help="result file from `ffu-cvx solve`")
     r.add_argument("--data", default=None, help="histogram CSV: `cell,count` rows, or one count per row")
     r.add_argument("--records", default=None,
-                   help="microdata CSV with a header naming the product spec's attributes (one record per row)")
+                   help="microdata naming the product spec's attributes, one record per row: a CSV file with a "
+                        "header, a Parquet file or a folder of Parquet parts, or an Arrow IPC (Feather) file")
+    r.add_argument("--scheduler", default=None,
+                   help="Dask scheduler address: count --records on that cluster (pip install 'ffu-cvx[dask]')")
     r.add_argument("--out", required=True, help="answers file to write (CSV)")
     r.add_argument("--seed", type=int, default=None,
                    help="seed for reproducible noise (testing only: numpy's sampler, whoever knows the seed can "
@@ -646,7 +652,7 @@ def _run_command(args) -> int:
         print(f"ffu-cvx: numerical failure ({type(exc).__name__}: {exc}); "
               f"{note or 'the problem may be badly scaled: rescale W and c'}", file=sys.stderr)
         return EXIT_FAILED
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, ImportError) as exc:  # ImportError: an optional extra the input needs
         print(f"ffu-cvx: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
