@@ -35,7 +35,7 @@ README_HEADER = "| problem | method | result | time (s) | results file |"
 SOURCES = ("table2", "bench_smii", "bench_bank", "bench_bank_ablation", "bench_bank_ablation_large", "census",
            "bench_kron_scale", "table3", "table4", "table5", "table6", "table7", "table8",
            "table9", "figures23", "bench_sdp", "bench_workloads", "bench_authors", "bench_backends", "bench_records",
-           "bench_noise")
+           "bench_noise", "bench_columnar")
 #: The ratio tables of the paper's §7 (one layout, :mod:`experiments.ratios`).
 RATIO_TABLES = ("table4", "table5", "table6", "table7", "table8", "table9")
 
@@ -332,12 +332,29 @@ def bench_noise(data: dict) -> str:
                                 _num(r.get("opendp_us_per_draw"), ".1f"), str(r.get("threads"))] for r in rows])
 
 
+def bench_columnar(data: dict) -> str:
+    """Records per second by engine and size, peak memory, and the agency example step by step."""
+    rows = data["rows"]
+    engines = [r for r in rows if not r["engine"].startswith("agency")]
+    agency = [r for r in rows if r["engine"].startswith("agency")]
+    header = ["engine", "records", "seconds", "records per second", "peak memory (MB)", "same counts"]
+    out = list_table(header, [[r["engine"], _count(r["records"]), _num(r.get("seconds"), ".2f"),
+                               _num(r.get("records_per_s"), ".3g"), _num(r.get("peak_MB"), ".0f"),
+                               "yes" if r.get("same_counts") else "NO"] for r in engines])
+    if agency:
+        out += ("\nThe agency example end to end (" + _count(agency[0]["records"]) + " records):\n\n"
+                + list_table(["step", "seconds"], [[r["engine"].removeprefix("agency: "),
+                                                   _num(r.get("seconds"), ".2f")] for r in agency]))
+    return out
+
+
 BUILDERS = {"table2": table2, "bench_bank": bench_bank, "bench_bank_ablation": bench_bank_ablation,
             "bench_bank_ablation_large": bench_bank_ablation, "bench_smii": bench_smii, "census": census,
             "bench_kron_scale": bench_kron_scale,
             "table3": table3, "figures23": figures23, **{name: ratios for name in RATIO_TABLES},
             "bench_sdp": bench_sdp, "bench_workloads": bench_workloads, "bench_authors": bench_authors,
-            "bench_backends": bench_backends, "bench_records": bench_records, "bench_noise": bench_noise}
+            "bench_backends": bench_backends, "bench_records": bench_records, "bench_noise": bench_noise,
+            "bench_columnar": bench_columnar}
 #: Generated tables drawn from several results files: name -> those files.
 COMBINED = {"figures23": ("figure2", "figure3")}
 

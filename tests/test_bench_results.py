@@ -13,8 +13,8 @@ import pytest
 from experiments import paths, perf_tables
 
 #: The benchmarks whose results files are committed and shown in docs/performance.rst.
-BENCHMARKS = ("bench_authors", "bench_backends", "bench_noise", "bench_records", "bench_sdp", "bench_smii",
-              "bench_workloads")
+BENCHMARKS = ("bench_authors", "bench_backends", "bench_columnar", "bench_noise", "bench_records", "bench_sdp",
+              "bench_smii", "bench_workloads")
 #: What every results file records of its run.
 ENVIRONMENT = ("command", "commit", "cpu_count", "blas_threads_env", "load_average", "time_utc")
 
@@ -98,6 +98,15 @@ def test_bench_records_rows_count_records_cells_and_queries(tmp_outputs):
     assert all(r["records"] == 500 and 0 < r["nonzero_cells"] <= 500 and r["queries"] == 8750 for r in rows)
     meta = json.loads((tmp_outputs / "bench_records.json").read_text())["meta"]
     assert meta["domain_cells"] == 116 * 2 * 2 * 63 * 50 and len(meta["groups"]) == 3
+
+
+def test_bench_columnar_counts_agree_across_engines(tmp_outputs):
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("polars")
+    pytest.importorskip("distributed")
+    rows = _main("bench_columnar", "--sizes", "3000", "--no-agency", "--no-cache")
+    assert [r["engine"] for r in rows] == ["parquet", "csv-python", "csv-arrow", "polars", "dask"]
+    assert all(r["same_counts"] and r["records"] == 3000 and r["peak_MB"] > 0 for r in rows)
 
 
 def test_bench_noise_times_both_samplers_in_each_cell(tmp_outputs):
