@@ -425,10 +425,11 @@ def _dask(names: list, frame, scheduler, where: str) -> Grouped:
     sizes = frame[names].groupby(names, dropna=False, observed=True).size()
     with _client(scheduler) as client:
         result = client.compute(sizes).result() if client is not None else sizes.compute()
-    return _grouped_sizes(names, result, lambda name, bad: _dask_locate(frame, name, bad, scheduler))
+    return _grouped_sizes(names, result, lambda name, bad: _dask_locate(frame, name, bad, scheduler, where))
 
 
-def _dask_locate(frame, name: str, bad: list, scheduler) -> tuple[str, int]:
+def _dask_locate(frame, name: str, bad: list, scheduler, where: str) -> tuple[str, int]:
+    """The first row of a Dask frame holding a bad value (rows counted across partitions, in order)."""
     offset = 0
     with _client(scheduler) as client:
         for i in range(frame.npartitions):
@@ -436,7 +437,8 @@ def _dask_locate(frame, name: str, bad: list, scheduler) -> tuple[str, int]:
             part = client.compute(part).result() if client is not None else part.compute()
             found = _frame_locate(part, bad, offset)
             if found is not None:
-                return found[0] + f" (partition {i})", found[1]
+                row = found[0].replace("records ", f"records {where}, " if where != "records" else "records ", 1)
+                return row + f" (partition {i})", found[1]
             offset += len(part)
     return "records", 0
 

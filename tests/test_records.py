@@ -175,7 +175,7 @@ def test_dask_cluster_counts_a_parquet_file_identically(dom, codes, tmp_path, cl
     bad = {k: v.copy() for k, v in cols.items()}
     bad["region"][15_000] = 77
     path = _parquet(tmp_path, bad, name="bad.parquet")
-    with pytest.raises(ValueError, match=r"records row \d+ \(partition \d\), column `region`: value 77"):
+    with pytest.raises(ValueError, match=r"bad.parquet, row 15000 \(partition \d+\), column `region`: value 77"):
         dom.counts(path, scheduler=cluster.scheduler_address)
 
 
