@@ -41,8 +41,9 @@ import numpy as np
 from . import privacy
 from .validation import positive
 
-__all__ = ["Whitened", "whiten", "NoiseAccount", "inflation", "release_epsilon", "release_max_delta_m", "LATTICE_RTOL", "OpenDPSampler", "NumpySampler", "SAMPLERS", "sampler_for",
-           "check_resolution", "independent_stream", "STREAMS", "RESOLUTION", "FLOAT_RTOL"]
+__all__ = ["Whitened", "whiten", "NoiseAccount", "OpenDPSampler", "NumpySampler", "SAMPLERS", "sampler_for",
+           "inflation", "release_epsilon", "release_max_delta_m", "check_resolution", "independent_stream",
+           "STREAMS", "RESOLUTION", "FLOAT_RTOL", "LATTICE_RTOL"]
 
 #: Largest float error of the whitened answers (both neighbours together), relative to the sensitivity;
 #: every account adds it to the sensitivity.

@@ -423,7 +423,7 @@ def _dask_frame(names: list, path: Path, kind: str):
 def _dask(names: list, frame, scheduler, where: str) -> Grouped:
     _check_columns(names, frame.columns, f"`records` ({where})")
     sizes = frame[names].groupby(names, dropna=False, observed=True).size()
-    with _client(scheduler) as client:
+    with _Connection(scheduler) as client:
         result = client.compute(sizes).result() if client is not None else sizes.compute()
     return _grouped_sizes(names, result, lambda name, bad: _dask_locate(frame, name, bad, scheduler, where))
 
@@ -431,7 +431,7 @@ def _dask(names: list, frame, scheduler, where: str) -> Grouped:
 def _dask_locate(frame, name: str, bad: list, scheduler, where: str) -> tuple[str, int]:
     """The first row of a Dask frame holding a bad value (rows counted across partitions, in order)."""
     offset = 0
-    with _client(scheduler) as client:
+    with _Connection(scheduler) as client:
         for i in range(frame.npartitions):
             part = frame.get_partition(i)[name]
             part = client.compute(part).result() if client is not None else part.compute()
@@ -443,8 +443,8 @@ def _dask_locate(frame, name: str, bad: list, scheduler, where: str) -> tuple[st
     return "records", 0
 
 
-class _client:
-    """``with _client(scheduler) as c``: None without a scheduler; the given Client; or a Client
+class _Connection:
+    """``with _Connection(scheduler) as c``: None without a scheduler; the given Client; or a Client
     connected to the address for the block."""
 
     def __init__(self, scheduler):
