@@ -53,12 +53,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from . import gls, noise, nonneg, validation
+from . import fingerprint, gls, noise, nonneg, validation
 from .files import atomic_write_bytes, check_output
 from .memory import human_bytes
 from .product_release import noise_source
 from .products import ProductWorkload
-from .release import Release, check_level
+from .release import SIDECAR_SUFFIX, Release, check_level, sidecar_path
 
 __all__ = ["Consistent", "estimate", "systematic_round", "MAX_CELLS", "GTOL", "START_ITERATIONS", "COLUMNS"]
 
@@ -89,7 +89,9 @@ class Consistent:
     (m,) ``W x_int`` or None; lower, upper : (m,) the bootstrap interval of the published
     values at ``level``, or None without a bootstrap; replicates : bootstrap draws made;
     method : one sentence; steps : the post-processing steps for the privacy statement;
-    info : the fit's numbers (iterations, seconds, objective, bootstrap seconds).
+    info : the fit's numbers (iterations, seconds, objective, bootstrap seconds);
+    release_digest : :attr:`ffu_cvx.release.Release.answers_digest` of the release it was
+    estimated from (:meth:`to_release` and :meth:`csv_bytes` take that release only).
     """
 
     histogram: np.ndarray
@@ -103,6 +105,7 @@ class Consistent:
     method: str
     steps: tuple
     info: dict = field(default_factory=dict)
+    release_digest: str = ""
 
     @property
     def published(self) -> np.ndarray:
@@ -113,10 +116,10 @@ class Consistent:
         """``release`` with :attr:`published` as its ``postprocessed`` column, the bootstrap interval as
         its ``postprocessed_lower`` / ``postprocessed_upper`` columns and :attr:`steps` in its statement.
 
-        The answers, their exact intervals and the privacy cost are the release's own.
+        The answers, their exact intervals and the privacy cost are the release's own; any other
+        release is refused.
         """
-        if release.m != self.answers.shape[0]:
-            raise ValueError(f"the release has {release.m} answers, this estimate {self.answers.shape[0]}")
+        self._check_release(release)
         interval = None
         if self.lower is not None:
             interval = (self.lower, self.upper, f"{self.level:.0%} parametric bootstrap intervals from "
@@ -128,6 +131,7 @@ class Consistent:
     def csv_bytes(self, release: Release) -> bytes:
         """One row per query: the raw answer and its exact interval, the consistent and published
         values and the bootstrap interval (columns :data:`COLUMNS`; bootstrap ones empty without it)."""
+        self._check_release(release)
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(COLUMNS)
@@ -143,9 +147,21 @@ class Consistent:
         return buf.getvalue().encode()
 
     def to_csv(self, path, release: Release, overwrite: bool = False):
-        """Write :meth:`csv_bytes` to ``path`` atomically (never onto a release's own files)."""
+        """Write :meth:`csv_bytes` to ``path`` atomically: never onto a release's statement
+        (``*.privacy.json``) or answers (a file with a statement beside it), ``overwrite`` or not."""
         path = check_output(path, "consistent tables", release.inputs, overwrite)
+        if path.name.endswith(SIDECAR_SUFFIX) or sidecar_path(path).exists():
+            raise ValueError(f"consistent tables {path} would replace a release's "
+                             f"{'privacy statement' if path.name.endswith(SIDECAR_SUFFIX) else 'answers'}; "
+                             "choose another file (overwrite=True never replaces a release's files)")
         return atomic_write_bytes(path, self.csv_bytes(release))
+
+    def _check_release(self, release: Release) -> None:
+        """``release`` is the one this estimate was made from, or ``ValueError``."""
+        if not isinstance(release, Release) or release.answers_digest != self.release_digest:
+            got = release.answers_digest[:19] if isinstance(release, Release) else type(release).__name__
+            raise ValueError(f"this estimate was made from the release with answers {self.release_digest[:19]}..., "
+                             f"not from this one ({got}...): derived tables go only beside their own release")
 
 
 def systematic_round(x: np.ndarray) -> np.ndarray:
@@ -239,6 +255,10 @@ def _check(release, solution, workload, max_cells: int):
             f"{human_bytes(8 * workload.d)} and the fit about {2 * nonneg.MEMORY + 10} times that. Publish the raw "
             "answers (release.postprocess), coarsen the domain (fewer attribute values), or pass a larger max_cells if "
             "the memory is there")
+    if release.fingerprint != fingerprint.of(workload):
+        raise ValueError("the release does not answer this workload (its fingerprint "
+                         f"{str(release.fingerprint)[:20]}... is not the workload's {fingerprint.of(workload)[:20]}...): "
+                         "estimate the tables of the workload the release was made for")
     source = noise_source(getattr(solution, "solution", solution), workload)
     if release.m != workload.m:
         raise ValueError(f"the release has {release.m} answers, the workload {workload.m} queries: it is not a "
@@ -315,4 +335,5 @@ def estimate(release: Release, solution, workload: ProductWorkload, *, nonnegati
                       integer_answers=published if integer else None, lower=lower, upper=upper, level=level,
                       replicates=B, method="GLS under the mechanism's covariance" + (", non-negative" if nonnegative
                                                                                     else ""),
-                      steps=_steps(workload.d, bool(nonnegative), bool(integer), B, level), info=info)
+                      steps=_steps(workload.d, bool(nonnegative), bool(integer), B, level), info=info,
+                      release_digest=release.answers_digest)

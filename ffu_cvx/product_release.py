@@ -177,7 +177,7 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
                    mechanism=_mechanism_text(source), name=workload.name, statement_delta=delta,
                    groups=workload.group_index(), group_names=tuple(g.name for g in workload.groups), info=info,
                    targets=workload.c, group_targets=tuple(g.accuracy for g in workload.groups), inputs=inputs,
-                   noise=account)
+                   noise=account, fingerprint=fingerprint.of(workload))
 
 
 def _whitened(source, counts: Counts) -> noise.Whitened:

@@ -147,7 +147,9 @@ class Release(privacy.GaussianPrivacy):
     more JSON-able description for the sidecar (the domain, the groups); postprocessed_interval :
     ``(lower, upper, how)``, the post-processed values' own interval at ``level`` ((m,) each)
     and one phrase saying how it was made (a parametric bootstrap), or None; postprocessed,
-    postprocessing : see :meth:`postprocess`; created_utc, tool_version : when and by what.
+    postprocessing : see :meth:`postprocess`; created_utc, tool_version : when and by what;
+    noise : the sampler's account; fingerprint : :func:`ffu_cvx.fingerprint.of` the workload
+    answered (a product workload's release), which everything derived from it checks.
     """
 
     answers: np.ndarray
@@ -173,11 +175,17 @@ class Release(privacy.GaussianPrivacy):
     group_targets: tuple = ()
     inputs: dict = field(default_factory=dict, repr=False, compare=False)
     noise: NoiseAccount | None = None
+    fingerprint: str | None = None
 
     @property
     def m(self) -> int:
         """Number of answers."""
         return len(self.answers)
+
+    @property
+    def answers_digest(self) -> str:
+        """``"sha256:<hex>"`` of the noisy answers (float64 bytes): what binds a derived product to this release."""
+        return digest(np.ascontiguousarray(self.answers, dtype=float).tobytes())
 
     @property
     def std(self) -> np.ndarray:
@@ -227,7 +235,8 @@ class Release(privacy.GaussianPrivacy):
             "workload": self.name, "queries": self.m, "confidence_level": self.level,
             "tool": {"name": TOOL, "version": self.tool_version}, "created_utc": self.created_utc,
             "post_processing": post, "accuracy": accuracy, "text": text,
-            "noise": None if self.noise is None else self.noise.as_dict(), "ledger": ledger, **self.info,
+            "noise": None if self.noise is None else self.noise.as_dict(), "ledger": ledger,
+            "workload_fingerprint": self.fingerprint, **self.info,
         })
 
     def postprocess(self, *, nonnegative: bool = False, round: bool = False) -> "Release":

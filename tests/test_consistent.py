@@ -1,5 +1,6 @@
 """Consistent non-negative integer tables from a release (ffu_cvx.consistent, ffu_cvx.gls)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -238,3 +239,29 @@ def test_bootstrap_intervals_cover_near_nominal(wl, solutions, which):
         est = consistent.estimate(rel, sol, wl, bootstrap=60, rng=seed)
         covered.append((est.lower <= true) & (true <= est.upper))
     assert abs(np.mean(covered) - 0.95) <= 0.03
+
+
+def test_derived_tables_are_bound_to_their_release(wl, solutions, counts, tmp_path):
+    """Another workload's release, another release's values, and writing over a release's own
+    statement or answers are each refused, naming what does not match; nothing is written."""
+    sol = solutions["kron"]
+    other = ffu.workloads.product(wl.domain, [({}, 1.0, "total")])
+    rel = ffu.release_product(sol, wl, counts, rng=4)
+    twin = ffu.release_product(sol, wl, counts, rng=5)
+    est = consistent.estimate(rel, sol, wl, bootstrap=0)
+    foreign = dataclasses.replace(rel, fingerprint=ffu.fingerprint.of(other))
+    with pytest.raises(ValueError, match="does not answer this workload"):
+        consistent.estimate(foreign, sol, wl, bootstrap=0)
+    with pytest.raises(ValueError, match="made from the release with answers"):
+        est.to_release(twin)
+    with pytest.raises(ValueError, match="made from the release with answers"):
+        est.to_csv(tmp_path / "tables.csv", twin)
+    answers, statement = rel.to_csv(tmp_path / "a.csv")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for path, what in ((statement, "privacy statement"), (answers, "answers")):
+        with pytest.raises(ValueError, match=f"would replace a release's {what}"):
+            est.to_csv(path, rel, overwrite=True)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert ffu.release.verify(answers)["answers_file"] == "a.csv"
+    est.to_csv(tmp_path / "tables.csv", rel)
+    assert est.to_release(rel).postprocessed is not None
