@@ -209,20 +209,20 @@ def _code_columns(domain, records) -> np.ndarray:
     return np.stack(cols, axis=1)
 
 
-def csv_header(domain, path: Path, reader) -> list[str]:
+def csv_header(names, path: Path, reader) -> list[str]:
     """The header of a CSV file (``reader`` at its first line), checked: not empty, no name twice,
-    every attribute of ``domain`` present. ``ValueError`` naming the file otherwise."""
+    every name of ``names`` (the domain's attributes) present. ``ValueError`` naming the file otherwise."""
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
         raise ValueError(f"records {path} is empty; it needs a header naming the columns "
-                         f"{list(domain.names)}") from None
+                         f"{list(names)}") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise ValueError(f"cannot read records {path}: {exc}") from None
     dup = sorted({h for h in header if header.count(h) > 1})
     if dup:
         raise ValueError(f"records {path}: the header names {dup} more than once")
-    missing = [n for n in domain.names if n not in header]
+    missing = [n for n in names if n not in header]
     if missing:
         raise ValueError(f"records {path} has no column `{missing[0]}` (its header has {header}); every "
                          "attribute of the domain needs a column of that name")
@@ -241,7 +241,7 @@ def _csv_codes(domain, path: Path) -> np.ndarray:
     """Validated codes (n, a) from a CSV file with a header naming the attributes."""
     with open_csv(path) as fh:
         reader = csv.reader(fh)
-        header = csv_header(domain, path, reader)
+        header = csv_header(domain.names, path, reader)
         take = [header.index(n) for n in domain.names]
         chunks, first = [], 0
         while True:

@@ -181,15 +181,11 @@ def _need(module: str, what: str):
                           f"'ffu-cvx[polars]' or 'ffu-cvx[dask]'") from None
 
 
-def _no_column(name: str, have, where: str) -> ValueError:
-    return ValueError(f"{where} has no column `{name}` (it has {list(have)}); every attribute of the domain needs "
-                      "a column of that name")
-
-
 def _check_columns(names: list, have, where: str) -> None:
     missing = [n for n in names if n not in list(have)]
     if missing:
-        raise _no_column(missing[0], have, where)
+        raise ValueError(f"{where} has no column `{missing[0]}` (it has {list(have)}); every attribute of the "
+                         "domain needs a column of that name")
 
 
 # ---------------------------------------------------------------------------- files: pyarrow
@@ -219,7 +215,7 @@ def _arrow_dataset(names: list, path: Path, kind: str):
         from pyarrow import csv as pacsv
 
         with _counts.open_csv(path) as fh:
-            header = _counts.csv_header(_Names(names), path, csv.reader(fh))
+            header = _counts.csv_header(names, path, csv.reader(fh))
         fmt = ds.CsvFileFormat(read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
                                convert_options=pacsv.ConvertOptions(column_types={h: pa.string() for h in header},
                                                                     strings_can_be_null=False))
@@ -228,13 +224,6 @@ def _arrow_dataset(names: list, path: Path, kind: str):
         if kind == "csv":
             return None
         raise ValueError(f"cannot read records {path}: {exc}") from None
-
-
-@dataclass(frozen=True)
-class _Names:
-    """The part of a domain :func:`ffu_cvx.counts.csv_header` reads."""
-
-    names: list
 
 
 def _arrow(names: list, path: Path, kind: str) -> Grouped | None:
@@ -414,7 +403,7 @@ def _dask_frame(names: list, path: Path, kind: str):
         return dd.read_parquet(str(path), columns=names)
     if kind == "csv":
         with _counts.open_csv(path) as fh:
-            _counts.csv_header(_Names(names), path, csv.reader(fh))
+            _counts.csv_header(names, path, csv.reader(fh))
         return dd.read_csv(str(path), dtype=str, usecols=names, keep_default_na=False, skipinitialspace=False)
     raise ValueError(f"records {path}: a Dask cluster reads Parquet or CSV records; convert the Arrow IPC file "
                      "to Parquet")

@@ -1,6 +1,6 @@
 """The whitened strategy answers of a structured mechanism, from sparse counts.
 
-Solver layer (``ffu_cvx.kron``): imports numpy and the package's ``terms`` (factors read by
+Solver layer (``ffu_cvx.kron``): imports numpy, scipy.linalg and the package's ``terms`` (factors read by
 their fields). Nothing over the domain is formed.
 
 Term ``t`` of a structured mechanism adds ``(C_{t,1} (x) ... (x) C_{t,q}) xi_t`` to its
@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import linalg
 
 from . import terms as _terms
 
@@ -42,7 +43,7 @@ def _factor_map(f, codes: np.ndarray, sizes) -> tuple[np.ndarray, np.ndarray]:
         pos[f.members] = np.arange(c)
         M = np.hstack([np.eye(c) - 1.0 / c, np.zeros((c, 1))]) / math.sqrt(f.scale)
         return pos[cols[:, 0]], M
-    M = np.linalg.solve(f.chol, np.asarray(f.B, dtype=float))  # C^{-1} B over class tuples or cells
+    M = linalg.solve_triangular(f.chol, np.asarray(f.B, dtype=float), lower=True)  # C^{-1} B, C lower
     if f.classes is None:
         shape = tuple(sizes[i] for i in f.attrs)
         return np.ravel_multi_index(tuple(cols.T), shape).astype(np.int64), M
