@@ -66,7 +66,8 @@ def main(argv=None):
                 print(f"== {name}: {rows[-1]['time_s']:.1f} s {error}\n", flush=True)
     total = time.perf_counter() - t0
     rows.append({"experiment": "total", "time_s": total, "error": ""})
-    runner.write_files(runner.result_files("all", rows, TABLE, {"flags": flags, "total_time_s": total}, args.quick))
+    runner.write_files(runner.result_files("all", rows, TABLE, {"flags": flags, "total_time_s": total}, args.quick,
+                                           args.update_results))
     print(f"All experiments: {total:.1f} s ({total / 60:.1f} min)")
     failed = [r["experiment"] for r in rows if r["error"]]
     if failed:

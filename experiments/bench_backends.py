@@ -13,7 +13,7 @@ relative difference from numpy's and the certified gap. Each cell first solves a
 problem on its backend, untimed, so library start-up and CUDA initialisation are not
 counted. torch runs on ``--torch-threads`` CPU threads (default 1, to match
 ``OPENBLAS_NUM_THREADS=1`` for numpy on a shared machine). Cells are cached under
-``results/cache/bench_backends`` (timings included: ``--force`` re-measures).
+``out/results/cache/bench_backends`` (timings included: ``--force`` re-measures).
 
 On a GPU give ``--blas-threads N``: the start and the certificate's bound run on the device
 (from k = 1,000 and past k = 256), but the Solution's checks and the polish stay on numpy:

@@ -23,7 +23,7 @@ Statements about SM-II's speed are made from this bank: medians and worst cases 
   with one heuristic switched off (:data:`ABLATIONS`: the options are passed through as they are;
   ``noise`` is the default again, the run's own noise, which :func:`verdict` reads as each class's band);
   ``--baseline REV`` adds cells solved by the package as it was at git revision REV, extracted
-  once into ``results/cache/bench_bank/code-<sha>/``. Every cell solves with ``refine=False``:
+  once into ``out/results/cache/bench_bank/code-<sha>/``. Every cell solves with ``refine=False``:
   the ≺R polish is not part of what the bank measures.
 
 Every cell solves in a fresh Python subprocess (:func:`solve_in_subprocess`: the problem pickled
@@ -422,9 +422,10 @@ def result_name(ablate, sizes=SIZES) -> str:
     return f"{NAME}_ablation" + ("_large" if min(sizes) >= LARGE_FROM else "")
 
 
-def write_markdown(quick: bool, name: str = NAME) -> None:
-    """Rewrite ``results/<name>.md`` from the JSON on disk, when its bytes change."""
-    folder = paths.results_dir(quick)
+def write_markdown(quick: bool, name: str = NAME, committed: bool = False) -> None:
+    """Rewrite ``results/<name>.md`` from the JSON on disk (the committed one with ``committed``), when its
+    bytes change."""
+    folder = paths.results_dir(quick, committed)
     source, target = folder / f"{name}.json", folder / f"{name}.md"
     if source.exists():
         text = markdown(json.loads(source.read_text(encoding="utf-8"))).encode()
@@ -460,7 +461,7 @@ def main(argv=None):
                            meta={"tol": args.tol, "max_time": args.max_time, "seeds": args.seeds,
                                  "sizes": args.sizes, "ablate": args.ablate, "baseline": sha})
     if rows and not getattr(args, "replot", False):
-        write_markdown(args.quick, name)
+        write_markdown(args.quick, name, args.update_results)
     return rows
 
 

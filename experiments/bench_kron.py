@@ -11,7 +11,7 @@
 - ``big``: a single product group over 10^9 cells: time of the solve.
 
 Peak memory is ``tracemalloc``'s peak during the solve (numpy's arrays included). Cells
-are cached under ``results/cache/bench_kron`` (timings too: ``--force`` re-measures). Run
+are cached under ``out/results/cache/bench_kron`` (timings too: ``--force`` re-measures). Run
 it as ``OPENBLAS_NUM_THREADS=1 python -m experiments.bench_kron`` on a shared machine.
 """
 

@@ -15,7 +15,7 @@ machine's load):
   ``sampler="numpy"``.
 
 ``--quick``: sizes 1,000 and 10,000 and 10,000 records. The run's cells are cached under
-``results/cache/bench_noise`` (``--force`` re-measures); its results file is
+``out/results/cache/bench_noise`` (``--force`` re-measures); its results file is
 ``results/bench_noise.{csv,json,md}``.
 """
 

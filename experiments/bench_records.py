@@ -11,7 +11,7 @@ of non-empty cells and of queries. ``--csv`` also writes the records to a tempor
 times reading it (``Domain.counts(path)``). Nothing here forms the 1.46e6-cell histogram
 except the check at the end of the cell, which compares the sparse answers with it.
 ``--quick`` draws 10,000 records. The run is one cell, cached under
-``results/cache/bench_records`` (timings included: ``--force`` re-measures); its results
+``out/results/cache/bench_records`` (timings included: ``--force`` re-measures); its results
 file is ``results/bench_records.{csv,json,md}``.
 """
 

@@ -15,7 +15,7 @@ are the workloads of the authors' scripts as :func:`experiments.bench_authors.bu
 makes them (d = 64 whatever ``--sizes``). ``main_s`` is the time to the first level
 (Problem 1, with the warm start and the Clarabel re-solve the refinement may ask for:
 ``resolved``), ``refine_s`` the rest; ``single`` says the later levels were read off a
-unique optimum. Cells are cached under ``results/cache/bench_sdp`` (timings included: use
+unique optimum. Cells are cached under ``out/results/cache/bench_sdp`` (timings included: use
 ``--force`` or ``--no-cache`` to re-measure). A cell whose predicted Clarabel time is
 hopeless (LMI order above ``--clarabel-max-order``, default 140) is skipped and shown
 as such rather than run for hours. ``--quick`` runs d = 8 and 16 only.

@@ -12,7 +12,7 @@ where the trajectory went astray; the count moves with the processor's rounding)
 certified gap and peak memory (``tracemalloc`` peak
 of the solve and the process's maximum resident set size). ``--profile D`` runs the
 first of ``--workloads`` at D under cProfile and prints where the time goes. ``--quick`` runs d = 64 only. Cells are
-cached under ``results/cache/bench_smii`` (timings included: ``--force`` re-measures).
+cached under ``out/results/cache/bench_smii`` (timings included: ``--force`` re-measures).
 ``--float32`` / ``--float64`` evaluate CG's Hessian products in single / double precision
 (default: the solver's ``"auto"``, single for k >= 256) and
 ``--no-precondition`` runs the paper's plain CG (see :func:`ffu_cvx.smii.solve_smii`).

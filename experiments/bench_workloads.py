@@ -20,7 +20,7 @@ One row per workload, size and seed (prefix has no seed): wall time, Newton step
 Hessian products, alpha, the certified gap, the restarts of the multiplier phase and
 the polish (``-``, ``polished`` or ``stopped``) with its seconds (part of the wall
 time; ``n_hvp`` counts its products too). Default SM-II options (the ≺R polish runs
-for ``k <= 32``). Cells are cached under ``results/cache/bench_workloads`` (timings
+for ``k <= 32``). Cells are cached under ``out/results/cache/bench_workloads`` (timings
 included: ``--force`` or ``--no-cache`` re-measures). Run it as
 ``OPENBLAS_NUM_THREADS=1 python -m experiments.bench_workloads`` on a shared machine.
 """

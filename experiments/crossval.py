@@ -16,7 +16,7 @@ times. ``refined`` says whether the SDP's ≺R refinement succeeded (not when it
 nor when a level failed in every retry: ``Solution.info["refine_failed"]``, recorded in
 ``refine_failed``); ``unique`` whether it needed a single level; ``single`` the level
 whose optimum was found to be the only one, the later levels read off it (0: none). Cells are cached under
-``results/cache/crossval``; results go to ``results/crossval.{csv,json,md}``.
+``out/results/cache/crossval``; results go to ``out/results/crossval.{csv,json,md}``.
 ``--quick`` runs d = 8 only.
 """
 

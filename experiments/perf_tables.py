@@ -9,24 +9,30 @@ writes one reStructuredText table per file into ``docs/generated/`` (included by
 ``docs/performance.rst`` and ``docs/reproduction.rst``), each followed by the run's provenance:
 the command, the commit, the date, the processor, the load and the BLAS thread setting. A
 number in the documentation is therefore always the number in a committed results file; to
-update it, run the experiment again, commit its results file and run this module.
+update it, run the experiment again with ``--update-results`` (without it, the experiments
+write the git-ignored ``out/``, which this module never reads), commit its results file and
+run this module.
 
 The same command rewrites the README's short performance table (Markdown, the block that opens
 with :data:`README_HEADER`) from the same files. ``--check`` writes nothing and exits 1 when a
 generated file or the README's table differs from what the results files give (the
-documentation's test runs it); ``--readme`` prints the README's table instead.
+documentation's test runs it); a file whose text is the same and whose numbers agree to
+:data:`CHECK_TOLERANCE` (:func:`same_text`) is up to date, and left as it is.
+``--readme`` prints the README's table instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
 from pathlib import Path
 
 from . import paths
 
-RESULTS = paths.REPO / "results"
+RESULTS = paths.committed_results()
 OUT = paths.REPO / "docs" / "generated"
 README = paths.REPO / "README.md"
 #: The first line of the README's performance table; the table runs to the first line not starting with ``|``.
@@ -36,6 +42,10 @@ SOURCES = ("table2", "bench_smii", "bench_bank", "bench_bank_ablation", "bench_b
            "bench_kron_scale", "table3", "table4", "table5", "table6", "table7", "table8",
            "table9", "figures23", "bench_sdp", "bench_workloads", "bench_authors", "bench_backends", "bench_records",
            "bench_noise", "bench_columnar")
+#: Relative tolerance on the numbers of a generated file (:func:`same_text`).
+CHECK_TOLERANCE = 1e-6
+#: A number as the generated tables write it (``1,024`` is two, with the comma as text between).
+NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 #: The ratio tables of the paper's §7 (one layout, :mod:`experiments.ratios`).
 RATIO_TABLES = ("table4", "table5", "table6", "table7", "table8", "table9")
 
@@ -418,6 +428,14 @@ def targets() -> dict[Path, str]:
     return out
 
 
+def same_text(old: str, new: str, rel_tol: float = CHECK_TOLERANCE) -> bool:
+    """Whether two generated texts agree: the same text between their numbers, and numbers equal to ``rel_tol``."""
+    if NUMBER.split(old) != NUMBER.split(new):
+        return False
+    a, b = NUMBER.findall(old), NUMBER.findall(new)
+    return len(a) == len(b) and all(math.isclose(float(x), float(y), rel_tol=rel_tol) for x, y in zip(a, b))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.perf_tables", description=__doc__.split("\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 when a generated table is out of date")
@@ -429,7 +447,7 @@ def main(argv=None) -> int:
     stale = []
     for path, text in targets().items():
         old = path.read_text(encoding="utf-8") if path.exists() else None
-        if old == text:
+        if old is not None and same_text(old, text):
             continue
         if args.check:
             stale.append(path)

@@ -6,11 +6,11 @@ Interfaces layer (experiments): imports ``ffu_cvx.batch``, ``ffu_cvx.files``,
 :class:`Cell`), its cell function, the paper's numbers and its layout (:class:`Table`,
 :class:`Figure`), and calls :func:`run_grid`, which
 
-1. runs every cell through the cache (``results/cache/<name>/``, one JSON file per
-   cell, keyed by the cell's arguments and the experiment's cell version). Failures are
-   never cached; a cache file that cannot be read (truncated, empty, another cell's, no
-   ``value``) is a miss: a :class:`CacheWarning` names the file and that cell alone is
-   recomputed. The missing cells are computed here, one after the other, or with
+1. runs every cell through the cache (``results/cache/<name>/`` of the output folder,
+   :mod:`experiments.paths`; one JSON file per cell, keyed by the cell's arguments and the
+   experiment's cell version). Failures are never cached; a cache file that cannot be read
+   (truncated, empty, another cell's, no ``value``) is a miss: a :class:`CacheWarning` names
+   the file and that cell alone is recomputed. The missing cells are computed here, one after the other, or with
    ``--jobs N`` on N worker processes, or with ``--scheduler ADDRESS`` on a Dask
    cluster (:func:`ffu_cvx.batch.completed`: one BLAS thread per process computing
    cells, here too, so the numbers are the serial run's; ``--blas-threads N`` gives
@@ -19,11 +19,12 @@ Interfaces layer (experiments): imports ``ffu_cvx.batch``, ``ffu_cvx.files``,
    the paper's) to stdout;
 3. writes ``results/<name>.{csv,json,md}`` (:mod:`ffu_cvx.jsonio`: non-finite numbers
    are ``null``; the JSON records the command, the commit, the versions, the machine, its
-   load and the BLAS thread settings; a run whose numbers equal the file's, timings and
+   load and the BLAS thread settings; a run whose numbers equal the file's to 1e-6, timings and
    environment aside, keeps the file: :func:`same_numbers`, ``--rewrite``), draws every figure
    FROM that JSON (as read back) and writes
-   ``figures/<fig>.{png,pdf}``, all atomically and with Ctrl-C held off until the last
-   file is in place, so the outputs are all old or all new;
+   ``figures/<fig>.{png,pdf}``, in the output folder ``out/`` (ignored by git) or, with
+   ``--update-results``, in the committed ``results/`` and ``figures/``; all atomically and
+   with Ctrl-C held off until the last file is in place, so the outputs are all old or all new;
 4. prints every path it wrote.
 
 Ctrl-C while cells run stops the command: the finished cells stay in the cache, no
@@ -45,6 +46,7 @@ import hashlib
 import importlib.metadata
 import io
 import json
+import math
 import os
 import platform
 import re
@@ -63,7 +65,8 @@ from . import paths
 from .formatting import format_table, markdown_table
 
 __all__ = ["EXIT_INTERRUPTED", "Cell", "Table", "Figure", "CacheWarning", "Cache", "Grid", "Planned", "parser",
-           "environment", "result_files", "write_files", "planning", "computed", "run_grid", "cli"]
+           "environment", "result_files", "same_values", "same_numbers", "write_files", "planning", "computed",
+           "run_grid", "cli"]
 
 #: Exit status of a command stopped by Ctrl-C (128 + SIGINT, the shell's convention).
 EXIT_INTERRUPTED = 130
@@ -206,10 +209,13 @@ def parser(description: str, *, figures: bool = False) -> argparse.ArgumentParse
     """Argument parser with the flags every experiment shares (``--replot`` with ``figures``)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--quick", action="store_true",
-                   help="small version that finishes in seconds, written to results/quick/ and figures/quick/")
+                   help="small version that finishes in seconds, written to out/results/quick/ and out/figures/quick/")
+    p.add_argument("--update-results", action="store_true",
+                   help="write the committed results/ and figures/ instead of out/ (the default output folder, "
+                        "ignored by git); --quick runs stay in out/")
     p.add_argument("--force", action="store_true", help="recompute cached cells")
     p.add_argument("--rewrite", action="store_true",
-                   help="write the results files even when only timings and the environment changed")
+                   help="write the results files even when only timings, the environment and rounding changed")
     p.add_argument("--collect", action="store_true", help="only report cells already cached; compute nothing")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cell cache")
     p.add_argument("--quiet", action="store_true", help="no progress and no table (the paths written are printed)")
@@ -321,8 +327,10 @@ def _commit() -> str | None:
         return None
 
 
-def result_files(name: str, rows: Sequence[dict], table: Table, meta: dict, quick: bool) -> dict[Path, bytes]:
-    """The bytes of ``results/<name>.{csv,json,md}`` (rows, meta and environment in the JSON)."""
+def result_files(name: str, rows: Sequence[dict], table: Table, meta: dict, quick: bool,
+                 committed: bool = False) -> dict[Path, bytes]:
+    """The bytes of ``results/<name>.{csv,json,md}`` (rows, meta and environment in the JSON); the
+    committed ``results/`` with ``committed`` (:func:`experiments.paths.results_dir`)."""
     columns = list(table.columns)
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
@@ -334,14 +342,15 @@ def result_files(name: str, rows: Sequence[dict], table: Table, meta: dict, quic
     md = f"# {title}\n\n{markdown_table(rows, columns, table.floatfmt)}\n"
     if table.notes:
         md += f"\n{table.notes.strip()}\n"
-    folder = paths.results_dir(quick)
+    folder = paths.results_dir(quick, committed)
     return {folder / f"{name}.csv": buf.getvalue().encode(),
             folder / f"{name}.json": (jsonio.dumps(payload, indent=2) + "\n").encode(),
             folder / f"{name}.md": md.encode()}
 
 
-def figure_files(figures: Sequence[Figure], data: dict, quick: bool) -> dict[Path, bytes]:
-    """The bytes of every figure drawn from ``data`` (a results JSON as read back)."""
+def figure_files(figures: Sequence[Figure], data: dict, quick: bool, committed: bool = False) -> dict[Path, bytes]:
+    """The bytes of every figure drawn from ``data`` (a results JSON as read back); the committed
+    ``figures/`` with ``committed``."""
     if not figures:
         return {}
     import matplotlib
@@ -356,7 +365,7 @@ def figure_files(figures: Sequence[Figure], data: dict, quick: bool) -> dict[Pat
             for ext in FIGURE_FORMATS:
                 buf = io.BytesIO()
                 fig.savefig(buf, format=ext, dpi=FIGURE_DPI, metadata=FIGURE_METADATA[ext])
-                out[paths.figures_dir(quick) / f"{spec.name}.{ext}"] = buf.getvalue()
+                out[paths.figures_dir(quick, committed) / f"{spec.name}.{ext}"] = buf.getvalue()
         finally:
             plt.close(fig)
     return out
@@ -364,8 +373,8 @@ def figure_files(figures: Sequence[Figure], data: dict, quick: bool) -> dict[Pat
 
 #: Keys of a results file's rows and meta that hold timings (``*time``, ``*_s``: solve_s, wall_s, cpu_s ...),
 #: their ratios (``speedup``) or memory peaks (``*_mb``). A run whose results differ
-#: from the file on disk only in these and in its environment (date, load, commit) leaves the file as it
-#: is (:func:`same_numbers`), so a tracked results file changes only when its numbers do.
+#: from the file on disk only in these, in its environment (date, load, commit) and by the processor's rounding
+#: leaves the file as it is (:func:`same_numbers`), so a tracked results file changes only when its numbers do.
 VOLATILE_KEY = re.compile(r"(time|_s|_mb|speedup)$", re.IGNORECASE)
 
 
@@ -378,14 +387,33 @@ def _numbers(data: dict) -> dict:
             "columns": data.get("columns"), "rows": [keep(r) for r in data.get("rows") or []]}
 
 
-def same_numbers(path: Path, data: dict) -> dict | None:
-    """The results file at ``path`` as read, when its numbers are ``data``'s (timings and environment aside);
-    else None (also when it is absent or unreadable)."""
+#: Numbers closer than this, relatively or absolutely, are the same in a results file (:func:`same_values`):
+#: no solver here certifies finer, and another processor's rounding moves them by less.
+SAME_TOLERANCE = 1e-6
+
+
+def same_values(a, b, tol: float = SAME_TOLERANCE) -> bool:
+    """Whether ``a`` and ``b`` (parsed JSON) agree: numbers within ``tol`` of each other (relatively or
+    absolutely), strings, booleans, nulls and the shape of lists and objects exactly."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_values(a[k], b[k], tol) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_values(x, y, tol) for x, y in zip(a, b))
+    return a == b
+
+
+def same_numbers(path: Path, data: dict, tol: float = SAME_TOLERANCE) -> dict | None:
+    """The results file at ``path`` as read, when its numbers are ``data``'s to ``tol`` (timings and environment
+    aside, :func:`same_values`); else None (also when it is absent or unreadable)."""
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return old if isinstance(old, dict) and _numbers(old) == _numbers(data) else None
+    return old if isinstance(old, dict) and same_values(_numbers(old), _numbers(data), tol) else None
 
 
 def write_files(files: dict[Path, bytes]) -> list[Path]:
@@ -540,12 +568,12 @@ def _grid_rows(grid: Grid) -> list[dict]:
             for v in (value if isinstance(value, list) else [value])]
 
 
-def _replot(name: str, figures: Sequence[Figure], quick: bool) -> list[dict]:
-    source = paths.results_dir(quick) / f"{name}.json"
+def _replot(name: str, figures: Sequence[Figure], quick: bool, committed: bool) -> list[dict]:
+    source = paths.results_dir(quick, committed) / f"{name}.json"
     if not source.exists():
         raise SystemExit(f"{name}: no {paths.shown(source)} to draw from; run without --replot first")
     data = json.loads(source.read_text(encoding="utf-8"))
-    write_files(figure_files(figures, data, quick))
+    write_files(figure_files(figures, data, quick, committed))
     return data["rows"]
 
 
@@ -562,13 +590,14 @@ def run_grid(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], args
     several cells), after the cache and before anything is written.
     """
     replot = getattr(args, "replot", False)
+    committed = getattr(args, "update_results", False)
     cache = Cache(paths.cache_dir(name), read=not (args.force or args.no_cache), write=not args.no_cache)
     if _PLAN is not None:
         if not replot:
             _PLAN.append(Grid(name, tuple(cells), cell_fn, version, tuple(errors), cache, args))
         raise Planned(name)
     if replot:
-        return _replot(name, figures, args.quick)
+        return _replot(name, figures, args.quick, committed)
     t0 = time.perf_counter()
     rows = _grid_rows(Grid(name, tuple(cells), cell_fn, version, tuple(errors), cache, args))
     rows = jsonio.jsonable(combine(rows)) if combine else rows
@@ -580,15 +609,15 @@ def run_grid(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], args
         shown = table.display(rows) if table.display else [{c: r.get(c) for c in table.columns} for r in rows]
         print(f"\n{table.title}\n\n{format_table(shown, floatfmt=table.floatfmt)}\n\n({total:.1f} s{table.footer})\n")
     files = result_files(name, rows, table, {**(meta or {}), "cell_version": version, "total_time_s": total},
-                         args.quick)
-    json_path = paths.results_dir(args.quick) / f"{name}.json"
+                         args.quick, committed)
+    json_path = paths.results_dir(args.quick, committed) / f"{name}.json"
     data = json.loads(files[json_path])
     old = None if getattr(args, "rewrite", False) else same_numbers(json_path, data)
     if old is not None:  # the same numbers: keep the files (and draw the figures from them, to the same bytes)
         print(f"{paths.shown(json_path)}: the same numbers (timings and environment aside), kept; "
               "--rewrite writes it anyway", flush=True)
         files, data = {}, old
-    write_files({**files, **figure_files(figures, data, args.quick)})
+    write_files({**files, **figure_files(figures, data, args.quick, committed)})
     return rows
 
 

@@ -206,21 +206,49 @@ def test_ctrl_c_stops_the_command_then_a_rerun_resumes(out):
     assert rows == tiny.main(["--quiet", "--cells", "6", "--no-cache"])  # identical to a fresh run
 
 
-def test_quick_runs_are_kept_apart_from_full_results(tmp_path, monkeypatch):
+@pytest.fixture
+def clone(tmp_path, monkeypatch):
+    """A stand-in clone: the default folders, with no ``FFU_CVX_EXPERIMENTS_OUT``."""
     monkeypatch.delenv(paths.ENV, raising=False)
+    monkeypatch.delenv("TINY_LOG", raising=False)
     monkeypatch.setattr(paths, "REPO", tmp_path)
+    tiny.DRAWN.clear()
+    return tmp_path
+
+
+def test_quick_runs_are_kept_apart_from_full_results(clone):
+    out = clone / paths.OUT
     tiny.main(["--quiet"])
-    full = (tmp_path / "results" / "tiny.json").read_bytes()
-    figure = (tmp_path / "figures" / "tiny.png").read_bytes()
+    full = (out / "results" / "tiny.json").read_bytes()
+    figure = (out / "figures" / "tiny.png").read_bytes()
     tiny.main(["--quiet", "--quick"])
-    assert (tmp_path / "results" / "tiny.json").read_bytes() == full
-    assert (tmp_path / "figures" / "tiny.png").read_bytes() == figure
-    quick = json.loads((tmp_path / "results" / "quick" / "tiny.json").read_text())
+    assert (out / "results" / "tiny.json").read_bytes() == full
+    assert (out / "figures" / "tiny.png").read_bytes() == figure
+    quick = json.loads((out / "results" / "quick" / "tiny.json").read_text())
     assert quick["meta"]["quick"] is True and len(quick["rows"]) == 2
-    assert "(--quick" in (tmp_path / "results" / "quick" / "tiny.md").read_text().splitlines()[0]
-    assert (tmp_path / "figures" / "quick" / "tiny.pdf").exists()
-    assert sorted(p.name for p in (tmp_path / "results" / "cache" / "tiny").iterdir()) == sorted(
-        runner.Cache(tmp_path / "x").path(1, k).name for k in KEYS)  # one cache: quick cells are full cells
+    assert "(--quick" in (out / "results" / "quick" / "tiny.md").read_text().splitlines()[0]
+    assert (out / "figures" / "quick" / "tiny.pdf").exists()
+    assert sorted(p.name for p in (out / "results" / "cache" / "tiny").iterdir()) == sorted(
+        runner.Cache(clone / "x").path(1, k).name for k in KEYS)  # one cache: quick cells are full cells
+    assert not (clone / "results").exists() and not (clone / "figures").exists()
+
+
+def test_update_results_writes_the_committed_folders_and_replots_from_them(clone, capsys):
+    tiny.main(["--quiet"])
+    tiny.main(["--quiet", "--update-results"])
+    data = json.loads((clone / "results" / "tiny.json").read_text())
+    assert (clone / "figures" / "tiny.png").exists() and tiny.DRAWN[-1] == data
+    assert sorted(p.name for p in clone.iterdir()) == ["figures", paths.OUT, "results"]
+    assert not (clone / "results" / "cache").exists()  # the cells came from the output folder's cache
+    data["rows"][0]["square"] = 123
+    (clone / "results" / "tiny.json").write_text(json.dumps(data))
+    capsys.readouterr()
+    assert tiny.main(["--replot", "--update-results"])[0]["square"] == 123 and tiny.DRAWN[-1] == data
+    assert capsys.readouterr().out.splitlines() == [f"wrote {clone / 'figures' / f'tiny.{e}'}" for e in ("png", "pdf")]
+    assert tiny.main(["--replot"])[0]["square"] == 0  # the output folder's results, drawn into it
+    tiny.main(["--quiet", "--quick", "--update-results"])  # a quick run stays in the output folder
+    assert (clone / paths.OUT / "results" / "quick" / "tiny.json").exists()
+    assert not (clone / "results" / "quick").exists() and not (clone / "figures" / "quick").exists()
 
 
 def test_replot_draws_from_the_results_file_alone(out, capsys):
@@ -252,13 +280,35 @@ def test_same_results_draw_the_same_figure_bytes(out):
 def test_paths_resolve_from_the_package_not_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.delenv(paths.ENV, raising=False)
     monkeypatch.chdir(tmp_path)
-    assert paths.results_dir() == REPO / "results" and paths.figures_dir(quick=True) == REPO / "figures" / "quick"
-    assert paths.cache_dir("table2") == REPO / "results" / "cache" / "table2"
+    out = REPO / paths.OUT
+    assert paths.results_dir() == out / "results" and paths.figures_dir(quick=True) == out / "figures" / "quick"
+    assert paths.cache_dir("table2") == out / "results" / "cache" / "table2"
     assert paths.shown(REPO / "results") == str(REPO / "results")
     monkeypatch.chdir(REPO)
     assert paths.shown(REPO / "results" / "x.json") == os.path.join("results", "x.json")
     monkeypatch.setenv(paths.ENV, str(tmp_path / "o"))
     assert paths.results_dir(quick=True) == tmp_path / "o" / "results"  # a folder given is used as given
+    assert paths.figures_dir(committed=True) == tmp_path / "o" / "figures"  # also for --update-results
+    assert paths.committed_results() == REPO / "results"
+
+
+def test_runs_write_a_git_ignored_folder_unless_told_to_update_the_committed_results(monkeypatch):
+    monkeypatch.delenv(paths.ENV, raising=False)
+    args = runner.parser("x").parse_args([])
+    assert not args.update_results and runner.parser("x").parse_args(["--update-results"]).update_results
+    written = [paths.results_dir(), paths.figures_dir(), paths.results_dir(quick=True), paths.figures_dir(quick=True),
+               paths.cache_dir("table2"), paths.results_dir(quick=True, committed=True)]
+    assert all(p.is_relative_to(REPO / paths.OUT) for p in written)
+    assert paths.results_dir(committed=True) == REPO / "results"
+    assert paths.figures_dir(committed=True) == REPO / "figures"
+    try:
+        ignored = subprocess.run(["git", "check-ignore", "--no-index", *(str(p / "table2.json") for p in written)],
+                                 cwd=REPO, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("no git")
+    if "not a git repository" in ignored.stderr:
+        pytest.skip("not a git checkout")
+    assert ignored.stdout.split() == [str(p / "table2.json") for p in written], ignored.stderr
 
 
 def test_crossval_reports_a_failed_refinement(monkeypatch):
@@ -417,6 +467,16 @@ def test_a_rerun_with_the_same_numbers_keeps_the_results_file(tmp_path):
     again["meta"]["total_time_s"] = 5.0
     again["environment"]["load_average"] = [9.0, 9.0, 9.0]
     assert runner.same_numbers(path, again) is not None
-    again["rows"][0]["alpha"] = 1.7500001
+    again["rows"][0]["alpha"] = 1.7500001  # another processor's rounding
+    assert runner.same_numbers(path, again) is not None
+    again["rows"][0]["alpha"] = 1.7501
     assert runner.same_numbers(path, again) is None
     assert runner.same_numbers(tmp_path / "absent.json", again) is None
+
+
+def test_same_values_compare_numbers_to_a_tolerance_and_everything_else_exactly():
+    assert runner.same_values({"a": [1.0, 2e-9, "x", None]}, {"a": [1.0 + 1e-9, 5e-9, "x", None]})
+    assert not runner.same_values({"a": 1.0}, {"a": 1.0, "b": 1.0}) and not runner.same_values([1.0], [1.0, 1.0])
+    assert not runner.same_values("x", "y") and not runner.same_values(True, 1) and not runner.same_values(None, 0.0)
+    assert not runner.same_values(64, 65) and not runner.same_values(2e-5, 4e-5)
+    assert runner.same_values(1.0, 1.01, tol=0.1)
