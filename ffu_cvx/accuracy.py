@@ -1,6 +1,6 @@
 """Accuracy in the publisher's words: margins of error at a confidence level, per query or per table.
 
-Core layer: imports numpy, scipy.special, scipy.stats and ``validation``.
+Core layer: imports numpy, scipy.special and ``validation``; scipy.stats only inside :func:`coverage`.
 
 Every answer carries Gaussian noise of variance ``v``, so "within ``±M`` at level ``L``"
 (two-sided) holds exactly when ``v <= (M / z_L)^2`` with ``z_L`` the standard normal
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from . import validation
 
@@ -205,5 +205,7 @@ def coverage(hits: int, draws: int, confidence: float = 0.95) -> Coverage:
     """The :class:`Coverage` of ``hits`` successes in ``draws`` simulated releases, with its exact interval."""
     draws = validation.positive_int(draws, "draws")
     confidence = validation.fraction(confidence, "confidence")
+    from scipy import stats  # a slow import, needed only here
+
     ci = stats.binomtest(int(hits), draws).proportion_ci(confidence_level=confidence, method="exact")
     return Coverage(int(hits), draws, float(ci.low), float(ci.high), confidence)

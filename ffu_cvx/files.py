@@ -1,6 +1,7 @@
 """Atomic file output shared by the command line and the experiments.
 
-Core layer: imports the standard library only.
+Core layer: imports the standard library only (``fcntl``, or ``msvcrt`` on Windows, when a
+lock is taken).
 
 A write goes to a temporary file in the target's folder, is flushed to disk and renamed
 into place, so a reader never sees a half-written file and an interrupted write leaves
@@ -30,7 +31,6 @@ folder, not one of the inputs, not read-only, and not an existing file unless
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import stat
@@ -207,21 +207,56 @@ def locked(path: Path):
     holders take turns, across processes."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield fd
+        with _exclusive(fd):
+            yield fd
+    finally:
+        os.close(fd)
+
+
+#: The lock file a file group's writers share on Windows, where a folder cannot be opened to lock it.
+WINDOWS_FOLDER_LOCK = ".ffu-cvx.lock"
+
+
+@contextmanager
+def _folder_lock(folder: Path):
+    """An exclusive advisory lock on ``folder`` (writers of a file group there take turns); on
+    Windows, on the file :data:`WINDOWS_FOLDER_LOCK` in it."""
+    if os.name == "nt":
+        with locked(os.path.join(folder, WINDOWS_FOLDER_LOCK)) as fd:
+            yield fd
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        with _exclusive(fd):
+            yield fd
     finally:
         os.close(fd)
 
 
 @contextmanager
-def _folder_lock(folder: Path):
-    """An exclusive advisory lock on ``folder`` (writers of a file group there take turns)."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
+def _exclusive(fd: int):
+    """Hold an exclusive lock on the open file ``fd``, waiting for it: ``fcntl.flock``, or on Windows
+    ``msvcrt.locking`` of its first byte (whose blocking mode gives up after 10 s, so it is retried)."""
+    if os.name != "nt":
+        import fcntl
+
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield fd
+        yield
+        return
+    import msvcrt
+
+    os.lseek(fd, 0, os.SEEK_SET)
+    while True:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+            break
+        except OSError:
+            continue
+    try:
+        yield
     finally:
-        os.close(fd)
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
 
 
 def _replace(tmp: str, path: Path) -> None:

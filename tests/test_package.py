@@ -36,3 +36,28 @@ def test_auto_is_the_default_method_and_fourier_has_a_name():
         ffu.solve(ffu.workloads.product(dom, [({"a": "prefix"}, 1.0)]).to_problem(), method="fourier")
     with pytest.raises(TypeError, match="takes no options"):
         ffu.solve(marginals, method="fourier", max_iter=3)
+
+
+def test_importing_the_package_needs_no_fcntl_and_loads_no_scipy_stats():
+    # fcntl is blocked (absent on Windows); scipy.stats is the slowest import and loads on first use.
+    code = ("import sys; sys.modules['fcntl'] = None; import ffu_cvx; "
+            "print('scipy.stats' in sys.modules, type(ffu_cvx.consistent).__name__, 'scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["False", "module", "True"], out.stderr
+
+
+def test_a_lock_on_windows_goes_through_msvcrt(tmp_path, monkeypatch):
+    from ffu_cvx import files
+
+    calls = []
+    fake = type(sys)("msvcrt")
+    fake.LK_LOCK, fake.LK_UNLCK = 1, 0
+    fake.locking = lambda fd, mode, n: calls.append((mode, n))
+    monkeypatch.setitem(sys.modules, "msvcrt", fake)
+    monkeypatch.setitem(sys.modules, "fcntl", None)
+    monkeypatch.setattr(files.os, "name", "nt")
+    with files.locked(tmp_path / "ledger.lock"):
+        assert calls == [(1, 1)]
+    assert calls == [(1, 1), (0, 1)]
+    with files._folder_lock(tmp_path):
+        assert (tmp_path / files.WINDOWS_FOLDER_LOCK).exists()
