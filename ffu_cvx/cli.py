@@ -1,12 +1,14 @@
 """The ``ffu-cvx`` command line: solve a user's workload, release answers, report.
 
 Interfaces layer: imports ``solvers``, ``mechanism``, ``budget``, ``consistent``, ``product_release``, ``release``,
-``products``, ``problem``, ``memory``, ``files`` and the command line's own modules ``clifiles`` (inputs, outputs, histograms),
+``products``, ``problem``, ``memory``, ``files``, ``version`` and the command line's own modules ``clifiles`` (inputs, outputs, histograms),
 ``resultfile`` and ``specfile`` (the RESULT and SPEC formats, documented there) and ``cliplot`` (the
 report figure).
 
 Commands
 --------
+``ffu-cvx --version``
+    Print the package version. ``python -m ffu_cvx`` runs the same command line.
 ``ffu-cvx solve SPEC.json [--method M] --out RESULT.json [--delta 1e-6] [--max-time S] [--quiet]``
     Solve Problem 1 (or Problem 2 when the spec has a ``target``) and write RESULT, with
     progress on stderr (the solvers' log: attempts, refinement levels, a line every 30 s
@@ -84,6 +86,7 @@ from .resultfile import (SCHEMA_VERSION, STRUCTURED, at_spec_targets, dump_resul
 from .specfile import WORKLOADS, check_options, check_target, load_spec, product_workload, spec_goal, spec_inputs
 from .status import SolverError
 from .solvers import METHODS, STRUCTURED_METHODS, auto_method, solve
+from .version import __version__
 
 __all__ = ["main", "SCHEMA_VERSION", "WORKLOADS", "load_spec", "load_result", "InputError",
            "EXIT_OK", "EXIT_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_TERMINATED"]
@@ -520,6 +523,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ffu-cvx", description="Fitness-for-use differential privacy for linear queries.",
                                 epilog="exit status: 0 ok, 1 solver failure, 2 bad input, 130 interrupted, "
                                        "143 terminated; outputs are atomic and never overwrite an input")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("solve", help="optimise the noise covariance for a workload spec")
     s.add_argument("spec", help="workload spec (JSON)")

@@ -432,3 +432,12 @@ def test_structured_result_above_the_recorded_variances_limit_releases(tmp_path,
     small.write_text(json.dumps(res))
     code, _, err = _run(capsys, "release", small, "--records", records, "--out", tmp_path / "c.csv", "--seed", 4)
     assert code == 2 and "variances" in err and not (tmp_path / "c.csv").exists()
+
+
+def test_version_and_python_dash_m_run_the_same_command_line(capsys):
+    code, out, _ = _run(capsys, "--version")
+    assert code == 0 and out.strip() == f"ffu-cvx {ffu.__version__}"
+    run = subprocess.run([sys.executable, "-m", "ffu_cvx", "--version"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == f"ffu-cvx {ffu.__version__}", run.stderr
+    run = subprocess.run([sys.executable, "-m", "ffu_cvx", "budget"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "usage: ffu-cvx budget" in run.stderr
