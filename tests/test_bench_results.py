@@ -1,4 +1,4 @@
-"""Benchmarks as data: every benchmark below writes a committed results file with the run's
+"""Benchmarks as data: every benchmark below has a committed results file (``--update-results``) with its run's
 environment, the documentation's tables come from those files, and a rerun with the same
 numbers leaves a results file as it is."""
 
@@ -28,12 +28,12 @@ def _git(*args) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_each_benchmark_has_a_committed_results_file_with_its_environment(name):
-    path = paths.REPO / "results" / f"{name}.json"
+    path = paths.committed_results() / f"{name}.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     env = data["environment"]
     assert all(env.get(key) is not None for key in ENVIRONMENT), {k: env.get(k) for k in ENVIRONMENT}
     assert env["command"].split()[:3] == ["python", "-m", f"experiments.{name}"]
-    assert not data["meta"]["quick"], "a --quick run writes results/quick/, which is not committed"
+    assert not data["meta"]["quick"], "a --quick run writes out/results/quick/, which is not committed"
     assert data["rows"] and data["columns"]
     listed = _git("ls-files", "--error-unmatch", f"results/{name}.json")
     if listed.returncode != 0 and "not a git repository" in listed.stderr:
@@ -47,6 +47,12 @@ def test_the_documentation_has_a_table_per_benchmark(name):
     text = perf_tables.generated()[perf_tables.OUT / f"{name}.rst"]
     assert f"results/{name}.json" in text and "list-table" in text
     assert f"generated/{name}.rst" in (paths.REPO / "docs" / "performance.rst").read_text(encoding="utf-8")
+
+
+def test_generated_tables_are_checked_by_their_text_and_numbers():
+    assert perf_tables.same_text("α = 4.4579, gap 1e-08, d = 1,024", "α = 4.45790000001, gap 1.0e-8, d = 1,024")
+    assert not perf_tables.same_text("α = 4.4579", "α = 4.4580") and not perf_tables.same_text("d = 1,024", "d = 1,025")
+    assert not perf_tables.same_text("``sdp`` 1.0", "``smii`` 1.0") and not perf_tables.same_text("1 2", "1 2 3")
 
 
 def test_the_readmes_table_is_replaced_in_place():

@@ -5,9 +5,11 @@ target (``<M>_cost`` = alpha_M * max ratio): deterministic and independent of SM
 The ratios the tables print are ``<M>_cost / alpha`` with SM-II's alpha.
 """
 
+import ast
 import importlib
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -22,6 +24,19 @@ from ffu_cvx import workloads as wl
 def tmp_outputs(tmp_path, monkeypatch):
     monkeypatch.setenv(paths.ENV, str(tmp_path))
     return tmp_path
+
+
+def test_only_the_paths_module_names_the_output_folders():
+    """Every experiment writes where :mod:`experiments.paths` says (``out/`` or, with ``--update-results``,
+    the committed folders): no other module names ``results``, ``figures`` or ``out`` as a folder."""
+    named = []
+    for path in sorted((paths.REPO / "experiments").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        in_text = {id(c) for j in ast.walk(tree) if isinstance(j, ast.JoinedStr) for c in j.values}  # f-string text
+        named += [f"{path.name}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in in_text
+                  and re.fullmatch(r"(results|figures|out)(/.*)?", n.value) and path.name != "paths.py"]
+    assert not named, named
 
 
 def run(name, *extra):
