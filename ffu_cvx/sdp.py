@@ -1,9 +1,10 @@
 """Exact reference solver for Problem 1: the SDP of :mod:`ffu_cvx.cvx`, refined and post-checked.
 
-Solver layer, top of the exact solver: imports numpy, ``certificate``, ``problem``,
+Solver layer, top of the exact solver: imports numpy, ``certificate``, ``options``, ``problem``,
 ``result``, ``status``, ``validation``, ``cvx`` (the model and the one level solve),
 ``refine`` (the ≺R driver, handed :func:`solve_level`) and ``smii``
-(the warm start). The path of ``ffu.solve(problem, method="sdp")`` is :func:`solve_sdp`:
+(the warm start). Its settings are one frozen value, :class:`SDPOptions` (or its fields by
+keyword). The path of ``ffu.solve(problem, method="sdp")`` is :func:`solve_sdp`:
 Problem 1 solved once (:func:`first_level`: SCS warm-started from SM-II by
 :func:`ffu_cvx.cvx.solve_warm`, or :func:`ffu_cvx.cvx.solve_level`, with
 ``solver="auto"``'s fallbacks judged by the certified gap), the refinement levels
@@ -31,6 +32,7 @@ The model's names (``FORMULATIONS``, ``SOLVERS``, ``STATUS_MAP``, ``LevelResult`
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import warnings
@@ -39,6 +41,7 @@ from . import certificate, validation
 from .cvx import (AUTO_CLARABEL_MAX_ORDER, DEFAULT_SOLVER_TOL, FAIL_GAP, FORMULATIONS, SOLVERS, STATUS_MAP,
                   WARM_HIGH_SCALE, LevelResult, certified_gap, lmi_order, normalise_sigma, pick_solver, reject_if_far,
                   solve_level, solve_warm, solver_kwargs, time_limit_options)
+from .options import build
 from .problem import FitnessProblem
 from .refine import REFINE_CLARABEL_MAX_ORDER, Clock, check_options, notify, refine_first, solver_multipliers
 from .result import Solution
@@ -47,7 +50,7 @@ from .status import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, SOLVER_ERROR, STOPPED
 
 __all__ = ["FORMULATIONS", "SOLVERS", "STATUS_MAP", "DEFAULT_SOLVER_TOL", "AUTO_CLARABEL_MAX_ORDER", "FAIL_GAP",
            "WARM_STARTS", "WARM_SMII_TOL_FACTOR", "WARM_WIDE_ORDER", "FALLBACK_ITERS_FACTOR",
-           "LevelResult", "lmi_order", "pick_solver", "solve_level", "normalise_sigma", "solve_sdp", "first_level",
+           "LevelResult", "lmi_order", "pick_solver", "solve_level", "normalise_sigma", "SDPOptions", "solve_sdp", "first_level",
            "refine", "refine_from", "finish"]
 
 log = logging.getLogger(__name__)
@@ -59,40 +62,30 @@ def _first_info(first: LevelResult, formulation: str) -> dict:
             "solve_time": first.solve_time, "sdp_value": first.value, "solver_status": first.raw_status}
 
 
-def solve_sdp(
-    problem: FitnessProblem,
-    *,
-    tol: float = 1e-6,
-    solver_tol: float | None = None,
-    callback=None,
-    solver: str = "auto",
-    refine: bool = True,
-    formulation: str = "pair",
-    verbose: bool = False,
-    solver_options: dict | None = None,
-    warm_start="auto",
-    max_time: float | None = None,
-) -> Solution:
-    """Solve Problem 1 exactly as a semidefinite program (the reference solver).
+WARM_STARTS = ("auto", "smii", None)
 
-    Parameters
+
+def _check_warm_start(warm_start) -> None:
+    if not (warm_start in WARM_STARTS or isinstance(warm_start, Solution)):
+        raise ValueError(f"`warm_start` must be one of {WARM_STARTS} or a Solution, got {warm_start!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SDPOptions:
+    """The settings of one exact SDP solve (:func:`solve_sdp`); every field is checked when the value is
+    built (a ``ValueError`` names it).
+
+    Attributes
     ----------
-    problem : FitnessProblem
-        ``W`` (m, d), ``c`` (m,), basis ``B`` (k, d), ``L`` (m, k).
-    tol : float
+    tol : float, default 1e-6
         Certified relative gap. The certificate decides the status: a gap above ``tol``
         makes the result ``"optimal_inaccurate"`` (with a warning), one below it
         ``"optimal"`` even when the solver stopped at its reduced tolerance. An
         inaccurate solve certified worse than :data:`ffu_cvx.cvx.FAIL_GAP` raises ``SolverError``.
-    solver_tol : float, optional
-        The solver's own stopping tolerance (gap and feasibility, in (0, 1)); default 1e-9.
-    callback : callable, optional
-        ``callback(intermediate_result)`` after every level with an
-        :class:`ffu_cvx.status.IntermediateResult` (``method="sdp"``, ``nit`` and
-        ``level`` the level number, ``privacy_cost``, ``lower_bound``, ``gap``, ``sigma``,
-        ``value``, ``columns``: see :func:`ffu_cvx.refine.level_result`); raising
-        ``StopIteration`` returns the current Sigma with status ``"user_stopped"``.
-    solver : {"auto", "CLARABEL", "SCS"}
+    solver_tol : float or None, default None
+        The solver's own stopping tolerance (gap and feasibility, in (0, 1)); None:
+        :data:`ffu_cvx.cvx.DEFAULT_SOLVER_TOL` (1e-9).
+    solver : {"auto", "CLARABEL", "SCS"}, default "auto"
         "auto" picks Clarabel (interior point) for LMIs of order <= 48 and SCS (ADMM,
         an eigendecomposition per iteration) above, where Clarabel's dense
         factorisations become the bottleneck. If that solve fails or is certified
@@ -100,27 +93,28 @@ def solve_sdp(
         (LMI order <= :data:`ffu_cvx.refine.REFINE_CLARABEL_MAX_ORDER`) -> SCS cold
         with :data:`FALLBACK_ITERS_FACTOR` times the iterations; Clarabel -> SCS. The
         certified gap judges every attempt; ``info["fallbacks"]`` lists the ones that failed.
-    refine : bool
+    refine : bool, default True
         Return the unique ≺R-minimal optimum (Theorem 5) via :mod:`ffu_cvx.refine`;
         with ``solver="auto"`` its extra levels run on Clarabel up to LMI order
         :data:`ffu_cvx.refine.REFINE_CLARABEL_MAX_ORDER` (their feasible sets are too
         thin for SCS).
-    formulation : {"pair", "schur", "inverse", "dual"}
+    formulation : {"pair", "schur", "inverse", "dual"}, default "pair"
         See :mod:`ffu_cvx.cvx`; all are exact.
-    verbose, solver_options
-        Passed to the solver (``solver_options`` override the defaults of
-        :func:`ffu_cvx.cvx.solver_kwargs`).
-    warm_start : {"auto", "smii", None} or Solution
+    verbose : bool, default False
+        The conic solver's own output.
+    solver_options : dict or None, default None
+        Override the defaults of :func:`ffu_cvx.cvx.solver_kwargs`.
+    warm_start : {"auto", "smii", None} or Solution, default "auto"
         Start SCS near the optimum (:func:`ffu_cvx.cvx.solve_warm`, the ``"inverse"``
         model called directly; SCS's ``scale`` is 1 from the start when ``m > k`` and
         ``k + m`` > :data:`WARM_WIDE_ORDER`, as on random ranges from d = 128):
         ``"smii"`` solves SM-II first (certified to
         ``tol`` x :data:`WARM_SMII_TOL_FACTOR`, no polish), a Solution with multipliers
-        (any method) is used as given. ``"auto"`` (default) is ``"smii"`` where
+        (any method) is used as given. ``"auto"`` is ``"smii"`` where
         ``solver="auto"`` resolves to SCS and ``formulation`` is ``"pair"`` or
         ``"inverse"``, else None (CVXPY's model, cold). The certificate is the SDP's own.
-    max_time : float, optional
-        Wall-clock limit in seconds for the whole solve (default None: none). The time
+    max_time : float or None, default None
+        Wall-clock limit in seconds for the whole solve (None or inf: none). The time
         left is each conic solve's own limit (Clarabel's ``time_limit``, SCS's
         ``time_limit_secs``) and no fallback or refinement level starts after it. Spent
         during the refinement, the result is the last level's ``Sigma`` with status
@@ -129,6 +123,60 @@ def solve_sdp(
         optimum of Problem 1 certified by the first SDP (``gap`` <= ``tol`` when that
         solve reached it), only not the unique ≺R-minimal one. Spent before Problem 1 is
         solved to a usable point: ``SolverError`` with status ``"max_iter"``.
+    slack : float, default 1e-8
+        Relative relaxation of the refinement's fixed levels, in [0, 1e-2).
+    threshold : float, default 1e-3
+        Relative multiplier size that marks a column tight in the refinement, in (0, 1).
+    """
+
+    tol: float = 1e-6
+    solver_tol: float | None = None
+    solver: str = "auto"
+    refine: bool = True
+    formulation: str = "pair"
+    verbose: bool = False
+    solver_options: dict | None = None
+    warm_start: object = "auto"
+    max_time: float | None = None
+    slack: float = 1e-8
+    threshold: float = 1e-3
+
+    def __post_init__(self):
+        if str(self.solver).upper() not in {n.upper() for n in SOLVERS}:
+            raise ValueError(f"`solver` must be one of {SOLVERS}, got {self.solver!r}")
+        if self.solver_options is not None and not isinstance(self.solver_options, dict):
+            raise ValueError(f"`solver_options` must be a dict or None, got {type(self.solver_options).__name__}")
+        _check_warm_start(self.warm_start)
+        slack, threshold = check_options(self.slack, self.threshold)
+        checked = dict(tol=validation.positive(self.tol, "tol"), slack=slack, threshold=threshold,
+                       solver_tol=None if self.solver_tol is None else validation.fraction(self.solver_tol,
+                                                                                           "solver_tol"),
+                       refine=validation.flag(self.refine, "refine"),
+                       formulation=validation.choice(self.formulation, "formulation", FORMULATIONS),
+                       verbose=validation.flag(self.verbose, "verbose"),
+                       max_time=validation.positive(self.max_time, "max_time", allow_none=True, allow_inf=True))
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+
+def solve_sdp(problem: FitnessProblem, *, callback=None, options: SDPOptions | None = None, **keywords) -> Solution:
+    """Solve Problem 1 exactly as a semidefinite program (the reference solver).
+
+    Parameters
+    ----------
+    problem : FitnessProblem
+        ``W`` (m, d), ``c`` (m,), basis ``B`` (k, d), ``L`` (m, k).
+    callback : callable, optional
+        ``callback(intermediate_result)`` after every level with an
+        :class:`ffu_cvx.status.IntermediateResult` (``method="sdp"``, ``nit`` and
+        ``level`` the level number, ``privacy_cost``, ``lower_bound``, ``gap``, ``sigma``,
+        ``value``, ``columns``: see :func:`ffu_cvx.refine.level_result`); raising
+        ``StopIteration`` returns the current Sigma with status ``"user_stopped"``.
+    options : SDPOptions, optional
+        The settings (:class:`SDPOptions`, which documents each one).
+    **keywords
+        Fields of :class:`SDPOptions` by name, replacing those of ``options``; an unknown
+        name is a ``TypeError``.
 
     Returns
     -------
@@ -139,18 +187,18 @@ def solve_sdp(
     """
     if not isinstance(problem, FitnessProblem):
         raise ValueError(f"`problem` must be a FitnessProblem, got {type(problem).__name__}")
-    if formulation not in FORMULATIONS:
-        raise ValueError(f"`formulation` must be one of {FORMULATIONS}, got {formulation!r}")
-    tol = validation.positive(tol, "tol")
-    clock = Clock(max_time=validation.positive(max_time, "max_time", allow_none=True, allow_inf=True))
-    opts = dict(solver=solver, solver_tol=solver_tol, solver_options=solver_options, verbose=verbose)
-    first, info = first_level(problem, formulation=formulation, warm_start=warm_start, tol=tol, clock=clock, **opts)
-    if refine:
-        return refine_from(problem, first, t0=clock.t0, callback=callback, tol=tol, info=info, clock=clock,
-                           formulation="pair" if formulation == "dual" else formulation, **opts)
+    o = build(SDPOptions, options, keywords, "solve_sdp")
+    clock = Clock(max_time=o.max_time)
+    opts = dict(solver=o.solver, solver_tol=o.solver_tol, solver_options=o.solver_options, verbose=o.verbose)
+    first, info = first_level(problem, formulation=o.formulation, warm_start=o.warm_start, tol=o.tol, clock=clock,
+                              **opts)
+    if o.refine:
+        return refine_from(problem, first, t0=clock.t0, callback=callback, tol=o.tol, info=info, clock=clock,
+                           formulation="pair" if o.formulation == "dual" else o.formulation, slack=o.slack,
+                           threshold=o.threshold, **opts)
     stopped = notify(callback, problem, first, number=1, columns=[], first=first, clock=clock)
     return finish(problem, first.sigma, first.lam, first.mu, status=USER_STOPPED if stopped else first.status,
-                  nit=first.nit, t0=clock.t0, tol=tol, stopped="a callback raised StopIteration" if stopped else "",
+                  nit=first.nit, t0=clock.t0, tol=o.tol, stopped="a callback raised StopIteration" if stopped else "",
                   out_of_time=clock.spent(), **info)
 
 
@@ -161,7 +209,6 @@ WARM_SMII_TOL_FACTOR = 0.25
 #: "auto"'s last fallback runs SCS cold with this many times its default iterations.
 FALLBACK_ITERS_FACTOR = 5
 
-WARM_STARTS = ("auto", "smii", None)
 
 
 #: A warm start runs SCS at ``scale`` :data:`ffu_cvx.cvx.WARM_HIGH_SCALE` from its first
@@ -206,8 +253,7 @@ def _attempts(problem: FitnessProblem, *, formulation, solver, warm_start, tol, 
               verbose, clock: Clock) -> list:
     """``(label, formulation, solve())`` in the order :func:`first_level` tries them, each
     solve limited to the time ``clock`` has left when it starts."""
-    if not (warm_start in WARM_STARTS or isinstance(warm_start, Solution)):
-        raise ValueError(f"`warm_start` must be one of {WARM_STARTS} or a Solution, got {warm_start!r}")
+    _check_warm_start(warm_start)
     name = pick_solver(problem, solver, formulation)
     auto = str(solver).lower() == "auto"
     if warm_start == "auto":

@@ -1,35 +1,41 @@
-"""The one entry point: ``solve(problem, method=..., tol=..., callback=None, **options)``.
+"""The one entry point: ``solve(problem, method=..., tol=..., callback=None, options=None, **keywords)``.
 
 Interfaces to the solver layer: imports ``problem``, ``products``, ``result``,
 ``status``, ``sdp``, ``smii`` and ``kron`` (none imports CVXPY at module
 level). The shape is scipy.optimize's ``minimize``: a plain dispatch table of functions,
 the same ``tol`` meaning for every method (the certified relative gap of the returned
 Solution), one ``callback`` contract (:class:`ffu_cvx.status.IntermediateResult`;
-``StopIteration`` stops with status ``"user_stopped"``), and every method-specific
-option passed through by name. ``method="auto"`` picks a method from the problem's size
+``StopIteration`` stops with status ``"user_stopped"``), and one way to pass the
+method's settings: its frozen options value (:data:`OPTIONS`) as ``options``, its fields by
+keyword, or both (:func:`ffu_cvx.options.build`). ``method="auto"`` picks a method from the problem's size
 and structure and records why in ``Solution.info["auto"]``.
 """
 
 from __future__ import annotations
 
-from .kron import is_marginal_union, solve_kron, solve_marginal_union, structure_of
+from .kron import KronOptions, is_marginal_union, solve_kron, solve_marginal_union, structure_of
 from .problem import FitnessProblem
 from .products import ProductProblem
 from .result import Solution
-from .sdp import solve_sdp
-from .smii import solve_gd, solve_smii
+from .sdp import SDPOptions, solve_sdp
+from .smii import Options, solve_gd, solve_smii
 from .status import SolverError
 
-__all__ = ["METHODS", "STRUCTURED_METHODS", "AUTO_SDP_MAX_K", "solve", "auto_method", "solve_fourier"]
+__all__ = ["METHODS", "STRUCTURED_METHODS", "OPTIONS", "AUTO_SDP_MAX_K", "solve", "auto_method", "solve_fourier"]
 
-#: method name -> solver function ``f(problem, *, tol, callback, **options) -> Solution`` for any
+#: method name -> solver function ``f(problem, *, callback, options, **keywords) -> Solution`` for any
 #: FitnessProblem (a product problem's dense one included).
 METHODS = {"sdp": solve_sdp, "smii": solve_smii, "gd": solve_gd}
-def solve_fourier(problem, *, tol: float | None = None, callback=None, **options) -> Solution:
+#: method name -> the class of its ``options`` ("fourier" takes none).
+OPTIONS = {"sdp": SDPOptions, "smii": Options, "gd": Options, "kron": KronOptions}
+
+
+def solve_fourier(problem, *, tol: float | None = None, callback=None, options=None, **keywords) -> Solution:
     """The exact Fourier optimum of a union of marginals (a product problem whose blocks are all
     identity or total); ``ValueError`` naming what to use for any other problem."""
-    if options:
-        raise TypeError(f"method 'fourier' takes no options (it is exact), got {sorted(options)}")
+    if keywords or options is not None:
+        raise TypeError(f"method 'fourier' takes no options (it is exact), got "
+                        f"{sorted(keywords) if options is None else options!r}")
     if not isinstance(problem, ProductProblem) or not is_marginal_union(problem):
         raise ValueError("method='fourier' solves unions of marginals (product groups of identity and total blocks "
                          "only); use 'kron' or 'auto' for other product workloads, 'sdp' or 'smii' for dense ones")
@@ -52,7 +58,8 @@ def auto_method(problem) -> tuple[str, str]:
     return "smii", f"dense problem of rank k = {problem.k} > {AUTO_SDP_MAX_K}: SM-II"
 
 
-def solve(problem, method: str = "auto", tol: float | None = None, callback=None, **options) -> Solution:
+def solve(problem, method: str = "auto", tol: float | None = None, callback=None, options=None,
+          **keywords) -> Solution:
     """Solve Problem 1 for ``problem`` with ``method`` in :data:`METHODS`, :data:`STRUCTURED_METHODS` or ``"auto"``
     (the default).
 
@@ -66,8 +73,11 @@ def solve(problem, method: str = "auto", tol: float | None = None, callback=None
 
     ``tol`` is the certified relative gap to reach (``None``: the method's default,
     1e-6 for "sdp", 1e-4 for "smii", "gd" and "kron"); solver-internal tolerances have their
-    own names (``solver_tol`` for the SDP's CVXPY tolerance). ``options`` go to the
-    method; an unknown option raises ``TypeError``. ``callback(intermediate_result)``
+    own names (``solver_tol`` for the SDP's CVXPY tolerance). The method's settings are
+    ``options``, a value of its class in :data:`OPTIONS` (:class:`ffu_cvx.smii.Options`,
+    :class:`ffu_cvx.sdp.SDPOptions`, :class:`ffu_cvx.kron.KronOptions`), and/or their fields by
+    keyword, which replace the value's (``tol`` too); an unknown keyword or an ``options`` of
+    another method's class raises ``TypeError``. ``callback(intermediate_result)``
     is called once per iteration (SM-II, GD, the Kronecker block ascent) or level (SDP);
     raising ``StopIteration`` in it stops the solve with status ``"user_stopped"``. A
     ``SolverError`` on a badly scaled problem says so (:attr:`FitnessProblem.scaling_advice`).
@@ -77,6 +87,9 @@ def solve(problem, method: str = "auto", tol: float | None = None, callback=None
     >>> sol = ffu.solve(problem, method="smii", tol=1e-6)
     >>> sol.status, round(sol.privacy_cost, 5), sol.gap <= 1e-6   # Table 2, d = 4: 1.758601
     ('optimal', 1.7586, True)
+    >>> paper = ffu.solve(problem, method="smii", options=ffu.smii.Options.paper(tol=1e-6))
+    >>> paper.status, round(paper.privacy_cost, 5)
+    ('optimal', 1.7586)
     """
     if not isinstance(problem, (FitnessProblem, ProductProblem)):
         raise ValueError(f"`problem` must be a FitnessProblem or a ProductProblem, got {type(problem).__name__}; "
@@ -94,9 +107,9 @@ def solve(problem, method: str = "auto", tol: float | None = None, callback=None
         raise ValueError("method='kron' needs a product workload (FitnessProblem.from_workload of "
                          "ffu.workloads.product(...)); use 'sdp', 'smii' or 'auto' for a dense FitnessProblem")
     if tol is not None:
-        options["tol"] = tol
+        keywords["tol"] = tol
     try:
-        sol = {**METHODS, **STRUCTURED_METHODS}[name](problem, callback=callback, **options)
+        sol = {**METHODS, **STRUCTURED_METHODS}[name](problem, callback=callback, options=options, **keywords)
     except SolverError as err:
         advice = problem.scaling_advice if isinstance(problem, FitnessProblem) else ""
         if not advice or advice in str(err):

@@ -1,6 +1,6 @@
 """The Kronecker solver for product workloads: ``solve_kron`` (``solve(..., method="kron")``).
 
-Solver layer: the package imports numpy, scipy, the core modules (``basis``, ``privacy``,
+Solver layer: the package imports numpy, scipy, the core modules (``basis``, ``options``, ``privacy``,
 ``problem``, ``products``, ``result``, ``status``, ``validation``) and the dense solvers
 ``sdp`` and ``smii`` (for the per-attribute problems), and ``fourier`` (unions of marginals). Its modules, from the bottom
 (none imports one above it):
@@ -18,10 +18,10 @@ Solver layer: the package imports numpy, scipy, the core modules (``basis``, ``p
 - ``marginals``: unions of marginals through the Fourier optimum (``method="auto"``).
 """
 
-from .driver import STRUCTURES, solve_kron, structure_of
+from .driver import STRUCTURES, KronOptions, solve_kron, structure_of
 from .marginals import is_marginal_union, solve_marginal_union
 from .solution import KronSolution
 from .terms import Factor, Term
 
-__all__ = ["solve_kron", "structure_of", "STRUCTURES", "KronSolution", "Factor", "Term", "is_marginal_union",
+__all__ = ["KronOptions", "solve_kron", "structure_of", "STRUCTURES", "KronSolution", "Factor", "Term", "is_marginal_union",
            "solve_marginal_union"]

@@ -1,8 +1,9 @@
 """``solve_kron``: Problem 1 for a product workload, Sigma in factors.
 
-Solver layer, top of ``ffu_cvx.kron``: imports numpy, ``problem``, ``products``, ``smii``,
+Solver layer, top of ``ffu_cvx.kron``: imports numpy, ``options``, ``problem``, ``products``, ``smii``,
 ``status``, ``validation`` and the package's ``factors``, ``reduce``, ``simple`` and
-``solution``. The structure is chosen from the workload:
+``solution``. Its settings are one frozen value, :class:`KronOptions` (or its fields by keyword).
+The structure is chosen from the workload:
 
 - one product group: the exact product of per-attribute optima (``"product"``);
 - a union whose reduction by exchangeable values (:mod:`ffu_cvx.kron.exchange`,
@@ -20,6 +21,7 @@ Solver layer, top of ``ffu_cvx.kron``: imports numpy, ``problem``, ``products``,
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -27,6 +29,7 @@ import warnings
 import numpy as np
 
 from .. import validation
+from ..options import build
 from ..problem import FitnessProblem
 from ..products import ProductProblem
 from ..smii import solve_smii
@@ -36,7 +39,7 @@ from .reduce import DENSE_D_MAX, group_grids, ascent, classes_of, reached_patter
 from .simple import independent, kronecker_bcd, product_bound, product_term
 from .solution import KronSolution
 
-__all__ = ["STRUCTURES", "ONE_BLOCK_D_MAX", "GUARD_KRONECKER_N_MAX", "solve_kron", "structure_of"]
+__all__ = ["STRUCTURES", "ONE_BLOCK_D_MAX", "GUARD_KRONECKER_N_MAX", "KronOptions", "solve_kron", "structure_of"]
 
 #: A union whose reduction has a single block is a dense Problem 1 over its class tuples;
 #: SM-II takes it up to this many.
@@ -176,30 +179,60 @@ def _no_worse_than_simple(problem, sol, solver, tol, t0):
                                    structure=simple.info["structure"], **info)
 
 
-def solve_kron(problem: ProductProblem, *, tol: float = 1e-4, callback=None, factor_method: str = "auto",
-               structure: str = "auto", max_iter: int = 20_000, max_time: float | None = None) -> KronSolution:
+@dataclasses.dataclass(frozen=True)
+class KronOptions:
+    """The settings of one Kronecker solve (:func:`solve_kron`); every field is checked when the value is
+    built (a ``ValueError`` names it).
+
+    Attributes
+    ----------
+    tol : float, default 1e-4
+        Certified relative gap to reach (each factor solve gets a share of it).
+    factor_method : {"auto", "sdp", "smii"}, default "auto"
+        Solver of the per-attribute problems ("auto": closed forms for identity and
+        total, the SDP up to rank 8, SM-II above).
+    structure : {"auto", "product", "symmetric", "kronecker", "independent"}, default "auto"
+        See :mod:`ffu_cvx.kron.driver`; "auto" records its choice in ``info["why"]``.
+    max_iter : int, default 20000
+        Most dual-ascent steps of the symmetric structure.
+    max_time : float or None, default None
+        Seconds the symmetric structure's solve may take (None: no limit); when they run out
+        the result is the best certified iterate with status ``"max_iter"``. Progress is
+        logged (``logging.getLogger("ffu_cvx.kron.reduce")``, INFO) every few seconds.
+    """
+
+    tol: float = 1e-4
+    factor_method: str = "auto"
+    structure: str = "auto"
+    max_iter: int = 20_000
+    max_time: float | None = None
+
+    def __post_init__(self):
+        checked = dict(tol=validation.positive(self.tol, "tol"),
+                       factor_method=validation.choice(self.factor_method, "factor_method", FACTOR_METHODS),
+                       structure=validation.choice(self.structure, "structure", STRUCTURES),
+                       max_iter=validation.positive_int(self.max_iter, "max_iter"),
+                       max_time=validation.positive(self.max_time, "max_time", allow_none=True))
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+
+def solve_kron(problem: ProductProblem, *, callback=None, options: KronOptions | None = None,
+               **keywords) -> KronSolution:
     """Solve Problem 1 for a :class:`ffu_cvx.products.ProductProblem` with Sigma in factors.
 
     Parameters
     ----------
     problem : ProductProblem
         From ``FitnessProblem.from_workload(ffu.workloads.product(...))``.
-    tol : float
-        Certified relative gap to reach (each factor solve gets a share of it).
     callback : callable, optional
         Called with an :class:`ffu_cvx.status.IntermediateResult` per dual-ascent step
         (``sigma`` is None: the iterate is structured); ``StopIteration`` stops it.
-    factor_method : {"auto", "sdp", "smii"}
-        Solver of the per-attribute problems ("auto": closed forms for identity and
-        total, the SDP up to rank 8, SM-II above).
-    structure : {"auto", "product", "symmetric", "kronecker", "independent"}
-        See :mod:`ffu_cvx.kron.driver`; "auto" records its choice in ``info["why"]``.
-    max_iter : int
-        Most dual-ascent steps of the symmetric structure.
-    max_time : float, optional
-        Seconds the symmetric structure's solve may take (None: no limit); when they run out
-        the result is the best certified iterate with status ``"max_iter"``. Progress is
-        logged (``logging.getLogger("ffu_cvx.kron.reduce")``, INFO) every few seconds.
+    options : KronOptions, optional
+        The settings (:class:`KronOptions`, which documents each one).
+    **keywords
+        Fields of :class:`KronOptions` by name, replacing those of ``options``; an unknown
+        name is a ``TypeError``.
 
     Returns
     -------
@@ -209,14 +242,11 @@ def solve_kron(problem: ProductProblem, *, tol: float = 1e-4, callback=None, fac
     if not isinstance(problem, ProductProblem):
         raise ValueError(f"`problem` must be a ProductProblem (FitnessProblem.from_workload of a product workload), "
                          f"got {type(problem).__name__}; for a dense FitnessProblem use method='sdp' or 'smii'")
-    tol = validation.positive(tol, "tol")
-    structure = validation.choice(structure, "structure", STRUCTURES)
-    validation.choice(factor_method, "factor_method", FACTOR_METHODS)
-    max_iter = validation.positive_int(max_iter, "max_iter")
-    max_time = validation.positive(max_time, "max_time", allow_none=True)
+    opts = build(KronOptions, options, keywords, "solve_kron")
+    tol, structure, max_iter, max_time = opts.tol, opts.structure, opts.max_iter, opts.max_time
     t0 = time.perf_counter()
     a = len(problem.domain.sizes)
-    solver = FactorSolver(factor_method, tol=min(1e-6, tol / (4 * a)))
+    solver = FactorSolver(opts.factor_method, tol=min(1e-6, tol / (4 * a)))
     classes = classes_of(problem.workload) if len(problem.groups) > 1 else None
     auto, why = structure_of(problem, classes)
     if structure == "auto":

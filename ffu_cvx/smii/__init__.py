@@ -34,8 +34,9 @@ explained in the module where it lives:
   the main loop and the polish.
 - :mod:`~ffu_cvx.smii.bounds`: the certificate bookkeeping (best bound, when to skip
   the dual ascent).
-- :mod:`~ffu_cvx.smii.options`: the validated frozen options.
-- :mod:`~ffu_cvx.smii.log`: the iteration log.
+- :mod:`~ffu_cvx.smii.options`: the validated frozen options (``Options.paper()``: Algorithm 1
+  as published, every addition below switched off; ``docs/design/smii.rst`` has the table).
+- :mod:`~ffu_cvx.smii.log`: the iteration log (DEBUG records of the logger ``ffu_cvx.smii``).
 - :mod:`~ffu_cvx.smii.multipliers`: the damped multiplier update of the shifted soft maxes.
 - :mod:`~ffu_cvx.smii.schedule`: the sub-problems' sharpness, when one ends, the update between them.
 - :mod:`~ffu_cvx.smii.incumbents`: the best end, the cheapest iterate and the ends kept to be mixed.

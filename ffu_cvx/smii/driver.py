@@ -1,6 +1,6 @@
 """SM-II's driver: Algorithm 1 as a small state machine, and ``solve_smii`` / ``solve_gd``.
 
-Solver layer (SM-II), top of the package: imports ``problem``, ``result``, ``status``, ``version`` and
+Solver layer (SM-II), top of the package: imports numpy, ``problem``, ``result``, ``status``, ``version`` and
 the submodules :mod:`~ffu_cvx.smii.backend`, :mod:`~ffu_cvx.smii.model`, :mod:`~ffu_cvx.smii.newton`,
 :mod:`~ffu_cvx.smii.bounds`, :mod:`~ffu_cvx.smii.options`, :mod:`~ffu_cvx.smii.schedule`,
 :mod:`~ffu_cvx.smii.incumbents`, :mod:`~ffu_cvx.smii.mixing`, :mod:`~ffu_cvx.smii.kkt`, :mod:`~ffu_cvx.smii.polish`
@@ -45,6 +45,8 @@ import time
 import warnings
 from typing import NamedTuple
 
+import numpy as np
+
 from ..problem import FitnessProblem
 from ..result import Solution
 from ..status import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED, IntermediateResult, SolverError
@@ -52,7 +54,7 @@ from ..version import __version__
 from . import kkt
 from .backend import NUMPY, Placed, select
 from .bounds import BoundKeeper
-from .log import IterationLog
+from .log import IterationLog, shown
 from .incumbents import Best, Incumbents
 from .mixing import mix
 from .model import Point, ascent_start, evaluate, initial_sigma, normalise, renormalise
@@ -98,7 +100,7 @@ class Run:
     def __init__(self, problem: FitnessProblem, opts: Options, Q, method: Method, callback):
         self.problem, self.opts, self.method, self.callback = problem, opts, method, callback
         self.start = time.perf_counter()
-        self.log = IterationLog(opts.verbose, f"{method.title} (ffu-cvx {__version__})", problem,
+        self.log = IterationLog(f"{method.title} (ffu-cvx {__version__})", problem,
                                 dict(t1=opts.t1, t2=opts.t2, mu=opts.mu, maxcg=opts.maxcg, tol2=opts.tol2,
                                      nttol=opts.nttol, tol=opts.tol))
         self.bk = bk = select(opts.array_backend)
@@ -117,8 +119,11 @@ class Run:
         its bound the run's first)."""
         problem, opts, bk = self.problem, self.opts, self.bk
         ascent = ascent_start(problem, bk) if Q is None and opts.start == "ascent" else None
+        if Q is None and opts.start == "identity":
+            Q = np.eye(problem.k)
         start = ascent[0] if ascent else initial_sigma(problem, Q, self.B, problem.L if bk is NUMPY else self.L, self.L)
-        sigma, self.c_int, self.kappa = normalise(start, self.B, self.L, bk.asarray(problem.c))
+        c = bk.asarray(problem.c)
+        sigma, self.c_int, self.kappa = normalise(start, self.B, self.L, c) if opts.rebalance else (start, c, 1.0)
         t1, t2 = (max(opts.t1, opts.t_shift), max(opts.t2, opts.t_shift)) if ascent else (opts.t1, opts.t2)
         self.schedule = Schedule(opts, t1, t2)
         self.p = evaluate(self.B, self.L, self.c_int, sigma, t1, t2)
@@ -290,12 +295,15 @@ class Run:
             sched.restarted()
         p = self.p
         s1, s2 = sched.advance(gap, p, stiff)
-        if self.opts.rescale:
+        if not self.opts.rebalance:
+            self.p = evaluate(self.B, self.L, self.c_int, p.sigma, sched.t1, sched.t2, s1=s1, s2=s2)
+        elif self.opts.rescale:
             self.p, self.c_int, a = renormalise(p, self.L, self.c_int, sched.t1, sched.t2, s1, s2)
+            self.kappa *= a
         else:
             sigma, self.c_int, a = normalise(p.sigma, self.B, self.L, self.c_int, g=p.g)
             self.p = evaluate(self.B, self.L, self.c_int, sigma, sched.t1, sched.t2, s1=s1, s2=s2)
-        self.kappa *= a
+            self.kappa *= a
 
     def _restart_point(self, gap: float) -> Point:
         """Where a restart (this end's ``gap``) resumes: the accepted iterate of least cost when it is
@@ -348,10 +356,13 @@ def _check_problem(problem) -> None:
         raise ValueError(f"`problem` must be a FitnessProblem, got {type(problem).__name__}")
 
 
-def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> Solution:
+def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, options: Options | None = None,
+               **keywords) -> Solution:
     """Solve Problem 1 by SM-II (Algorithm 1 of the paper) with a certified stop.
 
-    Every option is a keyword, checked by :class:`~ffu_cvx.smii.options.Options`.
+    The settings are one :class:`~ffu_cvx.smii.options.Options` (``options``), its fields by keyword, or
+    both (the keywords replace the value's fields); :meth:`Options.paper() <ffu_cvx.smii.options.Options.paper>`
+    runs Algorithm 1 as published (``docs/design/smii.rst`` tabulates what it switches off).
 
     Parameters
     ----------
@@ -368,8 +379,8 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         ``StopIteration`` stops with status ``"user_stopped"``.
     Q : (q, k) array, optional
         Initial strategy on the basis coordinates (§6.3); full column rank. Default: see ``start``.
-    start : {"auto", "ascent", "cheapest"}, default "auto"
-        Without ``Q``: "cheapest" of ``Q = I`` (the paper's), ``Sigma_0 = B B^T``, the Gaussian mechanism
+    start : {"auto", "ascent", "cheapest", "identity"}, default "auto"
+        Without ``Q``: "identity" the paper's ``Q = I``; "cheapest" of ``Q = I``, ``Sigma_0 = B B^T``, the Gaussian mechanism
         on the target-scaled workload and the ``Sigma`` of uniform dual multipliers (:func:`initial_sigma`);
         "ascent": the dual ``Sigma`` of five dual-ascent steps (:func:`ascent_start`; its bound is the run's
         first, ``t1, t2`` start at ``t_shift`` or more); "auto": "ascent" for ``64 <= k <= 2100`` on numpy.
@@ -403,9 +414,10 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         shifted sub-problems in a row do not improve on the best certified gap. For ``64 <= k <=
         2100``, from a gap of 0.1 (past k = 1024 where the multiplier phase likely needs more Newton
         steps than they cost, or has gone astray), KKT steps finish (:mod:`ffu_cvx.smii.kkt`).
-    radius : float, default 1.0
+    radius : float or None, default 1.0
         Truncated CG stops on the ball ``||E||_F <= radius sqrt(k)`` in whitened
-        coordinates (a relative change of ``Sigma`` of about ``radius`` per direction).
+        coordinates (a relative change of ``Sigma`` of about ``radius`` per direction); None: no
+        ball, CG stops at non-positive curvature only (the paper's Algorithm 2).
     refine : bool or "auto", default "auto"
         After a certified ("optimal") solve, polish ``Sigma`` to the unique ≺R-minimal optimum (Theorem
         5) by :func:`refine_smii`; "auto" does so when ``k <= REFINE_AUTO_MAX_K`` (the soft max alone does
@@ -443,10 +455,16 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         relative to the largest (None: no bound).
     fast_rise : bool, default True
         Raise growing log multipliers up to 4 times faster than the damped update (:mod:`ffu_cvx.smii.multipliers`).
+    rebalance : bool, default True
+        Scale the start and each sub-problem's first point so that ``max g = max h`` (the scale at
+        which ``max g + max h`` is least for the point's shape; the normalised cost is unchanged);
+        False: the paper's, the iterate is kept as it is.
     rescale : bool or "auto", default "auto"
-        Start each sub-problem from the last point rescaled rather than factored afresh; "auto": ``k >= 1000``.
+        With ``rebalance``, start each sub-problem from the last point rescaled rather than factored afresh;
+        "auto": ``k >= 1000``.
     verbose : bool, default False
-        Print an iteration log (:mod:`ffu_cvx.smii.log`).
+        Print the iteration log on stdout (:mod:`ffu_cvx.smii.log`; it is the DEBUG records of the
+        logger ``"ffu_cvx.smii"`` whatever ``verbose`` says).
     array_backend : str, default "numpy"
         Where the dense kernels run (:mod:`ffu_cvx.smii.backend`): ``"numpy"`` (the default and tested
         path), ``"torch"`` (CUDA when available, else the CPU), ``"torch:cpu"``, ``"torch:cuda"`` or
@@ -476,15 +494,17 @@ def solve_smii(problem: FitnessProblem, *, callback=None, Q=None, **options) -> 
         When the line search cannot decrease ``F`` along a descent direction.
     """
     _check_problem(problem)
-    opts = smii_options(**options).resolved(problem.k)
+    opts = smii_options(options, **keywords).resolved(problem.k)
     direction = functools.partial(smii_direction, precondition=opts.precondition, float32=opts.float32,
                                   extend_to=opts.maxcg_cap if opts.precondition else 0)
     method = Method("smii", "SM-II: Newton-CG on soft maxes", direction, (OPTIMAL_INACCURATE,),
                     "raise `t_max` or loosen `tol`")
-    return Run(problem, opts, Q, method, callback).run()
+    with shown(opts.verbose):
+        return Run(problem, opts, Q, method, callback).run()
 
 
-def solve_gd(problem: FitnessProblem, *, callback=None, Q=None, **options) -> Solution:
+def solve_gd(problem: FitnessProblem, *, callback=None, Q=None, options: Options | None = None,
+             **keywords) -> Solution:
     """Plain gradient descent on Problem 4 (Table 3's baseline): SM-II with ``s = -grad F``.
 
     Same objective, schedule of ``t1, t2`` (never shifted), line search, certificate and
@@ -493,11 +513,13 @@ def solve_gd(problem: FitnessProblem, *, callback=None, Q=None, **options) -> So
     ``t_max``, ``max_time`` (s, default 60), ``verbose`` and ``array_backend``. A run stopped by
     ``max_time`` or ``maxiter`` short of ``tol`` ends with status ``"max_iter"`` and a
     ``RuntimeWarning`` naming the gap reached: gradient descent is far slower than
-    Newton-CG (Table 3), use ``method="smii"`` for a certified optimum.
+    Newton-CG (Table 3), use ``method="smii"`` for a certified optimum. ``options``: an
+    :class:`~ffu_cvx.smii.options.Options` used as given (with these keywords on top).
     """
     _check_problem(problem)
-    opts = gd_options(**options).resolved(problem.k)
+    opts = gd_options(options, **keywords).resolved(problem.k)
     method = Method("gd", "Gradient descent on soft maxes", gradient_direction, (MAX_ITER, OPTIMAL_INACCURATE),
                     'gradient descent converges slowly (Table 3): method="smii" runs Newton-CG on the same '
                     "objective and reaches tol far sooner")
-    return Run(problem, opts, Q, method, callback).run()
+    with shown(opts.verbose):
+        return Run(problem, opts, Q, method, callback).run()

@@ -11,7 +11,8 @@ point.
 
 - :func:`conjugate_gradient`: Algorithm 2 of the paper, with Steihaug's guard: CG stops
   on the ball ``||E||_F <= radius sqrt(k)`` or at non-positive curvature (at large
-  ``t`` the Hessian is nearly singular along directions no tight constraint sees).
+  ``t`` the Hessian is nearly singular along directions no tight constraint sees);
+  without a ball (option ``radius=None``) it stops at non-positive curvature only.
   Each iteration is one Hessian-vector product, so its count is the product count.
   Past ``maxcg`` it may go on while each product still lowers the quadratic model by
   enough to pay for itself against a whole Newton step's cost (:func:`extension_pays`):
@@ -62,7 +63,10 @@ class Step(NamedTuple):
 
 
 def _to_boundary(s: np.ndarray, p: np.ndarray, radius: float) -> np.ndarray:
-    """``s + tau p`` with ``tau >= 0`` on the sphere ``||.||_F = radius`` (``||s|| <= radius``)."""
+    """``s + tau p`` with ``tau >= 0`` on the sphere ``||.||_F = radius`` (``||s|| <= radius``); ``s``
+    itself without a ball (``radius`` inf: the paper's CG, stopped at non-positive curvature)."""
+    if math.isinf(radius):
+        return s
     sp, pp, ss = inner(s, p), inner(p, p), inner(s, s)
     if pp == 0.0:  # zero gradient: already stationary, no direction to follow
         return s
@@ -144,8 +148,8 @@ def newton_direction(op, maxcg: int, tol2: float, radius: float, precond=None, *
     bites; then ``descent_fallback=True`` takes ``E = -grad`` instead, and otherwise
     the caller sees ``delta >= 0``. ``extend_to``: see :func:`conjugate_gradient`.
     """
-    E, n_cg = conjugate_gradient(op, maxcg, tol2, radius * math.sqrt(op.grad.shape[0]), precond=precond,
-                                 extend_to=extend_to)
+    ball = math.inf if radius is None else radius * math.sqrt(op.grad.shape[0])
+    E, n_cg = conjugate_gradient(op, maxcg, tol2, ball, precond=precond, extend_to=extend_to)
     E = symmetrise(of(E).double(E))
     delta = inner(E, op.grad)
     if descent_fallback and not delta < 0:

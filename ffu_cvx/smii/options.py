@@ -1,12 +1,15 @@
 """SM-II's options: one frozen, validated value (the keywords of ``solve_smii`` and ``solve_gd``).
 
-Solver layer (SM-II): imports ``validation``, :mod:`ffu_cvx.smii.backend` (to check
+Solver layer (SM-II): imports ``options`` (:func:`ffu_cvx.options.build`), ``validation``,
+:mod:`ffu_cvx.smii.backend` (to check
 ``array_backend``), :mod:`ffu_cvx.smii.kkt` (for the start's range of ``k``) and :mod:`ffu_cvx.smii.polish`
 (for ``REFINE_AUTO_MAX_K``, ``REFINE_BUDGET``) only.
 Every option is checked when the value is built (a ``ValueError`` names it, says what
 was seen and what is allowed; an unknown keyword is a ``TypeError``); :meth:`Options.resolved` replaces the ``"auto"`` and ``None``
 defaults by what they mean for a basis of size ``k``. :func:`ffu_cvx.smii.solve_smii`
-documents each option.
+documents each option; :meth:`Options.paper` switches off every addition to the paper's
+Algorithm 1 (:data:`PAPER`). The constants the additions are tuned by are listed in one table,
+``docs/design/smii.rst`` ("Tuned constants").
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ import dataclasses
 import math
 
 from .. import validation
+from ..options import build
 from . import backend, kkt
 from .multipliers import SHIFT_CAP, SHIFT_FLOOR
 from .polish import REFINE_AUTO_MAX_K, REFINE_BUDGET
 
-__all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "ASCENT_MIN_K", "ASCENT_MAX_K", "Options", "smii_options",
-           "gd_options"]
+__all__ = ["FLOAT32_MIN_K", "PRECONDITION_MIN_K", "ASCENT_MIN_K", "ASCENT_MAX_K", "PAPER", "Options",
+           "smii_options", "gd_options"]
 
 #: ``precondition="auto"`` preconditions CG for bases larger than this, except on the paper's unshifted
 #: schedule (``t_shift=None``), where plain CG certifies more workloads.
@@ -42,13 +46,19 @@ RESTART_GAP = 3.0
 #: :func:`ffu_cvx.certificate.certify` costs seconds a certificate and barely moves the bound.
 CHEAP_CERTIFY_K = 256
 #: The values of ``start``.
-STARTS = ("auto", "ascent", "cheapest")
+STARTS = ("auto", "ascent", "cheapest", "identity")
 #: The options :func:`ffu_cvx.smii.solve_gd` accepts, and its own defaults for the rest
 #: (a long run of plain gradient steps on the paper's unshifted schedule).
 GD_OPTIONS = ("t1", "t2", "mu", "nttol", "ntrel", "sigma_ls", "beta", "maxiter", "tol", "t_max", "max_time",
               "verbose", "array_backend")
 GD_DEFAULTS = dict(maxiter=100_000, max_time=60.0, maxcg=1, maxcg_cap=1, t_shift=math.inf, refine=False,
                    precondition=False, float32=False)
+#: :meth:`Options.paper`: the fields that switch off what this implementation adds to Algorithm 1 (the start
+#: ``Q = I`` of §6.3, ``t1, t2`` times ``mu`` each sub-problem, ``maxcg`` plain CG iterations, a sub-problem
+#: ending on ``|delta| < NTTOL``); ``docs/design/smii.rst`` gives the table. The stop stays certified.
+PAPER = dict(start="identity", t_shift=None, ntrel=0.0, maxcg_cap=5, radius=None, precondition=False,
+             float32=False, settle=False, skip_certificates=False, restarts=None, shift_cap=None, shift_floor=None,
+             fast_rise=False, kkt=False, mixing=False, rebalance=False, rescale=False, refine=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +77,7 @@ class Options:
     maxiter: int = 2000
     tol: float = 1e-4
     t_max: float = 1e9
-    radius: float = 1.0
+    radius: float | None = 1.0
     ntrel: float = 1e-3
     max_time: float | None = None
     t_shift: float | None = 30.0
@@ -90,16 +100,23 @@ class Options:
     fast_rise: bool = True
     rescale: bool | str = "auto"
     cheap_certificate: bool | str = "auto"
+    rebalance: bool = True
+
+    @classmethod
+    def paper(cls, **overrides) -> "Options":
+        """Algorithm 1 as published (:data:`PAPER` over the defaults), ``overrides`` on top; certified."""
+        return cls(**{**PAPER, **overrides})
 
     def __post_init__(self):
         checked = {name: validation.positive(getattr(self, name), name)
-                   for name in ("t1", "t2", "tol2", "nttol", "tol", "t_max", "radius")}
+                   for name in ("t1", "t2", "tol2", "nttol", "tol", "t_max")}
         if not validation.positive(self.mu, "mu") > 1:
             raise ValueError(f"`mu` (the factor that grows t1, t2) must be > 1, got {self.mu!r}")
         checked.update(mu=float(self.mu), sigma_ls=validation.fraction(self.sigma_ls, "sigma_ls"),
                        beta=validation.fraction(self.beta, "beta"),
                        ntrel=validation.nonnegative(self.ntrel, "ntrel"),
                        max_time=validation.positive(self.max_time, "max_time", allow_none=True),
+                       radius=validation.positive(self.radius, "radius", allow_none=True),
                        maxcg=validation.positive_int(self.maxcg, "maxcg"),
                        maxcg_cap=validation.positive_int(self.maxcg_cap, "maxcg_cap"),
                        maxiter=validation.positive_int(self.maxiter, "maxiter"),
@@ -116,7 +133,7 @@ class Options:
                        shift_cap=validation.positive(self.shift_cap, "shift_cap", allow_none=True),
                        shift_floor=validation.positive(self.shift_floor, "shift_floor", allow_none=True),
                        **{name: validation.flag(getattr(self, name), name)
-                          for name in ("mixing", "settle", "skip_certificates", "fast_rise")})
+                          for name in ("mixing", "settle", "skip_certificates", "fast_rise", "rebalance")})
         # t_shift: None or inf never shifts (the paper's schedule).
         t_shift = validation.positive(self.t_shift, "t_shift", allow_none=True, allow_inf=True)
         checked["t_shift"] = math.inf if t_shift is None else t_shift
@@ -149,19 +166,13 @@ class Options:
                                    refine=refine, start=start, kkt=kkt_on, rescale=rescale, cheap_certificate=cheap)
 
 
-def _check_names(options: dict, allowed, who: str) -> None:
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise TypeError(f"{who}() got unexpected option(s) {unknown}; it accepts {sorted(allowed)}")
+def smii_options(options: Options | None = None, **keywords) -> Options:
+    """:class:`Options` of an SM-II run: ``options`` with ``keywords`` (fields) on top
+    (:func:`ffu_cvx.options.build`; an unknown keyword is a ``TypeError`` listing the valid ones)."""
+    return build(Options, options, keywords, "solve_smii")
 
 
-def smii_options(**options) -> Options:
-    """:class:`Options` of an SM-II run; an unknown keyword is a ``TypeError`` listing the valid ones."""
-    _check_names(options, [f.name for f in dataclasses.fields(Options)], "solve_smii")
-    return Options(**options)
-
-
-def gd_options(**options) -> Options:
-    """:class:`Options` of a gradient-descent run: ``GD_OPTIONS`` by keyword over ``GD_DEFAULTS``."""
-    _check_names(options, GD_OPTIONS, "solve_gd")
-    return Options(**{**GD_DEFAULTS, **options})
+def gd_options(options: Options | None = None, **keywords) -> Options:
+    """:class:`Options` of a gradient-descent run: ``options``, else ``GD_DEFAULTS``, with ``GD_OPTIONS`` by
+    keyword on top."""
+    return build(Options, options, keywords, "solve_gd", allowed=GD_OPTIONS, defaults=GD_DEFAULTS)
