@@ -19,6 +19,8 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.doctest",
     "sphinx.ext.mathjax",
+    # MathJax served from the site's own _static/mathjax, not a CDN: formulas render offline.
+    "sphinx-mathjax-offline",
     "numpydoc",
 ]
 

@@ -76,11 +76,47 @@ def _sphinx(builder: str, out: Path) -> subprocess.CompletedProcess:
                           cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
 
 
+def _need_sphinx() -> None:
+    for name in ("sphinx", "numpydoc", "pydata_sphinx_theme", "sphinx-mathjax-offline"):
+        pytest.importorskip(name)
+
+
+@pytest.fixture(scope="module")
+def html_site(tmp_path_factory) -> Path:
+    """The HTML site, built once with warnings as errors."""
+    _need_sphinx()
+    out = tmp_path_factory.mktemp("site")
+    run = _sphinx("html", out)
+    assert run.returncode == 0, f"sphinx-build -W -b html failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    return out / "html"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("builder", ["html", "doctest"])
-def test_docs_build_with_warnings_as_errors(builder, tmp_path):
-    pytest.importorskip("sphinx")
-    pytest.importorskip("numpydoc")
-    pytest.importorskip("pydata_sphinx_theme")
-    run = _sphinx(builder, tmp_path)
-    assert run.returncode == 0, f"sphinx-build -W -b {builder} failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+def test_docs_html_builds_with_warnings_as_errors(html_site):
+    assert (html_site / "index.html").is_file()
+
+
+@pytest.mark.slow
+def test_docs_doctests_pass(tmp_path):
+    _need_sphinx()
+    run = _sphinx("doctest", tmp_path)
+    assert run.returncode == 0, f"sphinx-build -W -b doctest failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+
+
+@pytest.mark.slow
+def test_formulas_render_offline_from_the_sites_own_mathjax(html_site):
+    pages = {p: p.read_text(encoding="utf-8") for p in html_site.rglob("*.html")}
+    remote = {str(p.relative_to(html_site)): url for p, text in pages.items()
+              for url in re.findall(r"https?://[^\"'\s>]*mathjax[^\"'\s>]*", text, re.IGNORECASE)}
+    assert not remote, f"pages load MathJax from the network: {remote}"
+    assert (html_site / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    assert any("_static/mathjax/tex-chtml.js" in text for text in pages.values())
+
+
+@pytest.mark.parametrize("module", ["consistent", "gls", "nonneg", "noise", "ledger", "records"])
+def test_api_reference_has_a_page_for(module):
+    api = REPO / "docs" / "api"
+    toc = (api / "index.rst").read_text(encoding="utf-8").split(".. toctree::")[1].split()
+    pages = [name for name in toc if (api / f"{name}.rst").is_file()]
+    assert any(f".. automodule:: ffu_cvx.{module}\n" in (api / f"{name}.rst").read_text(encoding="utf-8")
+               for name in pages), f"ffu_cvx.{module} is on no page of the API reference's table of contents"
