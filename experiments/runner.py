@@ -485,7 +485,7 @@ def computed(grids: Sequence[Grid], args: argparse.Namespace):
     under ``--force`` or ``--no-cache``. Ctrl-C: as in :func:`run_grid`."""
     todo = [(g, i) for g in grids if not g.args.collect for i, cell in enumerate(g.cells) if g.known(cell) is None]
     write = any(g.cache.write for g in grids)
-    values = _compute(todo, args, "cells", paths.cache_dir("all").parent, write, kept=0)  # results/cache/
+    values = _compute(todo, args, "cells", paths.cache_dir("all").parent, write, kept=0)  # out/results/cache/
     ours = {g.cache.path(g.version, g.cells[i].key): v for (g, i), v in zip(todo, values)}
     _COMPUTED.update(ours)
     try:
@@ -614,8 +614,8 @@ def run_grid(name: str, cells: Sequence[Cell], cell_fn: Callable[..., Any], args
     data = json.loads(files[json_path])
     old = None if getattr(args, "rewrite", False) else same_numbers(json_path, data)
     if old is not None:  # the same numbers: keep the files (and draw the figures from them, to the same bytes)
-        print(f"{paths.shown(json_path)}: the same numbers (timings and environment aside), kept; "
-              "--rewrite writes it anyway", flush=True)
+        print(f"{paths.shown(json_path)}: the same numbers (to {SAME_TOLERANCE:g}; timings and environment aside), "
+              "kept; --rewrite writes it anyway", flush=True)
         files, data = {}, old
     write_files({**files, **figure_files(figures, data, args.quick, committed)})
     return rows
