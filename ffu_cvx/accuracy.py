@@ -43,7 +43,7 @@ from scipy import special
 from . import validation
 
 __all__ = ["Target", "target", "variances", "z_value", "margin_of", "joint_coverage", "coverage", "Coverage",
-           "KINDS"]
+           "KINDS", "targets_phrase"]
 
 #: The kinds of :class:`Target`.
 KINDS = ("variance", "margin", "joint")
@@ -99,6 +99,20 @@ class Target:
         return f"±{self.margin:.6g} at {_percent(self.level)}" + (
             f", all {self.queries} at once" if self.kind == "joint" and self.queries > 1 else "")
 
+    def column(self) -> str:
+        """The target in an answers file's ``target`` column: :meth:`short`, and for a joint target the
+        columns that hold its simultaneous intervals (``lower`` and ``upper`` are each answer's own)."""
+        if self.kind == "joint" and self.queries > 1:
+            return (f"all {self.queries} within ±{self.margin:.6g} at once at {_percent(self.level)}: "
+                    "joint_lower, joint_upper")
+        return self.short()
+
+    def half_width(self, variance):
+        """Half-width of the interval that states this target's margin for answers of ``variance`` (scalar or
+        array): at :attr:`query_level`, so that for a joint target the intervals of all its answers hold at once
+        with probability at least :attr:`level` (Šidák). None for a variance target."""
+        return None if self.kind == "variance" else margin_of(variance, self.query_level)
+
     def achieved(self, variance: float) -> str:
         """What a variance delivers, in this target's words (the margin at its level, or the variance)."""
         if self.kind == "variance":
@@ -116,6 +130,25 @@ class Target:
 
 def _percent(level: float, digits: int = 3) -> str:
     return f"{100 * level:.{digits}g}%"
+
+
+#: How :func:`targets_phrase` names each kind of target.
+_PHRASES = {"variance": "variance targets", "margin": "margins of error at their confidence levels",
+            "joint": "joint margins of error (every answer of a table at once)"}
+
+
+def targets_phrase(kinds) -> str:
+    """The targets of ``kinds`` (a collection of :data:`KINDS`) in words, e.g. ``"variance targets"`` or
+    ``"margins of error at their confidence levels"`` (none: variance targets).
+
+    >>> targets_phrase(["margin", "variance"])
+    'variance targets and margins of error at their confidence levels'
+    """
+    given = set(kinds)
+    if not given <= set(KINDS):
+        raise ValueError(f"target kinds must be among {KINDS}, got {sorted(given)}")
+    words = [_PHRASES[k] for k in KINDS if k in given] or [_PHRASES["variance"]]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def target(spec, name: str = "target", queries: int = 1) -> Target:

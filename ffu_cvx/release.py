@@ -1,6 +1,6 @@
 """A self-describing release: noisy answers, their intervals and labels, and the privacy statement.
 
-Mechanisms layer (its bottom): imports numpy, ``accuracy`` (``z_value``), ``privacy``, ``validation``,
+Mechanisms layer (its bottom): imports numpy, ``accuracy`` (``z_value``, the targets' words), ``privacy``, ``validation``,
 ``noise`` (the :class:`ffu_cvx.noise.NoiseAccount`), ``ledger``, ``jsonio``, ``files`` and ``version`` (pandas only inside :meth:`Release.to_frame`); :mod:`ffu_cvx.mechanism` and :mod:`ffu_cvx.product_release`
 build a :class:`Release`.
 
@@ -9,8 +9,10 @@ mechanism that drew its noise and the sampler's account of it (:class:`ffu_cvx.n
 which sampler, the lattice, the sensitivity the accounting uses), hence (eps, delta) at
 any delta (:meth:`Release.epsilon`) and rho-zCDP, the neighbouring relation, the
 mechanism, the tool's version and the time of the release; and, where the mechanism
-was solved for variance targets, which answers meet them and by what factor the others
-miss. It holds nothing computed from the data without noise: no record count, no count
+was solved for targets (variances, or margins of error at a confidence level, per query or
+for a whole table at once), which answers meet them, in the words they were given, and by
+what factor the others miss. Answers under a joint target also get simultaneous intervals
+(``joint_lower``, ``joint_upper``), which hold for all of their table at once. It holds nothing computed from the data without noise: no record count, no count
 of non-empty cells, no exact answer.
 
 :meth:`Release.to_csv` writes the answers CSV and, beside it, a JSON sidecar
@@ -40,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 from . import jsonio, privacy, validation
-from .accuracy import z_value
+from .accuracy import targets_phrase, z_value
 from .files import atomic_write_group, check_output
 from .ledger import Ledger
 from .noise import NoiseAccount
@@ -57,10 +59,12 @@ TOOL = "ffu-cvx"
 SIDECAR_SUFFIX = ".privacy.json"
 #: Relative slack under which a variance counts as meeting its target.
 TARGET_RTOL = 1e-6
-#: The answers CSV's columns, in order (``group``, ``target`` and ``postprocessed*`` only when present:
-#: ``target`` is the group's accuracy target in the publisher's words, where one is a margin;
+#: The answers CSV's columns, in order (``group``, ``target``, ``joint*`` and ``postprocessed*`` only when present:
+#: ``target`` is the group's accuracy target in the publisher's words, where one is a margin; ``joint_lower`` /
+#: ``_upper`` the simultaneous intervals of the answers under a joint target (empty for the others);
 #: ``postprocessed_lower`` / ``_upper`` the post-processed values' own (bootstrap) interval, where one was made).
-COLUMNS = ("query", "group", "label", "answer", "variance", "std", "lower", "upper", "target", "postprocessed",
+COLUMNS = ("query", "group", "label", "answer", "variance", "std", "lower", "upper", "target", "joint_lower",
+           "joint_upper", "postprocessed",
            "postprocessed_lower", "postprocessed_upper")
 
 
@@ -98,22 +102,26 @@ def digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def accuracy_summary(variances, targets) -> dict:
-    """Which of the answers meet their variance targets, and by what factor the others miss.
+def accuracy_summary(variances, targets, kinds=()) -> dict:
+    """Which of the answers meet their targets, and by what factor the others miss.
 
-    variances, targets : (m,) achieved and target variances. Returns JSON-able values:
-    ``queries``, ``within_target`` (count), ``worst_ratio`` (max variance / target),
-    ``met`` (all within ``TARGET_RTOL``) and a sentence ``text``.
+    variances, targets : (m,) achieved and target variances; kinds : how the targets were
+    given (:data:`ffu_cvx.accuracy.KINDS`; none: variances), which the sentence follows.
+    Returns JSON-able values: ``queries``, ``within_target`` (count), ``worst_ratio`` (max
+    variance / target), ``met`` (all within ``TARGET_RTOL``) and a sentence ``text``.
     """
     ratio = np.asarray(variances, dtype=float) / np.asarray(targets, dtype=float)
     within = int(np.sum(ratio <= 1 + TARGET_RTOL))
     worst = float(ratio.max()) if ratio.size else 0.0
     m = int(ratio.size)
+    phrase = targets_phrase(kinds)
+    margins = set(kinds) - {"variance"}
     if within == m:
-        text = f"All {m} answers meet their variance targets (worst variance/target {worst:.4g})."
+        text = (f"All {m} answers meet their {phrase} (worst variance/" +
+                ("the variance its target allows" if margins else "target") + f" {worst:.4g}).")
     else:
-        text = (f"Only {within} of {m} answers meet their variance targets: the worst variance is {worst:.4g} "
-                f"times its target.")
+        text = (f"Only {within} of {m} answers meet their {phrase}: the worst variance is {worst:.4g} times " +
+                ("what its target allows." if margins else "its target."))
     return {"queries": m, "within_target": within, "worst_ratio": worst, "met": within == m, "text": text}
 
 
@@ -149,7 +157,10 @@ class Release(privacy.GaussianPrivacy):
     and one phrase saying how it was made (a parametric bootstrap), or None; postprocessed,
     postprocessing : see :meth:`postprocess`; created_utc, tool_version : when and by what;
     noise : the sampler's account; fingerprint : :func:`ffu_cvx.fingerprint.of` the workload
-    answered (a product workload's release), which everything derived from it checks.
+    answered (a product workload's release), which everything derived from it checks;
+    targets : (m,) the variance targets, or None; group_targets : each group's
+    :class:`~ffu_cvx.accuracy.Target` (or the one target of ungrouped answers), in the words
+    the statement and the ``target`` column use.
     """
 
     answers: np.ndarray
@@ -222,8 +233,16 @@ class Release(privacy.GaussianPrivacy):
             text += f" Post-processing (no privacy cost): {'; '.join(self.postprocessing)}."
         accuracy = None
         if self.targets is not None:
-            accuracy = accuracy_summary(self.variances, self.targets)
+            accuracy = accuracy_summary(self.variances, self.targets, [t.kind for t in self.group_targets])
             text += " " + accuracy["text"]
+        joint = None
+        if self.joint_interval is not None:
+            joint = {"columns": ["joint_lower", "joint_upper"],
+                     "note": "simultaneous intervals of the answers under a joint target: all the answers of such a "
+                             "table lie within them at once with probability at least its level (Šidák); lower and "
+                             f"upper are each answer's own interval at {100 * self.level:g}%"}
+            text += (" For the answers under a joint target, joint_lower and joint_upper hold for all of their table "
+                     "at once at its level.")
         if ledger is not None:
             text += (f" Charged to the privacy ledger {ledger['ledger']} (entry {ledger['entry']}): with it, "
                      f"rho {ledger['spent_rho']:.6g} = eps {ledger['spent_epsilon']:.6g} at delta "
@@ -234,7 +253,7 @@ class Release(privacy.GaussianPrivacy):
             "delta_m": self.delta_m, "neighbours": self.neighbours, "mechanism": self.mechanism,
             "workload": self.name, "queries": self.m, "confidence_level": self.level,
             "tool": {"name": TOOL, "version": self.tool_version}, "created_utc": self.created_utc,
-            "post_processing": post, "accuracy": accuracy, "text": text,
+            "post_processing": post, "accuracy": accuracy, "joint_intervals": joint, "text": text,
             "noise": None if self.noise is None else self.noise.as_dict(), "ledger": ledger,
             "workload_fingerprint": self.fingerprint, **self.info,
         })
@@ -257,14 +276,40 @@ class Release(privacy.GaussianPrivacy):
             raise ValueError("`postprocess` needs nonnegative=True and/or round=True")
         return dataclasses.replace(self, postprocessed=values, postprocessing=tuple(steps), postprocessed_interval=None)
 
+    def _target_index(self) -> np.ndarray | None:
+        """(m,) each answer's index into :attr:`group_targets` (its group's, or the one target of
+        ungrouped answers), or None when the targets are not stated per group."""
+        if self.groups is not None and self.group_targets:
+            return np.asarray(self.groups)
+        if self.groups is None and len(self.group_targets) == 1:
+            return np.zeros(self.m, dtype=int)
+        return None
+
     @property
     def _stated(self) -> bool:
-        """Whether some group's target is a margin (then the CSV states each query's target in words)."""
-        return self.groups is not None and any(t.kind != "variance" for t in self.group_targets)
+        """Whether some target is a margin (then the CSV states each query's target in words)."""
+        return self._target_index() is not None and any(t.kind != "variance" for t in self.group_targets)
+
+    @property
+    def joint_interval(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(lower, upper)`` (m,): for the answers under a joint target, intervals that all hold at once with
+        probability at least its level (each at its Šidák level, :attr:`ffu_cvx.accuracy.Target.query_level`);
+        NaN for the other answers. None when no target is joint."""
+        index = self._target_index()
+        if index is None or not any(t.kind == "joint" for t in self.group_targets):
+            return None
+        half = np.full(self.m, np.nan)
+        for g, goal in enumerate(self.group_targets):
+            if goal.kind == "joint":
+                rows = index == g
+                half[rows] = goal.half_width(self.variances[rows])
+        return self.answers - half, self.answers + half
 
     def _columns(self) -> list:
+        joint = self.joint_interval is not None
         present = {"group": self.groups is not None, "postprocessed": self.postprocessed is not None,
-                   "target": self._stated, "postprocessed_lower": self.postprocessed_interval is not None,
+                   "target": self._stated, "joint_lower": joint, "joint_upper": joint,
+                   "postprocessed_lower": self.postprocessed_interval is not None,
                    "postprocessed_upper": self.postprocessed_interval is not None}
         return [c for c in COLUMNS if present.get(c, True)]
 
@@ -275,15 +320,18 @@ class Release(privacy.GaussianPrivacy):
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(cols)
         labels = iter(self.labels) if len(self.labels) == self.m else iter(("",) * self.m)
-        std = self.std
+        std, index, stated, joint = self.std, self._target_index(), self._stated, self.joint_interval
         for j, label in zip(range(self.m), labels):
             row = {"query": j, "label": label, "answer": self.answers[j], "variance": self.variances[j],
                    "std": std[j], "lower": self.lower[j], "upper": self.upper[j]}
             if self.groups is not None:
                 g = int(self.groups[j])
                 row["group"] = self.group_names[g] if self.group_names else g
-                if self._stated:
-                    row["target"] = self.group_targets[g].short()
+            if stated:
+                row["target"] = self.group_targets[index[j]].column()
+            if joint is not None:
+                inside = not np.isnan(joint[0][j])
+                row["joint_lower"], row["joint_upper"] = (joint[0][j], joint[1][j]) if inside else ("", "")
             if self.postprocessed is not None:
                 row["postprocessed"] = self.postprocessed[j]
             if self.postprocessed_interval is not None:
@@ -357,7 +405,10 @@ class Release(privacy.GaussianPrivacy):
                   "upper": self.upper}
         if self.groups is not None:
             values["group"] = [self.group_names[g] for g in self.groups] if self.group_names else self.groups
-            values["target"] = [self.group_targets[g].short() for g in self.groups] if self._stated else None
+        if self._stated:
+            values["target"] = [self.group_targets[g].column() for g in self._target_index()]
+        if self.joint_interval is not None:
+            values["joint_lower"], values["joint_upper"] = self.joint_interval
         if self.postprocessed is not None:
             values["postprocessed"] = self.postprocessed
         if self.postprocessed_interval is not None:

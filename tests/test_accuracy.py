@@ -69,7 +69,8 @@ def test_a_joint_table_target_is_met_jointly_and_measured(agency):
     assert stated[0]["accuracy"]["measured"]["draws"] == 500 and "measured" not in stated[1]["accuracy"]
     assert stated[1]["accuracy"]["stated"] == "each answer of 'county x sex' within ±60 at 90%"
     rows = list(csv.DictReader(io.StringIO(rel.csv_bytes().decode())))
-    assert rows[0]["target"] == "±50 at 95%, all 200 at once" and rows[200]["target"] == "±60 at 90%"
+    assert rows[0]["target"] == "all 200 within ±50 at once at 95%: joint_lower, joint_upper"
+    assert rows[200]["target"] == "±60 at 90%"
     assert rows[-1]["target"] == "variance <= 30"
 
 

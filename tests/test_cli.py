@@ -6,6 +6,7 @@ import math
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -441,3 +442,36 @@ def test_version_and_python_dash_m_run_the_same_command_line(capsys):
     assert run.returncode == 0 and run.stdout.strip() == f"ffu-cvx {ffu.__version__}", run.stderr
     run = subprocess.run([sys.executable, "-m", "ffu_cvx", "budget"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "usage: ffu-cvx budget" in run.stderr
+
+
+def test_a_release_speaks_of_margins_when_the_spec_gave_margins(tmp_path, capsys):
+    spec, result, out = tmp_path / "s.json", tmp_path / "r.json", tmp_path / "a.csv"
+    spec.write_text(json.dumps({"workload": "prefix", "params": {"d": 16},
+                                "c": {"margin": 20, "level": 0.95, "joint": True}}))
+    assert _run(capsys, "solve", spec, "--method", "sdp", "--out", result, "--quiet")[0] == 0
+    assert _run(capsys, "release", result, "--data", EXAMPLES / "hist16.csv", "--out", out, "--seed", 1)[0] == 0
+    text = json.loads((tmp_path / "a.privacy.json").read_text())["text"]
+    assert "meet their joint margins of error" in text and "variance target" not in text
+    rows = _answers(out)
+    assert rows[0]["target"] == "all 16 within ±20 at once at 95%: joint_lower, joint_upper"
+    half = float(rows[0]["joint_upper"]) - float(rows[0]["answer"])
+    assert 0 < half <= 20 * (1 + 1e-6)
+
+
+def test_max_time_bounds_the_whole_command(tmp_path, capsys):
+    # Gradient descent to a gap of 1e-12 would run for minutes; the command ends within 10% of its budget.
+    spec, out = tmp_path / "s.json", tmp_path / "r.json"
+    spec.write_text(json.dumps({"workload": "prefix", "params": {"d": 128}, "options": {"tol": 1e-12}}))
+    t0 = time.perf_counter()
+    assert _run(capsys, "solve", spec, "--method", "gd", "--max-time", 8, "--out", out)[0] == 0
+    assert time.perf_counter() - t0 <= 8 * 1.1
+    res = json.loads(out.read_text())
+    assert res["status"] == "max_iter" and "max_time" in res["message"]
+    assert res["timings"]["max_time_s"] == 8 and res["timings"]["solve_budget_s"] <= 8 * cli.SOLVE_SHARE
+
+
+def test_the_solver_gets_what_the_command_has_left_less_the_write():
+    dense = ffu.FitnessProblem.from_workload(ffu.workloads.prefix(1000))  # W and Sigma: 2 x 10^6 numbers
+    assert cli.solve_budget(90, 0, dense) == pytest.approx(90 * cli.SOLVE_SHARE)
+    assert cli.solve_budget(90, 80, dense) == pytest.approx(10 - 2e6 * cli.WRITE_SECONDS_PER_NUMBER)
+    assert cli.solve_budget(10, 9.9, dense) == 1e-3
