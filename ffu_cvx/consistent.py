@@ -1,44 +1,40 @@
-"""Consistent, non-negative, integer tables from a release, with bootstrap intervals.
+"""Consistent, non-negative, integer tables from a release, with intervals that hold at the truth.
 
-Mechanisms layer: imports numpy, scipy.stats, ``gls`` (the whitened operators), ``nonneg`` (the
-bound-constrained fit), ``files``, ``memory``, ``product_release`` (the noise source of a solution), ``products``,
-``release`` and ``validation``.
+Mechanisms layer: imports numpy, ``fingerprint``, ``gls`` (the whitened operators), ``nonneg`` (the
+bound-constrained fit), ``topdown`` (nested count tables), ``files``, ``memory``, ``noise``, ``product_release`` (the
+noise source of a solution), ``products``, ``release`` and ``validation``; ``scipy.stats`` when intervals are made.
 
-:func:`estimate` turns the released answers ``a`` of a product workload into
+:func:`estimate` turns the released answers ``a`` of a product workload into published tables in
+three steps, each checked after the fact:
 
-1. **one histogram** ``x_hat`` (d,), the generalised least squares (GLS) estimate under the
-   mechanism's own noise covariance ``C = W Sigma W^T``:
-   ``x_hat = argmin_{x >= 0} (a - W x)^T C^+ (a - W x)``, solved by L-BFGS with bounds
-   (:mod:`ffu_cvx.nonneg`) on the whitened form of :mod:`ffu_cvx.gls` (nothing d x d or m x d is formed for a
-   structured solution). The pseudo-inverse is the GLS of the answers: their noise lives
-   in the range of ``L``, where ``C^+`` inverts ``C``; when the answers determine the basis
-   measurements ``y = B x + N(0, Sigma)`` it is the GLS of ``y`` under ``Sigma``, the
-   best linear unbiased estimate before the bounds. The objective depends on ``x``
-   through ``B x`` only, so ``W x_hat`` is unique even where ``x_hat`` is not;
-2. **an integer histogram** by cumulative (systematic) rounding in row-major cell order:
-   cell ``i`` gets ``round(S_i) - round(S_{i-1})`` with ``S`` the running sum of ``x_hat``,
-   so every cell, and every run of consecutive cells, stays within 1 of its unrounded
-   sum, no cell is negative and the total is the rounded total;
-3. **the published tables** ``W x_int``: integers (the built-in blocks are 0/1), non-negative, and every table sums
-   exactly to the totals it nests in, because they are all the same histogram's sums;
-4. **bootstrap intervals**: a parametric bootstrap draws ``B`` new releases
-   ``W x_hat + noise`` with the mechanism's own noise, re-estimates each (from ``x_hat``),
-   and reports for each published value ``t`` the normal interval
-   ``t +- q s`` with ``s`` the replicates' standard deviation and ``q`` the Student-t
-   quantile with ``B - 1`` degrees of freedom (``s`` is estimated from ``B`` draws),
-   floored at 0 and widened to integers. Non-negativity biases sums of many small cells
-   upwards, and the bias at ``x_hat`` (more cells at 0 than the truth) is not the bias
-   at the truth, so the intervals that read the replicates' quantiles miss on one side:
-   on the agency benchmark (``results/bench_consistent.md``, 95%, ``B = 60``, 19 releases)
-   the percentile interval covers 82% of the county totals, the basic one 59% of the
-   age x sex x county cells, and their union over-covers (97.4%: 96.9 / 97.6 / 95.9% on
-   county totals / cells / race x county). This interval covers 94.3% over 60 releases
-   (93.5 / 94.3 / 94.8%), each table within 2 points of nominal.
+1. **unbiased and consistent values** ``a_hat = W x_tilde``: the generalised least squares (GLS)
+   estimate under the mechanism's own noise covariance ``C = W Sigma W^T``,
+   ``x_tilde = argmin_x (a - W x)^T C^+ (a - W x)`` (:mod:`ffu_cvx.gls`, solved by
+   :mod:`ffu_cvx.nonneg` without bounds; nothing d x d or m x d is formed). It is the best
+   linear unbiased estimate of every query, so no query's variance exceeds its raw
+   answer's. The optimal mechanisms' answers are already consistent (they are linear images
+   of one set of basis measurements): then ``a_hat = a`` and, when one table of the workload
+   determines all the others, no fit is made;
+2. **non-negative integer tables** (``method="topdown"``, the default for tables of counts):
+   :mod:`ffu_cvx.topdown` fixes the coarse tables first and fits each finer one to its own
+   ``a_hat`` subject to the integer sums already published above it, then rounds it under
+   control (every sum it nests in kept exactly). Aggregates keep the accuracy of their
+   unbiased values (rounding adds at most 1/12 to a variance), and non-negativity improves
+   the sparse tables without pushing their zeros into the totals. ``method="gls"`` (any
+   product workload) instead fits one non-negative histogram to every answer at once,
+   ``argmin_{x >= 0} (a - W x)^T C^+ (a - W x)``, and rounds it systematically in cell order:
+   accurate on dense data, but on sparse data its totals carry the zeros' upward bias;
+3. **intervals at the truth**: the exact Gaussian interval of each published value's unbiased
+   estimate, ``a_hat_j +- z sqrt(v_j)`` with ``v_j`` the raw answer's variance (the GLS
+   variance itself when ``a_hat = a``, an upper bound on it otherwise), floored at 0 (a
+   count is never negative), widened to integers and to contain the published value. Each
+   covers the true value with at least the stated probability, whatever the cell's size:
+   the published values are biased near 0 but the intervals are not centred on them.
 
-Post-processing costs no privacy, but the estimate is no longer unbiased: the raw
-answers keep their exact intervals, and :meth:`Consistent.to_release` lists the steps
-in the release's statement. Past :data:`MAX_CELLS` cells a histogram is not held and
-:func:`estimate` refuses, naming the size and what to do instead.
+Post-processing costs no privacy. The result is bound to its release: :func:`estimate` refuses a
+release of another workload or mechanism, and :meth:`Consistent.to_release`, :meth:`Consistent.csv_bytes`
+and :meth:`Consistent.to_csv` refuse any release but their own. Past :data:`MAX_CELLS` cells a histogram
+is not held and :func:`estimate` refuses, naming the size and what to do instead.
 """
 
 from __future__ import annotations
@@ -46,104 +42,105 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import logging
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
-from . import fingerprint, gls, noise, nonneg, validation
+from . import fingerprint, gls, nonneg, topdown, validation
 from .files import atomic_write_bytes, check_output
 from .memory import human_bytes
 from .product_release import noise_source
 from .products import ProductWorkload
 from .release import SIDECAR_SUFFIX, Release, check_level, sidecar_path
 
-__all__ = ["Consistent", "estimate", "systematic_round", "MAX_CELLS", "GTOL", "START_ITERATIONS", "COLUMNS"]
+__all__ = ["Consistent", "estimate", "systematic_round", "METHODS", "MAX_CELLS", "GTOL", "START_ITERATIONS",
+           "CONSISTENT_RTOL", "CONSISTENT_OBJECTIVE", "PROGRESS_SECONDS", "COLUMNS"]
 
+_log = logging.getLogger(__name__)
+
+#: Methods :func:`estimate` accepts ("auto": "topdown" for tables of counts, else "gls").
+METHODS = ("auto", "topdown", "gls")
 #: Largest domain (cells) whose histogram :func:`estimate` holds.
 MAX_CELLS = 10 ** 7
-#: Projected-gradient tolerance of the fit, relative to the privacy cost ``alpha`` (the largest
+#: Projected-gradient tolerance of the fits, relative to the privacy cost ``alpha`` (the largest
 #: diagonal of ``W^T C^+ W = B^T Sigma^{-1} B``: the curvature of the objective along one cell).
 GTOL = 1e-4
-#: Multiplicative updates that make the fit's start (:func:`_multiplicative_start`): they cost
+#: Multiplicative updates that make the non-negative fit's start (:func:`_multiplicative_start`): they cost
 #: a forward and an adjoint of ``W`` each and bring the objective within a few times its
 #: final value; with 40 the projected L-BFGS needs a third fewer iterations than from the
-#: scaled gradient (195 to 129 on a 10^6-cell product, 141 with 20: ``results/bench_consistent.md``);
-#: more gain little, as the updates converge to another (Poisson-likelihood) fit.
+#: scaled gradient (195 to 129 on a 10^6-cell product, 141 with 20); more gain little, as the
+#: updates converge to another (Poisson-likelihood) fit.
 START_ITERATIONS = 40
 #: Relative agreement asked of the release's privacy cost and the solution's (the same mechanism).
 COST_RTOL = 1e-9
+#: Answers within this many standard deviations of consistent ones are taken as consistent (float error).
+CONSISTENT_RTOL = 1e-6
+#: GLS objective (half the squared whitened residual, in units of the noise's variance) under which the
+#: answers are taken as consistent: no answer is then further than ``sqrt(2e-6) = 0.0014`` of its standard
+#: deviation from its GLS value, where answers of redundant measurements are about 1 away.
+CONSISTENT_OBJECTIVE = 1e-6
+#: An estimate running longer than this (seconds) logs its progress and the time left.
+PROGRESS_SECONDS = 10.0
 #: Columns of :meth:`Consistent.csv_bytes`.
-COLUMNS = ("query", "label", "answer", "lower", "upper", "consistent", "published", "bootstrap_lower",
-           "bootstrap_upper")
+COLUMNS = ("query", "label", "answer", "lower", "upper", "unbiased", "published", "published_lower",
+           "published_upper")
 
 
 @dataclass(frozen=True)
 class Consistent:
     """Consistent tables estimated from one release (see the module docstring).
 
-    histogram : (d,) the non-negative GLS estimate ``x_hat``; integer_histogram : (d,)
-    int64 its systematic rounding, or None; answers : (m,) ``W x_hat``; integer_answers :
-    (m,) ``W x_int`` or None; lower, upper : (m,) the bootstrap interval of the published
-    values at ``level``, or None without a bootstrap; replicates : bootstrap draws made;
-    method : one sentence; steps : the post-processing steps for the privacy statement;
-    info : the fit's numbers (iterations, seconds, objective, bootstrap seconds);
-    release_digest : :attr:`ffu_cvx.release.Release.answers_digest` of the release it was
-    estimated from (:meth:`to_release` and :meth:`csv_bytes` take that release only).
+    published : (m,) the non-negative integer tables ``W x_int``; integer_histogram : (d,)
+    int64 ``x_int``; unbiased : (m,) ``a_hat``, the consistent unbiased (GLS) values;
+    lower, upper : (m,) the intervals of the published values at ``level``; method :
+    "topdown" or "gls"; steps : the post-processing steps for the privacy statement; info :
+    the fit's numbers (seconds, iterations, violations); release_digest :
+    :attr:`ffu_cvx.release.Release.answers_digest` of the release it was estimated from, and
+    workload_fingerprint the workload's (:meth:`to_release` and :meth:`csv_bytes` take that release only).
     """
 
-    histogram: np.ndarray
-    integer_histogram: np.ndarray | None
-    answers: np.ndarray
-    integer_answers: np.ndarray | None
-    lower: np.ndarray | None
-    upper: np.ndarray | None
+    published: np.ndarray
+    integer_histogram: np.ndarray
+    unbiased: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
     level: float
-    replicates: int
     method: str
     steps: tuple
     info: dict = field(default_factory=dict)
     release_digest: str = ""
-
-    @property
-    def published(self) -> np.ndarray:
-        """The values to publish: the integer answers if rounded, else the consistent answers."""
-        return self.answers if self.integer_answers is None else self.integer_answers
+    workload_fingerprint: str = ""
 
     def to_release(self, release: Release) -> Release:
-        """``release`` with :attr:`published` as its ``postprocessed`` column, the bootstrap interval as
-        its ``postprocessed_lower`` / ``postprocessed_upper`` columns and :attr:`steps` in its statement.
+        """``release`` with :attr:`published` as its ``postprocessed`` column, the intervals as its
+        ``postprocessed_lower`` / ``postprocessed_upper`` columns and :attr:`steps` in its statement.
 
         The answers, their exact intervals and the privacy cost are the release's own; any other
         release is refused.
         """
         self._check_release(release)
-        interval = None
-        if self.lower is not None:
-            interval = (self.lower, self.upper, f"{self.level:.0%} parametric bootstrap intervals from "
-                                                f"{self.replicates} re-releases, normal with the replicates' "
-                                                "standard deviation")
+        how = (f"{self.level:.0%} exact Gaussian intervals of the unbiased (GLS) estimate of each published value, "
+               "floored at 0, widened to integers and to contain the published value: each covers the true value "
+               f"with probability at least {self.level:.0%}")
         return dataclasses.replace(release, postprocessed=np.asarray(self.published, dtype=float),
-                                   postprocessing=self.steps, postprocessed_interval=interval)
+                                   postprocessing=self.steps, postprocessed_interval=(self.lower, self.upper, how))
 
     def csv_bytes(self, release: Release) -> bytes:
-        """One row per query: the raw answer and its exact interval, the consistent and published
-        values and the bootstrap interval (columns :data:`COLUMNS`; bootstrap ones empty without it)."""
+        """One row per query: the raw answer and its exact interval, the unbiased consistent value, the
+        published integer and its interval (columns :data:`COLUMNS`)."""
         self._check_release(release)
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(COLUMNS)
         labels = release.labels if len(release.labels) == release.m else ("",) * release.m
-        none = [None] * release.m
-        lo = none if self.lower is None else self.lower
-        hi = none if self.upper is None else self.upper
         for j, label in zip(range(release.m), labels):
-            row = (j, label, release.answers[j], release.lower[j], release.upper[j], self.answers[j],
-                   self.published[j], lo[j], hi[j])
-            w.writerow(["" if v is None else repr(float(v)) if isinstance(v, (float, np.floating)) else v
-                        for v in row])
+            row = (j, label, release.answers[j], release.lower[j], release.upper[j], self.unbiased[j],
+                   int(self.published[j]), int(self.lower[j]), int(self.upper[j]))
+            w.writerow([repr(float(v)) if isinstance(v, (float, np.floating)) else v for v in row])
         return buf.getvalue().encode()
 
     def to_csv(self, path, release: Release, overwrite: bool = False):
@@ -162,6 +159,10 @@ class Consistent:
             got = release.answers_digest[:19] if isinstance(release, Release) else type(release).__name__
             raise ValueError(f"this estimate was made from the release with answers {self.release_digest[:19]}..., "
                              f"not from this one ({got}...): derived tables go only beside their own release")
+        if release.fingerprint != self.workload_fingerprint:
+            raise ValueError(f"this estimate is of the workload {self.workload_fingerprint[:20]}..., the release "
+                             f"answers {str(release.fingerprint)[:20]}...: derived tables go only beside their own "
+                             "release")
 
 
 def systematic_round(x: np.ndarray) -> np.ndarray:
@@ -205,42 +206,19 @@ def _start(op, answers: np.ndarray, z: np.ndarray, nonnegative: bool) -> np.ndar
     return _scaled_gradient_start(op, z, nonnegative)
 
 
-class _Estimator:
-    """One fit configuration, reused by the bootstrap: operator, bounds, rounding, tolerance."""
+class _Progress:
+    """Reports ``(done, seconds_left, what)`` to a callback, and to the log once past :data:`PROGRESS_SECONDS`."""
 
-    def __init__(self, op, nonnegative: bool, integer: bool, gtol: float, fdec: float, solver: str):
-        self.op, self.nonnegative, self.integer, self.solver = op, nonnegative, integer, solver
-        self.gtol, self.fdec = gtol, fdec
+    def __init__(self, callback):
+        self.callback, self.start, self.logged = callback, time.perf_counter(), 0.0
 
-    def fit(self, answers: np.ndarray, x0=None) -> tuple[np.ndarray, dict]:
-        z = self.op.whiten(answers)
-        x0 = _start(self.op, answers, z, self.nonnegative) if x0 is None else x0
-        return nonneg.fit(self.op, z, x0, nonnegative=self.nonnegative, gtol=self.gtol, fdec=self.fdec,
-                          solver=self.solver)
-
-    def published(self, x: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
-        """``(integer histogram or None, published answers)`` of an estimate."""
-        if not self.integer:
-            return None, self.op.answers(x)
-        xi = systematic_round(x)
-        return xi, self.op.answers(xi.astype(float))
-
-
-def _bootstrap(est: _Estimator, source, x_hat: np.ndarray, center: np.ndarray, B: int, level: float, rng):
-    """The bootstrap-t-quantile normal interval of ``center`` at ``level`` (see the module docstring)."""
-    exact = est.op.answers(x_hat)
-    draws = np.empty((B, center.shape[0]))
-    for b in range(B):
-        answers = exact + np.asarray(source.sample_answer_noise(rng), dtype=float)
-        x_b, _ = est.fit(answers, x_hat)
-        draws[b] = est.published(x_b)[1]
-    half = stats.t.ppf(0.5 + 0.5 * level, B - 1) * draws.std(axis=0, ddof=1)
-    lower, upper = center - half, center + half
-    if est.nonnegative:
-        lower = np.maximum(lower, 0.0)
-    if est.integer:
-        lower, upper = np.floor(lower), np.ceil(upper)
-    return lower, upper
+    def __call__(self, done: float, seconds_left: float, what: str) -> None:
+        if self.callback is not None:
+            self.callback(done, seconds_left, what)
+        elapsed = time.perf_counter() - self.start
+        if elapsed >= PROGRESS_SECONDS and elapsed - self.logged >= PROGRESS_SECONDS:
+            self.logged = elapsed
+            _log.info("consistent tables: %.0f%% done (%s), about %.0f s left", 100 * done, what, seconds_left)
 
 
 def _check(release, solution, workload, max_cells: int):
@@ -270,70 +248,189 @@ def _check(release, solution, workload, max_cells: int):
     return source, cost
 
 
-def _steps(d: int, nonnegative: bool, integer: bool, B: int, level: float) -> tuple:
-    bound = " with every cell >= 0" if nonnegative else ""
-    steps = [f"one histogram of {d} cells estimated from the released answers by generalised least squares under "
-             f"the mechanism's own noise covariance{bound}; every published value is a sum of that histogram, so "
-             "the tables add up; the estimate is no longer unbiased"]
-    if integer:
-        steps.append("the histogram rounded to integers by cumulative (systematic) rounding in cell order: each "
-                     "cell and each run of consecutive cells within 1 of its unrounded sum")
-    if B:
-        steps.append(f"uncertainty of the published values: {level:.0%} parametric bootstrap intervals "
-                     f"({B} re-releases from the estimate with the mechanism's noise, each re-estimated; the "
-                     "published value plus or minus a t quantile times the replicates' standard deviation); the exact "
-                     "intervals are those of the raw answers")
+def _fit(op, answers: np.ndarray, nonnegative: bool, gtol: float, fdec: float, solver: str):
+    """The (non-negative) GLS histogram of ``answers`` and the fit's numbers."""
+    z = op.whiten(answers)
+    x0 = _multiplicative_start(op, answers) if nonnegative and op.nonnegative else \
+        _scaled_gradient_start(op, z, nonnegative)
+    x, info = nonneg.fit(op, z, x0, nonnegative=nonnegative, gtol=gtol, fdec=fdec, solver=solver)
+    if not info["converged"]:
+        raise RuntimeError(f"the GLS fit did not converge ({info['message']} after {info['nit']} iterations, "
+                           f"projected gradient {info['projected_gradient']:.3g}): the tables are not published")
+    return x, info
+
+
+def _nested_agree(lat, answers: np.ndarray, offsets, tol: float) -> bool:
+    """Every table of ``answers`` sums to the tables nested in it, and equal tables agree."""
+    published = [answers[offsets[g]:offsets[g + 1]] for g in range(lat.published)]
+    table = [lat.from_published(g, published) for g in range(len(lat.shapes))]
+    for g in lat.order():
+        for h in lat.parents[g]:
+            idx = lat.parent_index(g, h)
+            on = idx >= 0
+            if np.abs(np.bincount(idx[on], table[g][on], table[h].shape[0]) - table[h]).max() > tol:
+                return False
+    return all(np.abs(table[g] - table[lat.same[g]]).max() <= tol for g in range(lat.published))
+
+
+def _unbiased(op_of, release: Release, lat, offsets, gtol: float, solver: str):
+    """``(a_hat, x_tilde or None, info)``: the consistent unbiased values and the GLS histogram (if fitted)."""
+    a = np.asarray(release.answers, dtype=float)
+    tol = CONSISTENT_RTOL * float(np.max(release.std))
+    if lat is not None and lat.cover is not None and _nested_agree(lat, a, offsets, tol):
+        return a, None, {"unbiased": "the released answers (already consistent)"}
+    op = op_of()
+    x, info = _fit(op, a, False, gtol, 0.0, solver)
+    if info["objective"] <= CONSISTENT_OBJECTIVE:
+        return a, x, {"unbiased": "the released answers (already consistent)", "gls_fit": info}
+    return op.answers(x), x, {"unbiased": "the GLS estimate (the answers are not consistent)", "gls_fit": info}
+
+
+def _atom_sums(x: np.ndarray, lat, shape: tuple) -> np.ndarray:
+    """(n_atoms,) the histogram ``x`` (d,) summed over the values of each atom."""
+    T = np.asarray(x, dtype=float).reshape(shape)
+    for axis, atoms in enumerate(lat.atoms):
+        onehot = np.zeros((atoms.size, int(atoms.max()) + 1))
+        onehot[np.arange(atoms.size), atoms] = 1.0
+        T = np.moveaxis(np.tensordot(T, onehot, axes=([axis], [0])), -1, axis)
+    return T.reshape(-1)
+
+
+def _spread(counts: np.ndarray, lat, shape: tuple) -> np.ndarray:
+    """(d,) int64: each atom's integer count shared as evenly as integers allow among its values."""
+    T = np.asarray(counts, dtype=np.int64).reshape(lat.atom_shape)
+    for axis, atoms in enumerate(lat.atoms):
+        size = np.bincount(atoms)
+        rank = np.zeros(atoms.size, dtype=np.int64)
+        for a in np.flatnonzero(size > 1):
+            rank[atoms == a] = np.arange(size[a])
+        C = np.take(T, atoms, axis=axis)
+        k = size[atoms].reshape([-1 if i == axis else 1 for i in range(len(shape))])
+        r = rank.reshape(k.shape)
+        T = C // k + (r < C % k)
+    return T.reshape(-1)
+
+
+def _topdown(lat, op_of, workload, unbiased, x_tilde, gtol, solver, progress):
+    """``(integer histogram (d,), info)`` of the top-down tables."""
+    off = workload.offsets
+    shape = tuple(a.size for a in workload.domain.attributes)
+    if lat.cover is None and x_tilde is None:
+        x_tilde, _ = _fit(op_of(), unbiased, False, gtol, 0.0, solver)
+    atoms_hat = None if lat.cover is not None else _atom_sums(x_tilde, lat, shape)
+    tables, atoms, info = topdown.estimate(lat, [unbiased[off[g]:off[g + 1]] for g in range(len(off) - 1)],
+                                           atoms_hat, progress)
+    x_int = _spread(atoms, lat, shape)
+    return x_int, np.concatenate(tables), info
+
+
+def _check_topdown(published: np.ndarray, tables: np.ndarray, info: dict) -> None:
+    """The integer histogram's sums are the top-down tables, unless the rounding had to relax a sum
+    (then the histogram's sums are published, consistent, and a warning says by how much)."""
+    violation = sum(t["violation"] for t in info["tables"].values()) + info.get("atoms", {}).get("violation", 0.0)
+    gap = float(np.abs(published - tables).max(initial=0.0))
+    info["largest_difference"] = gap
+    if gap and not violation:
+        raise RuntimeError(f"the integer histogram does not reproduce the top-down tables (largest difference "
+                           f"{gap:g}): nothing is published")
+    if gap:
+        warnings.warn(f"the tables' integer sums could not all be kept (their constraints conflict by {violation:g} "
+                      f"counts in all); the published tables are the sums of one integer histogram, up to {gap:g} "
+                      "from the top-down values", RuntimeWarning, stacklevel=3)
+
+
+def _intervals(unbiased, variances, published, level):
+    """The exact Gaussian interval of each unbiased value, floored at 0, widened to integers and to
+    contain the published value."""
+    from scipy import stats
+
+    half = stats.norm.ppf(0.5 + 0.5 * level) * np.sqrt(variances)
+    lower = np.floor(np.maximum(unbiased - half, 0.0))
+    upper = np.ceil(np.maximum(unbiased + half, 0.0))
+    return np.minimum(lower, published), np.maximum(upper, published)
+
+
+def _steps(method: str, d: int, unbiased_how: str, level: float) -> tuple:
+    steps = [f"consistent unbiased values: {unbiased_how}, the generalised least squares estimate under the "
+             "mechanism's own noise covariance"]
+    if method == "topdown":
+        steps.append("non-negative integer tables, top down: each table, coarsest first, set to the non-negative "
+                     "values closest to its unbiased values whose sums are the integers already published for "
+                     "the tables it contains, then rounded under control (each value within 1, every such sum "
+                     "kept exactly); the values near 0 are no longer unbiased")
+    else:
+        steps.append(f"one non-negative histogram of {d} cells fitted to every answer by generalised least squares "
+                     "under the mechanism's own noise covariance, rounded by cumulative (systematic) rounding in cell "
+                     "order; every published value is a sum of it; the estimate is no longer unbiased")
+    steps.append(f"uncertainty: {level:.0%} exact Gaussian intervals of each published value's unbiased estimate "
+                 "(floored at 0, widened to integers and to contain the published value); each covers the true "
+                 f"value with probability at least {level:.0%}")
     return tuple(steps)
 
 
-def estimate(release: Release, solution, workload: ProductWorkload, *, nonnegative: bool = True,
-             integer: bool = True, bootstrap: int = 200, rng=None, level: float | None = None,
-             max_cells: int = MAX_CELLS, gtol: float = GTOL, fdec: float = nonneg.FDEC,
-             solver: str = "auto") -> Consistent:
-    """Consistent (non-negative, integer) tables of ``workload`` from ``release``, with bootstrap intervals.
+def estimate(release: Release, solution, workload: ProductWorkload, *, method: str = "auto",
+             level: float | None = None, max_cells: int = MAX_CELLS, gtol: float = GTOL,
+             fdec: float = nonneg.FDEC, solver: str = "auto", progress=None) -> Consistent:
+    """Consistent non-negative integer tables of ``workload`` from ``release``, with intervals.
 
     Parameters
     ----------
     release : Release of ``workload`` (``ffu.release_product(solution, workload, counts)``).
     solution : the Solution (structured or dense) or GaussianMechanism whose noise it drew.
     workload : ProductWorkload.
-    nonnegative : every cell of the histogram >= 0. integer : round it (systematically).
-    bootstrap : replicates of the parametric bootstrap (0: no intervals, else at least 2).
-    rng : None, a seed or a Generator for the bootstrap's noise; its stream is independent of the
-        release's noise even when the release was drawn with the same seed
-        (:func:`ffu_cvx.noise.independent_stream`).
-    level : confidence level of the bootstrap intervals (default the release's).
+    method : "topdown" (every group a table of counts: blocks identity, total, bands or disjoint
+        ranges), "gls" (any product workload) or "auto" (the first where it applies).
+    level : confidence level of the intervals (default the release's).
     max_cells : largest domain to hold a histogram for (see :data:`MAX_CELLS`).
-    gtol : projected-gradient tolerance of the fit relative to the privacy cost.
-    fdec : the projected solver's stall tolerance, in units of the noise's variance
-        (:data:`ffu_cvx.nonneg.FDEC`; 0 solves to ``gtol`` or ``ftol``).
+    gtol : projected-gradient tolerance of the fits relative to the privacy cost.
+    fdec : the non-negative fit's stall tolerance ("gls"), in units of the noise's variance
+        (:data:`ffu_cvx.nonneg.FDEC`; 0 solves to ``gtol``).
     solver : see :mod:`ffu_cvx.nonneg` ("auto": the projected L-BFGS).
+    progress : None or ``progress(done, seconds_left, what)``, called as the tables are fixed
+        (``done`` a fraction); past :data:`PROGRESS_SECONDS` the same is logged (logger
+        ``ffu_cvx.consistent``, INFO).
 
     Returns
     -------
     Consistent (see its docstring); ``.to_release(release)`` puts it into the release.
     """
     max_cells = validation.positive_int(max_cells, "max_cells")
-    B = validation.positive_int(bootstrap, "bootstrap", minimum=0)
-    if B == 1:
-        raise ValueError("`bootstrap` must be 0 (no intervals) or at least 2 (a standard deviation needs two draws)")
-    level = release.level if level is None else check_level(level)
+    method = validation.choice(method, "method", METHODS)
     gtol = validation.positive(gtol, "gtol")
     fdec = validation.nonnegative(fdec, "fdec")
     solver = validation.choice(solver, "solver", nonneg.SOLVERS)
-    source, alpha = _check(release, solution, workload, max_cells)
-    est = _Estimator(gls.operator(getattr(solution, "solution", solution), workload), bool(nonnegative),
-                     bool(integer), gtol * alpha, fdec, solver)
-    x_hat, info = est.fit(np.asarray(release.answers, dtype=float))
-    xi, published = est.published(x_hat)
-    lower = upper = None
-    if B:
-        t0 = time.perf_counter()
-        lower, upper = _bootstrap(est, source, x_hat, published, B, level, noise.independent_stream(rng, "bootstrap"))
-        info["bootstrap_seconds"] = time.perf_counter() - t0
-    return Consistent(histogram=x_hat, integer_histogram=xi, answers=est.op.answers(x_hat),
-                      integer_answers=published if integer else None, lower=lower, upper=upper, level=level,
-                      replicates=B, method="GLS under the mechanism's covariance" + (", non-negative" if nonnegative
-                                                                                    else ""),
-                      steps=_steps(workload.d, bool(nonnegative), bool(integer), B, level), info=info,
-                      release_digest=release.answers_digest)
+    _, alpha = _check(release, solution, workload, max_cells)
+    level = release.level if level is None else check_level(level)
+    lat = None if method == "gls" else topdown.lattice(workload)
+    if method == "topdown" and lat is None:
+        bad = next(g.name for g in workload.groups if any(topdown.partition(b) is None for b in g.blocks))
+        raise ValueError(f"method='topdown' needs tables of counts (blocks identity, total, bands or disjoint ranges); "
+                         f"group {bad!r} is not one: use method='gls'")
+    method = "gls" if lat is None else "topdown"
+    cache = {}
+
+    def op_of():
+        if "op" not in cache:
+            cache["op"] = gls.operator(getattr(solution, "solution", solution), workload)
+        return cache["op"]
+
+    t0 = time.perf_counter()
+    report = _Progress(progress)
+    unbiased, x_tilde, info = _unbiased(op_of, release, lat, workload.offsets, gtol * alpha, solver)
+    if method == "topdown":
+        x_int, tables, info["topdown"] = _topdown(lat, op_of, workload, unbiased, x_tilde, gtol * alpha, solver,
+                                                  report)
+        published = workload.apply(x_int.astype(float))
+        _check_topdown(published, tables, info["topdown"])
+    else:
+        x, info["nonnegative_fit"] = _fit(op_of(), np.asarray(release.answers, dtype=float), True, gtol * alpha,
+                                          fdec, solver)
+        x_int = systematic_round(x)
+        published = workload.apply(x_int.astype(float))
+    report(1.0, 0.0, "done")
+    lower, upper = _intervals(unbiased, release.variances, published, level)
+    info["seconds"] = time.perf_counter() - t0
+    return Consistent(published=published, integer_histogram=x_int, unbiased=unbiased, lower=lower, upper=upper,
+                      level=level, method=method, steps=_steps(method, workload.d, info["unbiased"], level),
+                      info=info, release_digest=release.answers_digest,
+                      workload_fingerprint=fingerprint.of(workload))
