@@ -17,17 +17,19 @@ from . import (accuracy, basis, baselines, batch, budget, certificate, counts, c
                validation, workloads)
 from .counts import Counts
 from .domain import Domain
+from .kron import KronOptions
 from .mechanism import GaussianMechanism
 from .problem import FitnessProblem
 from .product_release import release_product
 from .result import Solution, SolverError, max_variance_ratio
+from .sdp import SDPOptions
 from .batch import solve_many
 from .solvers import METHODS, solve
 from .version import __version__
 
 __all__ = [
     "Counts", "Domain", "FitnessProblem", "Solution", "SolverError", "solve", "solve_many", "METHODS",
-    "max_variance_ratio", "GaussianMechanism", "release_product",
+    "max_variance_ratio", "GaussianMechanism", "release_product", "SDPOptions", "KronOptions",
     "accuracy", "basis", "baselines", "batch", "budget", "certificate", "counts", "cvx", "domain", "fingerprint",
     "fourier", "ledger", "mechanism", "noise", "pml", "privacy", "product_release", "products", "refine", "release", "sdp", "smii", "status", "validation",
     "workloads", "__version__",

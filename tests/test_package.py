@@ -61,3 +61,11 @@ def test_a_lock_on_windows_goes_through_msvcrt(tmp_path, monkeypatch):
     assert calls == [(1, 1), (0, 1)]
     with files._folder_lock(tmp_path):
         assert (tmp_path / files.WINDOWS_FOLDER_LOCK).exists()
+
+
+def test_options_types_are_exported():
+    from ffu_cvx.kron import KronOptions
+    from ffu_cvx.sdp import SDPOptions
+
+    assert ffu.SDPOptions is SDPOptions and ffu.KronOptions is KronOptions
+    assert {"SDPOptions", "KronOptions"} <= set(ffu.__all__)
