@@ -3,7 +3,7 @@
 ``python examples/agency.py [out_dir]``: reads ``examples/agency.json`` (three tables over
 county x age x sex, targets as margins at 95%, one joint) and ``examples/agency_records.csv``;
 prints the least epsilon meeting every target and what each table gets; releases at that
-budget with consistent, non-negative integer tables and their bootstrap intervals; writes
+budget with consistent, non-negative integer tables and their exact intervals; writes
 ``agency.csv`` and its privacy statement ``agency.privacy.json`` into ``out_dir`` (default:
 the current folder), replacing an earlier run's.
 """
@@ -23,7 +23,7 @@ print(f"the least budget meeting every target: {need.text()}")
 
 counts = wl.domain.counts(HERE / "agency_records.csv")            # sparse counts, never published
 rel = ffu.release_product(need.solution, wl, counts)             # rng=None: the operating system's entropy
-tables = ffu.consistent.estimate(rel, need.solution, wl, bootstrap=200)
+tables = ffu.consistent.estimate(rel, need.solution, wl)
 published = tables.to_release(rel)
 
 out = Path(sys.argv[1] if len(sys.argv) > 1 else ".")

@@ -20,7 +20,7 @@ Commands
     (``domain`` and ``groups``) is solved densely by the dense methods when its domain is
     small enough, or with Sigma in factors by ``kron`` (``auto`` picks the method).
 ``ffu-cvx release RESULT.json (--data HIST.csv | --records RECORDS.csv) --out ANSWERS.csv``
-    ``[--seed N] [--level 0.95] [--nonnegative] [--round] [--consistent [--bootstrap 200]] [--overwrite]``
+    ``[--seed N] [--level 0.95] [--nonnegative] [--round] [--consistent] [--overwrite]``
     Run the mechanism on a histogram (``--data``) or on microdata (``--records``: a CSV
     with a header naming the product spec's attributes) and write the noisy answers and,
     beside them, their privacy statement (``ANSWERS.privacy.json``, recording the answers'
@@ -28,8 +28,8 @@ Commands
     (:meth:`ffu_cvx.release.Release.to_csv`). Existing files are replaced only with
     ``--overwrite``. ``--nonnegative`` and ``--round`` add a post-processed column (marked
     as post-processing); ``--consistent`` (with ``--records``) adds instead the consistent,
-    non-negative, integer tables of :mod:`ffu_cvx.consistent` with their bootstrap
-    intervals. Without ``--seed`` the noise comes from the operating system's entropy; a
+    non-negative, integer tables of :mod:`ffu_cvx.consistent` (top down) with their exact
+    intervals, and a progress bar while they are made. Without ``--seed`` the noise comes from the operating system's entropy; a
     seed is for testing only (whoever knows it can remove the noise). What is
     computed from the data without noise (the number of records, of non-empty cells) is
     printed on the terminal, marked confidential, and written to no file.
@@ -156,6 +156,21 @@ class _Run:
                 self.say(f"  iteration {state['n']}")
 
         return cb
+
+    def progress_bar(self, what: str, every: float = 2.0, width: int = 30):
+        """A ``progress(done, seconds_left, step)`` callback drawing a bar at most every ``every`` seconds and
+        at the end."""
+        state = {"last": time.perf_counter()}
+
+        def bar(done: float, seconds_left: float, _step: str) -> None:
+            now = time.perf_counter()
+            if done < 1.0 and now - state["last"] < every:
+                return
+            state["last"] = now
+            filled = int(round(width * done))
+            self.say(f"{what} [{'#' * filled}{'.' * (width - filled)}] {done:4.0%}, about {seconds_left:.0f} s left")
+
+        return bar
 
     @contextmanager
     def solver_log(self):
@@ -378,9 +393,9 @@ def _sampler(args, run: _Run):
 
 
 def _warn_targets(sol, m: int, c, run: _Run) -> None:
-    if not sol["success"]:
+    if not sol.success:
         run.say(f"warning: the solution's status is {sol['status']!r}; variance targets may not be met")
-    over = int(np.sum(np.asarray(sol["variances"]) > c * (1 + TARGET_RTOL)))
+    over = int(np.sum(np.asarray(sol.variances) > c * (1 + TARGET_RTOL)))
     if over:
         run.say(f"warning: {over} of {m} queries exceed their variance target "
                 f"(max variance/target = {sol['max_ratio']:.6g})")
@@ -395,8 +410,6 @@ def _cmd_release(args, run: _Run) -> int:
     if args.consistent and (args.nonnegative or args.round or args.data is not None):
         raise InputError("--consistent goes with --records alone: its tables are already non-negative integers "
                          "(leave out --nonnegative and --round)")
-    if args.bootstrap < 0:
-        raise InputError(f"--bootstrap must be a number of replicates >= 0, got {args.bootstrap}")
     inputs = {"result": Path(args.result), "--data": args.data and Path(args.data),
               "--records": args.records and Path(args.records), "--ledger": args.ledger and Path(args.ledger)}
     out = _release_outputs(args, inputs)
@@ -404,14 +417,14 @@ def _cmd_release(args, run: _Run) -> int:
     if args.records is not None:
         return _release_records(args, run, out, inputs, book, sampler)
     sol, res = load_result(args.result)
-    x = read_histogram(Path(args.data), sol["problem"].d)
+    x = read_histogram(Path(args.data), sol.problem.d)
     sol = at_spec_targets(sol, res)
-    _warn_targets(sol, sol["problem"].m, sol["problem"].c, run)
+    _warn_targets(sol, sol.problem.m, sol.problem.c, run)
     try:
         rel = GaussianMechanism(sol).release(x, rng=args.seed, level=args.level, delta=res["delta"], sampler=sampler)
     except ValueError as exc:
         raise InputError(f"--data {args.data}: {exc}") from None
-    goal = spec_goal(res["spec"], sol["problem"].m)
+    goal = spec_goal(res["spec"], sol.problem.m)
     if goal is not None:  # the spec's target in its own words, and what the release delivers in them
         rel = dataclasses.replace(rel, group_targets=(goal,),
                                   info={"target": {**goal.as_dict(), "stated": goal.text("each answer"),
@@ -433,15 +446,15 @@ def _release_outputs(args, inputs: dict) -> Path:
 def _release_records(args, run: _Run, out: Path, inputs: dict, book: Ledger | None, sampler) -> int:
     path = Path(args.result)
     sol, res = _load_any(path, run)
-    if sol.get("sigma") is None:
-        wl = sol["problem"].workload
+    if sol.sigma is None:
+        wl = sol.problem.workload
     else:
         if not isinstance(res["spec"], dict) or "domain" not in res["spec"]:
             raise InputError(f"result {path} was not solved from a product spec (`domain`, `groups`): release it "
                              "with --data HIST.csv")
         wl = product_workload(res["spec"], Path(res["spec_path"]))
         sol = at_spec_targets(sol, res)
-        _warn_targets(sol, wl.m, sol["problem"].c, run)
+        _warn_targets(sol, wl.m, sol.problem.c, run)
     try:
         source = noise_source(sol, wl)
     except ValueError as exc:
@@ -455,18 +468,17 @@ def _release_records(args, run: _Run, out: Path, inputs: dict, book: Ledger | No
     except ValueError as exc:
         raise InputError(f"--records {args.records}: {exc}") from None
     if args.consistent:
-        run.say(f"consistent tables: GLS under the mechanism's covariance, non-negative, integer; {args.bootstrap} "
-                "bootstrap replicates ...")
-        rel = consistent.estimate(rel, source, wl, bootstrap=args.bootstrap, rng=args.seed).to_release(rel)
+        run.say("consistent tables: non-negative integer tables, top down, with exact intervals ...")
+        rel = consistent.estimate(rel, source, wl, progress=run.progress_bar("consistent tables")).to_release(rel)
     _write_release(dataclasses.replace(rel, inputs=inputs), args, run, out, book)
     return EXIT_OK
 
 
 def _report_lines(sol, res: dict, delta: float) -> list[str]:
     """The report of a dense or structured solution ``sol`` of the RESULT ``res``: accuracy at the spec's targets."""
-    problem = sol["problem"]
+    problem = sol.problem
     target = res["target"]
-    structured = sol.get("sigma") is None
+    structured = sol.sigma is None
     variances, c = _variances_and_targets(sol, res)
     ratio = variances / c
     cert = res["certificate"]
@@ -501,14 +513,14 @@ def _report_lines(sol, res: dict, delta: float) -> list[str]:
 
 def _variances_and_targets(sol, res: dict) -> tuple[np.ndarray, np.ndarray]:
     """(m,) variances and the spec's own targets (a dense RESULT under Problem 2 records ``k c``)."""
-    problem = sol["problem"]
-    if sol.get("sigma") is None:
-        variances = sol["variances"]
+    problem = sol.problem
+    if sol.sigma is None:
+        variances = sol.variances
         if variances is None:
             variances = np.concatenate([sol.group_variances(g) for g in range(len(problem.groups))])
         return np.asarray(variances, dtype=float), problem.workload.c
     k = res["target"]["k"] if res["target"] else 1.0
-    return sol["variances"], problem.c / k
+    return sol.variances, problem.c / k
 
 
 def _load_any(path: Path, run: _Run) -> tuple:
@@ -530,7 +542,7 @@ def _cmd_report(args, run: _Run) -> int:
         _check_delta(args.delta)
     sol, res = _load_any(Path(args.result), run)
     if plot is not None:
-        if sol.get("sigma") is None:
+        if sol.sigma is None:
             raise InputError(f"--plot draws a dense solution's profile; result {args.result} is structured: "
                              "report it without --plot")
         check_output(plot, "--plot", {"result": Path(args.result)})
@@ -586,9 +598,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--nonnegative", action="store_true", help="post-processing: add answers clipped at 0")
     r.add_argument("--round", action="store_true", help="post-processing: add answers rounded to integers")
     r.add_argument("--consistent", action="store_true",
-                   help="post-processing (--records): consistent non-negative integer tables, one GLS estimate "
-                        "under the mechanism's covariance, with bootstrap intervals")
-    r.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates of --consistent (default 200)")
+                   help="post-processing (--records): consistent non-negative integer tables, top down from the "
+                        "unbiased (GLS) values, with exact intervals that hold at the truth")
     r.add_argument("--quiet", action="store_true", help="no messages on stderr")
     r.set_defaults(func=_cmd_release)
     b = sub.add_parser("budget", help="the smallest privacy loss meeting every target, or the accuracy at a budget")

@@ -42,8 +42,8 @@ from . import privacy
 from .validation import positive
 
 __all__ = ["Whitened", "whiten", "NoiseAccount", "OpenDPSampler", "NumpySampler", "SAMPLERS", "sampler_for",
-           "inflation", "release_epsilon", "release_max_delta_m", "check_resolution", "independent_stream",
-           "STREAMS", "RESOLUTION", "FLOAT_RTOL", "LATTICE_RTOL"]
+           "inflation", "release_epsilon", "release_max_delta_m", "check_resolution",
+           "RESOLUTION", "FLOAT_RTOL", "LATTICE_RTOL"]
 
 #: Largest float error of the whitened answers (both neighbours together), relative to the sensitivity;
 #: every account adds it to the sensitivity.
@@ -297,27 +297,6 @@ def sampler_for(sampler=None, rng=None):
         return NumpySampler(seeded=rng is not None)
     raise ValueError(f"`sampler` must be one of {SAMPLERS} or a sampler object, got {sampler!r}")
 
-
-#: Spawn keys of the streams that are not a release's noise (the release's own seed is the root, key ()).
-STREAMS = {"bootstrap": 1, "rounding": 2, "simulation": 3}
-
-
-def independent_stream(rng, purpose: str) -> np.random.Generator:
-    """A numpy Generator for ``purpose`` (a key of :data:`STREAMS`), independent of the release's noise.
-
-    ``None``: fresh OS entropy. A seed (or SeedSequence): the child ``(STREAMS[purpose],)`` of its
-    SeedSequence, while the release with that seed draws from the root, so no draw repeats
-    the release's noise whatever seeds are given. A Generator: a child spawned from it.
-    """
-    key = STREAMS[purpose]
-    if rng is None:
-        return np.random.default_rng()
-    if isinstance(rng, np.random.Generator):
-        return rng.spawn(1)[0]
-    if isinstance(rng, (bool, float, str)):
-        raise ValueError(f"`rng` must be None, an integer seed or a numpy Generator, got {rng!r}")
-    seq = rng if isinstance(rng, np.random.SeedSequence) else np.random.SeedSequence(rng)
-    return np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=seq.spawn_key + (key,)))
 
 
 def check_resolution(exact, sd, name=None) -> None:

@@ -204,39 +204,6 @@ def test_gaussian_mechanism_release_of_1e300_is_refused():
         ffu.GaussianMechanism(sol).release([1e300, 1, 2, 3])
 
 
-# ------------------------------------------------------------------ independent streams
-@pytest.mark.parametrize("seed", [0, 7, np.random.SeedSequence(11)])
-def test_independent_streams_never_repeat_the_release_noise(seed):
-    root = np.random.default_rng(seed).standard_normal(64)
-    for purpose in noise.STREAMS:
-        other = noise.independent_stream(seed, purpose).standard_normal(64)
-        assert np.abs(other - root).min() > 1e-12
-    gen = np.random.default_rng(5)
-    child = noise.independent_stream(gen, "bootstrap").standard_normal(64)
-    assert np.abs(child - np.random.default_rng(5).standard_normal(64)).min() > 1e-12
-
-
-def test_bootstrap_with_the_release_seed_never_draws_the_release_noise(monkeypatch):
-    dom = ffu.Domain({"a": 4, "b": 3})
-    wl = ffu.workloads.product(dom, [({"a": "identity", "b": "identity"}, 1.0), ({"a": "identity"}, 1.0)])
-    sol = ffu.solve(ffu.FitnessProblem.from_workload(wl), method="kron")
-    counts = ffu.Counts.from_histogram(dom, np.arange(12) % 5)
-    rel = ffu.release_product(sol, wl, counts, rng=42)
-    released = rel.answers - wl.apply(counts)
-    seen = []
-    original = type(sol).sample_answer_noise
-
-    def spy(self, rng=None):
-        out = original(self, rng)
-        seen.append(out)
-        return out
-
-    monkeypatch.setattr(type(sol), "sample_answer_noise", spy)
-    ffu.consistent.estimate(rel, sol, wl, bootstrap=20, rng=42)
-    assert len(seen) == 20
-    assert min(np.abs(s - released).max() for s in seen) > 1e-6
-
-
 # ------------------------------------------------------------------ verify checks the statement
 @pytest.mark.parametrize("field, factor", [("epsilon", 0.5), ("rho_zcdp", 0.5), ("privacy_cost", 0.5),
                                            ("delta_m", 0.9)])
