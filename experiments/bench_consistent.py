@@ -1,6 +1,6 @@
 """Benchmark of consistent tables from a release (:mod:`ffu_cvx.consistent`).
 
-``python -m experiments.bench_consistent [--quick] [--parts accuracy time scale]``
+``python -m experiments.bench_consistent [--quick] [--parts accuracy time scale] [--cases NAME ...]``
 
 Four data sets, each solved with ``method="auto"`` and released with the default (OpenDP) sampler,
 every margin at 95% (variances ``(margin / 1.959964)^2``):
@@ -199,14 +199,14 @@ def scale_cell(case: str) -> dict:
             "peak_MB": peak / 1e6, "max_rss_MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3}
 
 
-def _cells(parts, quick: bool) -> list:
+def _cells(parts, cases, quick: bool) -> list:
     cells = []
     if "accuracy" in parts:
         cells += [runner.Cell({"part": "accuracy", "case": c, "releases": 20 if quick else 200}, label=f"accuracy {c}")
-                  for c in DATA_SETS]
+                  for c in cases]
     if "time" in parts:
         cells += [runner.Cell({"part": "time", "case": c, "repeats": 1 if quick else 3}, label=f"time {c}")
-                  for c in DATA_SETS]
+                  for c in cases]
     if "scale" in parts:
         cells.append(runner.Cell({"part": "scale", "case": "sparse" if quick else "product_1e6"}, label="scale"))
     return cells
@@ -230,8 +230,10 @@ NOTES = ("Published: the non-negative integer tables of consistent.estimate (met
 def main(argv=None):
     p = runner.parser("Consistent non-negative integer tables: accuracy against the raw answers, coverage, speed")
     p.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    p.add_argument("--cases", nargs="+", default=list(DATA_SETS), choices=DATA_SETS,
+                   help="data sets of the accuracy and time parts (default: all four)")
     args = p.parse_args(argv)
-    return runner.run_grid(NAME, _cells(args.parts, args.quick), cell, args, version=CELL_VERSION,
+    return runner.run_grid(NAME, _cells(args.parts, args.cases, args.quick), cell, args, version=CELL_VERSION,
                            table=runner.Table("Consistent tables from a release", COLUMNS, notes=NOTES,
                                               floatfmt=".4g"))
 

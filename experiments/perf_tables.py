@@ -41,7 +41,7 @@ README_HEADER = "| problem | method | result | time (s) | results file |"
 SOURCES = ("table2", "bench_smii", "bench_bank", "bench_bank_ablation", "bench_bank_ablation_large", "census",
            "bench_kron_scale", "table3", "table4", "table5", "table6", "table7", "table8",
            "table9", "figures23", "bench_sdp", "bench_workloads", "bench_authors", "bench_backends", "bench_records",
-           "bench_noise", "bench_columnar")
+           "bench_noise", "bench_columnar", "bench_consistent")
 #: Relative tolerance on the numbers of a generated file (:func:`same_text`).
 CHECK_TOLERANCE = 1e-6
 #: A number as the generated tables write it (``1,024`` is two, with the comma as text between).
@@ -358,13 +358,37 @@ def bench_columnar(data: dict) -> str:
     return out
 
 
+def _coverage(r: dict) -> str:
+    if r.get("coverage") is None:
+        return ""
+    return f"{100 * r['coverage']:.1f} [{100 * r['coverage_low']:.1f}, {100 * r['coverage_high']:.1f}]"
+
+
+def bench_consistent(data: dict) -> str:
+    """Per data set and table: RMSE against the raw answers, bias and coverage (all values and by cell size),
+    then the seconds of one estimate."""
+    rows = data["rows"]
+    header = ["data set", "table", "true size", "values", "RMSE raw", "RMSE published", "ratio",
+              "largest |bias| (sd)", "coverage % [95% CI]"]
+    acc = [[r["case"], r["table"], r["size"], _count(r["values"]), _num(r.get("rmse_raw"), ".3g"),
+            _num(r.get("rmse_published"), ".3g"), _num(r.get("ratio"), ".4f"), _num(r.get("bias_sd_max"), ".2f"),
+            _coverage(r)] for r in rows if r["part"] == "accuracy"]
+    out = list_table(header, acc)
+    timing = [[r["case"], r["part"], _count(r["cells"]), _count(r["queries"]), _num(r.get("estimate_s"), ".2f"),
+               _num(r.get("peak_MB"), ".0f")] for r in rows if r["part"] in ("time", "scale")]
+    if timing:
+        out += "\nSeconds of one estimate, intervals included:\n\n" + list_table(
+            ["data set", "part", "cells", "queries", "seconds", "peak memory (MB)"], timing)
+    return out
+
+
 BUILDERS = {"table2": table2, "bench_bank": bench_bank, "bench_bank_ablation": bench_bank_ablation,
             "bench_bank_ablation_large": bench_bank_ablation, "bench_smii": bench_smii, "census": census,
             "bench_kron_scale": bench_kron_scale,
             "table3": table3, "figures23": figures23, **{name: ratios for name in RATIO_TABLES},
             "bench_sdp": bench_sdp, "bench_workloads": bench_workloads, "bench_authors": bench_authors,
             "bench_backends": bench_backends, "bench_records": bench_records, "bench_noise": bench_noise,
-            "bench_columnar": bench_columnar}
+            "bench_columnar": bench_columnar, "bench_consistent": bench_consistent}
 #: Generated tables drawn from several results files: name -> those files.
 COMBINED = {"figures23": ("figure2", "figure3")}
 

@@ -13,7 +13,7 @@ import pytest
 from experiments import paths, perf_tables
 
 #: The benchmarks whose results files are committed and shown in docs/performance.rst.
-BENCHMARKS = ("bench_authors", "bench_backends", "bench_columnar", "bench_noise", "bench_records", "bench_sdp",
+BENCHMARKS = ("bench_authors", "bench_backends", "bench_columnar", "bench_consistent", "bench_noise", "bench_records", "bench_sdp",
               "bench_smii", "bench_workloads")
 #: What every results file records of its run.
 ENVIRONMENT = ("command", "commit", "cpu_count", "blas_threads_env", "load_average", "time_utc")
@@ -120,6 +120,17 @@ def test_bench_noise_times_both_samplers_in_each_cell(tmp_outputs):
     assert [r["kind"] for r in rows] == ["draw", "release_product, 2,000 records"]
     assert rows[0]["n"] == 500 and rows[1]["n"] > 0
     assert all(r["ratio"] == pytest.approx(r["opendp_s"] / r["numpy_s"]) and r["opendp_s"] > 0 for r in rows)
+
+
+def test_bench_consistent_rows_per_table_and_cell_size(tmp_outputs):
+    rows = _main("bench_consistent", "--parts", "accuracy", "time", "--cases", "sparse", "--no-cache")
+    acc = [r for r in rows if r["part"] == "accuracy"]
+    tables = ["county totals", "race x county", "age band x county", "cells", "grand total"]
+    assert [t for t in tables if any(r["table"] == t for r in acc)] == tables
+    cells = {r["size"]: r for r in acc if r["table"] == "cells"}
+    assert set(cells) == {"all", "0", "1-2", "3-9", ">=10"} and cells["all"]["values"] == 5000
+    assert cells["all"]["ratio"] < 0.8 and cells["0"]["coverage_low"] <= cells["0"]["coverage"] <= 1
+    assert [r["case"] for r in rows if r["part"] == "time"] == ["sparse"]
 
 
 @pytest.mark.parametrize("name, extra", [
