@@ -1,7 +1,7 @@
 """A person-level census table set, certified: ours against today's simple structures, an HDMM-style
 Kronecker strategy and the identity.
 
-``python -m experiments.census_tables [--quick] [--force] [--cases national states counties ordered]``
+``python -m experiments.census_tables [--quick] [--force] [--cases national states counties ordered sf1]``
 
 Interfaces layer (experiments): imports numpy, ``ffu_cvx`` (``kron``, ``workloads``) and
 :mod:`experiments.runner`.
@@ -14,7 +14,9 @@ person tables of a decennial census (:data:`TABLES`): race (six races alone and 
 more), the number of races, the 63 combinations, Hispanic origin by race, White alone,
 sex by the 23 published age bands, sex by single year of age (0-99, 100-104, 105-109,
 110+), relationship, the population 18 and over; totals tight, detail loose. ``ordered``
-is age 0-115 with prefix sums crossed with race aggregations and sex.
+is age 0-115 with prefix sums crossed with race aggregations and sex. ``sf1`` (run only when
+named) is HDMM's SF1 Persons workload on the national domain, 33 groups and 4,151 queries of
+target 1 (:func:`sf1_tables`).
 
 Every mechanism is compared at the same privacy cost: the column ``worst`` is its
 largest variance over target when scaled to the privacy cost of ours (1 for ours,
@@ -120,6 +122,57 @@ def tables(geography: str | None = None) -> list:
     return out
 
 
+#: HDMM's age bands of table P12 (bounds, the last open at 114) and its ages of PCT12: single years
+#: 0-99, then 100-104, 105-109 and 110-114.
+SF1_AGE_BANDS = tuple(zip((0, 5, 10, 15, 18, 20, 21, 22, 25, 30, 35, 40, 45, 50, 55, 60, 62, 65, 67, 70, 75, 80, 85),
+                          (4, 9, 14, 17, 19, 20, 21, 24, 29, 34, 39, 44, 49, 54, 59, 61, 64, 66, 69, 74, 79, 84, 114)))
+
+
+def sf1_tables() -> list:
+    """HDMM's SF1 Persons workload (its census example, age identity left out): 33 product groups,
+    4,151 queries over :func:`domain`, target 1 for every query.
+
+    Race blocks as HDMM defines them: ``race1`` the six races alone and one row for the rest
+    (none included), ``race2`` the 63 combinations, the numbers of races 1-6 and two or more.
+    Hispanic value 1 is Hispanic. Groups a table shares with another (the total, Hispanic
+    origin, sex by Hispanic origin...) appear once per table, as in HDMM.
+    """
+    count = np.array([bin(v).count("1") for v in range(64)])
+    alone = race_blocks()["alone"][:6]
+    race1 = np.vstack([alone, 1.0 - alone.sum(axis=0)])
+    by_count = np.array([count == c for c in range(1, 7)], dtype=float)
+    race2 = np.vstack([np.eye(64)[1:], by_count, by_count[1:].sum(axis=0)])
+    white = np.eye(64)[[1]]
+    hisp, not_hisp = np.array([[0.0, 1.0]]), np.array([[1.0, 0.0]])
+    adult = {"ranges": [[18, 114]]}
+    bands = {"ranges": [list(b) for b in SF1_AGE_BANDS]}
+    single = {"ranges": [list(b) for b in SINGLE_YEARS]}
+    sex_total = sex_with_total()
+    total, hispanic, sex_totals = {}, {"hispanic": "identity"}, {"sex": sex_total}
+    spec = {
+        "P1": [total],
+        "P3": [{"race": race1}, total],
+        "P4": [hispanic, total],
+        "P5": [{"hispanic": "identity", "race": race1}, {"hispanic": sex_total}],
+        "P8": [{"race": race2}, total],
+        "P9": [hispanic, {"hispanic": not_hisp, "race": race2}, total],
+        "P10": [{"race": race2, "age": adult}, {"age": adult}],
+        "P11": [{"hispanic": "identity", "age": adult}, {"hispanic": not_hisp, "race": race2, "age": adult},
+                {"age": adult}],
+        "P12": [{"sex": "identity", "age": bands}, sex_totals],
+    }
+    for table, ages in (("P12A-I", bands), ("PCT12A-O", single)):
+        last_race = white if table == "P12A-I" else race1
+        spec[table] = [{"sex": "identity", "race": race1, "age": ages}, {"sex": sex_total, "race": race1},
+                       {"sex": "identity", "hispanic": hisp, "age": ages}, {"sex": sex_total, "hispanic": hisp},
+                       {"sex": "identity", "hispanic": not_hisp, "race": last_race, "age": ages},
+                       {"sex": sex_total, "hispanic": not_hisp, "race": last_race}]
+        if table == "P12A-I":
+            spec["PCT12"] = [{"sex": "identity", "age": single}, sex_totals]
+    order = ("P1", "P3", "P4", "P5", "P8", "P9", "P10", "P11", "P12", "P12A-I", "PCT12", "PCT12A-O")
+    return [(blocks, 1.0, f"{table} {k}") for table in order for k, blocks in enumerate(spec[table])]
+
+
 def domain(geography: str | None = None) -> ffu.Domain:
     attrs = {"sex": ["F", "M"], "hispanic": ["not Hispanic", "Hispanic"], "race": race_labels(),
              "relationship": RELATIONSHIPS, "age": 115}
@@ -143,6 +196,8 @@ def ordered_tables() -> tuple:
 def problem(case: str):
     if case == "ordered":
         dom, groups = ordered_tables()
+    elif case == "sf1":
+        dom, groups = domain(), sf1_tables()
     else:
         geography = {"states": "state", "counties": "county"}.get(case)
         dom, groups = domain(geography), tables(geography)
@@ -332,6 +387,8 @@ NOTES = ("`worst`: the largest variance over target at the privacy cost of ours;
          "more than 400 s there).")
 MECHANISMS = ("ours", "best simple", "HDMM-style", "identity")
 CASES = ("national", "states", "counties", "ordered")
+#: Cases run only when named (``--cases sf1``): HDMM's SF1 Persons workload (:func:`sf1_tables`).
+NAMED_CASES = ("sf1",)
 #: Simple structures and baselines left out per case: on 3,143 counties the Kronecker
 #: descent's per-attribute SM-II over the stacked county blocks and the HDMM-style factor
 #: (dense eigendecompositions of order 3,143, 300 per sweep) take more than 400 s.
@@ -344,7 +401,7 @@ RECORDS, QUICK_RECORDS = 1_000_000, 10_000
 def main(argv=None):
     p = runner.parser("Census person tables: the reduction by exchangeable values against simple structures, "
                       "an HDMM-style Kronecker strategy and the identity, at equal privacy cost")
-    p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES) + list(NAMED_CASES))
     args = p.parse_args(argv)
     cases = ["national"] if args.quick else args.cases
     cells = [runner.Cell({"case": c, "mechanism": m, "quick": args.quick}, label=f"{c}: {m}",

@@ -80,3 +80,14 @@ def test_census_tables_quick_run_compares_at_equal_privacy_and_releases():
     for name in ("best simple", "HDMM-style", "identity"):
         assert rows[name]["worst"] >= 1.0 and rows[name]["gap"] >= 0.0
     assert rows[census_tables.RELEASE]["worst"] <= 1.0 + 1e-9
+
+
+def test_sf1_persons_is_hdmms_workload_and_reduces():
+    from experiments import census_tables
+    from ffu_cvx.kron import reduce as kron_reduce
+    problem = census_tables.problem("sf1")
+    assert (problem.d, problem.m, len(problem.groups)) == (500_480, 4_151, 33)
+    assert all(g.target == 1.0 for g in problem.groups)
+    classes = kron_reduce.classes_of(problem.workload)
+    assert [c.r for c in classes] == [1, 2, 8, 1, 25]
+    assert kron_reduce.reduce(problem.workload, classes).D <= 400
