@@ -94,16 +94,16 @@ def tables(solution, problem) -> tuple:
     """Per table of ``problem``: the worst variance of ``solution`` and what it delivers."""
     if isinstance(problem, ProductProblem):
         groups = problem.groups
-        if solution.get("sigma") is None and solution.get("variances") is None:
+        if solution.sigma is None and solution.variances is None:
             worst = [float(solution.group_variances(g).max()) for g in range(len(groups))]
         else:
-            var, off = np.asarray(solution["variances"]), problem.workload.offsets
+            var, off = np.asarray(solution.variances), problem.workload.offsets
             worst = [float(var[off[g]:off[g + 1]].max()) for g in range(len(groups))]
         items = [(g.name, g.m, g.accuracy, w) for g, w in zip(groups, worst)]
     else:
-        ratio = solution["variances"] / problem.c
+        ratio = solution.variances / problem.c
         j = int(np.argmax(ratio))
-        items = [(problem.name, problem.m, Target("variance", float(problem.c[j])), float(solution["variances"][j]))]
+        items = [(problem.name, problem.m, Target("variance", float(problem.c[j])), float(solution.variances[j]))]
     return tuple(TableAccuracy(name, m, goal, w,
                                None if goal.kind == "variance" else float(margin_of(w, goal.query_level)),
                                bool(w <= goal.variance * (1 + TARGET_RTOL)))
@@ -132,10 +132,10 @@ def smallest_budget(problem, delta: float = DEFAULT_DELTA, method: str = "auto",
     noise.inflation(sampler)
     solved = problem.for_method(method) if isinstance(problem, ProductProblem) else problem
     sol = solve(solved, method=method, **options)
-    lb = sol.get("lower_bound")
+    lb = sol.lower_bound
     eps_lb = (noise.release_epsilon(math.sqrt(lb), delta, sampler, inflate=False) if lb is not None and lb > 0
               else math.nan)
-    dm = math.sqrt(sol["privacy_cost"])
+    dm = math.sqrt(sol.privacy_cost)
     return Budget(epsilon=noise.release_epsilon(dm, delta, sampler), delta=float(delta),
                   rho=privacy.zcdp_rho(dm * noise.inflation(sampler)), epsilon_lower_bound=eps_lb,
                   tables=tables(sol, problem), solution=sol, sampler=sampler, ideal_epsilon=sol.epsilon(delta))

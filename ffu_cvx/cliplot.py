@@ -55,10 +55,10 @@ def _label_queries(ax, labels: tuple, m: int) -> None:
 
 
 def _accuracy(ax, sol, k: float) -> None:
-    problem = sol["problem"]
+    problem = sol.problem
     q = np.arange(problem.m)
     target = problem.c
-    var = np.asarray(sol["variances"])
+    var = np.asarray(sol.variances)
     ax.bar(q, target, width=1.0, color="0.85", label="target $c_j$" if k == 1 else f"target $k c_j$, k = {k:.4g}")
     ax.plot(q, var, "o" if problem.m <= 200 else ".", ms=3, color="C0", label="achieved variance")
     ax.set(ylabel="variance", title=f"accuracy ({sol['method']}): {int(np.sum(var <= target * (1 + 1e-6)))}"
@@ -72,8 +72,8 @@ def _accuracy(ax, sol, k: float) -> None:
 
 
 def _profile(ax, sol) -> None:
-    p = np.asarray(sol["profile"])
-    alpha = sol["privacy_cost"]
+    p = np.asarray(sol.profile)
+    alpha = sol.privacy_cost
     ratio = p / alpha
     cells = np.arange(p.size)
     tight = int(np.sum(ratio >= 1 - TIGHT_RTOL))
@@ -100,7 +100,7 @@ def result_figure(sol, *, epsilon: float, delta: float, k: float = 1.0):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    problem = sol["problem"]
+    problem = sol.problem
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
     ax1, ax2 = fig.subplots(1, 2)

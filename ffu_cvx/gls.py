@@ -273,8 +273,8 @@ class DenseGLS:
 
 def operator(solution, workload):
     """The whitened GLS operator of ``solution`` (structured: ``terms``; dense: ``sigma``) for ``workload``."""
-    terms = solution.get("terms") if hasattr(solution, "get") else getattr(solution, "terms", None)
+    terms = getattr(solution, "terms", None)
     if terms is not None:
         return StructuredGLS(terms, workload)
-    problem = solution["problem"]
-    return DenseGLS(problem.W, problem.L, np.asarray(solution["sigma"], dtype=float))
+    problem = solution.problem
+    return DenseGLS(problem.W, problem.L, np.asarray(solution.sigma, dtype=float))

@@ -91,11 +91,11 @@ def _products(A: np.ndarray, x: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarr
 
 
 def _check_solution(solution) -> Solution:
-    if not isinstance(solution, Solution) or "sigma" not in solution or "problem" not in solution:
+    if not isinstance(solution, Solution):
         raise ValueError(f"`solution` must be a Solution from ffu_cvx.solve or Solution.from_sigma, "
                          f"got {type(solution).__name__}")
-    if solution["sigma"] is None:
-        raise ValueError(f"`solution` keeps Sigma in factors (method {solution.get('method')!r}): release its answers "
+    if solution.sigma is None:
+        raise ValueError(f"`solution` keeps Sigma in factors (method {solution.method!r}): release its answers "
                          "with ffu_cvx.release_product(solution, workload, counts), which samples the noise from the "
                          "factors")
     return solution
@@ -119,8 +119,8 @@ class GaussianMechanism(privacy.GaussianPrivacy):
     def __init__(self, solution: Solution):
         solution = _check_solution(solution)
         self.solution = solution
-        self.problem: FitnessProblem = solution["problem"]
-        self.sigma = np.asarray(solution["sigma"], dtype=float)
+        self.problem: FitnessProblem = solution.problem
+        self.sigma = np.asarray(solution.sigma, dtype=float)
         self._chol = privacy.cholesky(self.sigma, name="solution.sigma")
         #: (d,) privacy profile of the released noise.
         self.profile = privacy.profile(self.sigma, self.problem.B, chol=self._chol)
@@ -138,7 +138,7 @@ class GaussianMechanism(privacy.GaussianPrivacy):
     @property
     def description(self) -> str:
         """What draws the noise, for privacy statements."""
-        return f"correlated Gaussian noise, Sigma from method {self.solution['method']!r}"
+        return f"correlated Gaussian noise, Sigma from method {self.solution.method!r}"
 
     def statement(self, delta: float = DEFAULT_DELTA) -> str:
         """One-paragraph privacy statement for the release, naming the neighbouring relation."""
@@ -292,18 +292,18 @@ def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "a
         problem = problem.for_method(method)
     if isinstance(problem, (FitnessProblem, ProductProblem)):
         sol = solve(problem, method=method, **options)
-    elif isinstance(problem, Solution) and problem.get("sigma") is None and "problem" in problem:
+    elif isinstance(problem, Solution) and problem.sigma is None:
         sol = problem  # a structured Solution (Sigma in factors): scaled in its factors
     else:
         sol = _check_solution(problem_or_solution)
     target = delta_m * delta_m
     scaled = sol.scaled(target)
-    if not isinstance(scaled.get("problem"), FitnessProblem):  # structured: the release uses ``solution``
-        return Problem2Result(k=float(scaled["max_ratio"]), k_lower_bound=_k_bound(scaled, target), solution=scaled,
+    if not isinstance(scaled.problem, FitnessProblem):  # structured: the release uses ``solution``
+        return Problem2Result(k=float(scaled.max_ratio), k_lower_bound=_k_bound(scaled, target), solution=scaled,
                               epsilon=float(epsilon), delta=float(delta), delta_m=float(delta_m),
                               privacy_cost=float(target), sampler=sampler)
     lb = _k_bound(scaled, target) * target
-    k = float(scaled["max_ratio"])
+    k = float(scaled.max_ratio)
     return Problem2Result(k=k, k_lower_bound=lb / target, solution=scaled, epsilon=float(epsilon),
                           delta=float(delta), delta_m=float(delta_m), privacy_cost=float(target),
                           scaled_targets_solution=_at_scaled_targets(scaled, k, lb), sampler=sampler)
@@ -311,7 +311,7 @@ def problem2(problem_or_solution, epsilon: float, delta: float, method: str = "a
 
 def _k_bound(scaled, target: float) -> float:
     """The certified lower bound on k: the Problem 1 bound over the target cost (nan without one)."""
-    lb = scaled.get("lower_bound")
+    lb = scaled.lower_bound
     return math.nan if lb is None else float(lb) / target
 
 
@@ -321,13 +321,13 @@ def _at_scaled_targets(scaled: Solution, k: float, lb: float) -> Solution:
     Multiplying every target by ``k`` divides the optimal privacy cost and the dual bound
     by ``k`` (and ``mu``, normalised by ``mu . c = 1``, by ``k``); the gap is unchanged.
     """
-    mu = scaled.get("mu")
-    keep = {key: scaled.get(key) for key in ("nit", "n_hvp", "time", "history")}
+    mu = scaled.mu
+    keep = {key: getattr(scaled, key) for key in ("nit", "n_hvp", "time", "history")}
     return Solution.from_sigma(
-        scaled["problem"].with_targets(k * scaled["problem"].c), scaled["sigma"], method=scaled["method"],
-        status=scaled["status"], message=scaled["message"], lam=scaled.get("lam"),
+        scaled.problem.with_targets(k * scaled.problem.c), scaled.sigma, method=scaled.method,
+        status=scaled.status, message=scaled.message, lam=scaled.lam,
         mu=None if mu is None else mu / k, lower_bound=None if math.isnan(lb) else lb / k,
-        certify=False, **keep, **scaled.get("info", {}))
+        certify=False, **keep, **scaled.info)
 
 
 # ---------------------------------------------------------------------------- free queries
@@ -564,7 +564,7 @@ def free_queries(solution, Q, targets=None, *, correlated: bool = True, method: 
     if correlated:
         aux = FitnessProblem(Qa, t, basis="auto", name="free queries")
         sol = solve(aux, method=method, **options).scaled(1.0)
-        factor = aux.L @ privacy.cholesky(sol["sigma"])
+        factor = aux.L @ privacy.cholesky(sol.sigma)
         cov = factor @ factor.T
         cvar = np.einsum("ij,ij->i", factor, factor)
         cratio = float(np.max(cvar / t))

@@ -88,7 +88,7 @@ def noise_source(solution_or_mechanism, workload: ProductWorkload):
     """What draws the answers' noise, checked to be made for ``workload``: a GaussianMechanism (a dense
     Solution is wrapped in one) or any object with ``sample_answer_noise``, ``variances`` and ``privacy_cost``."""
     obj = solution_or_mechanism
-    if isinstance(obj, Solution) and obj.get("sigma") is not None:
+    if isinstance(obj, Solution) and obj.sigma is not None:
         obj = GaussianMechanism(obj)
     if not hasattr(obj, "sample_answer_noise"):
         raise ValueError(f"`solution` must be a Solution, a GaussianMechanism or an object with "

@@ -1,17 +1,22 @@
 """``Solution``: the one result type every method returns (statuses live in :mod:`ffu_cvx.status`).
 
-Core layer: imports numpy, ``privacy``, ``problem``, ``status``, ``validation``,
+Core layer: imports the standard library, numpy, ``privacy``, ``problem``, ``status``, ``validation``,
 ``fingerprint`` and ``certificate`` (for the certificate attached at construction).
 
 A Solution checks itself when it is built: the profile and the variances are
 recomputed from ``sigma`` through its Cholesky factor (never an explicit inverse), and
 a dual certificate gives a lower bound on the optimal privacy cost and the gap. It is
-complete when built and immutable afterwards: a changed mechanism is a new Solution.
+complete when built and immutable afterwards (a frozen dataclass whose ``info`` is a
+read-only mapping): a changed mechanism is a new Solution.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import types
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -27,93 +32,94 @@ __all__ = [
 ]
 
 
-class Solution(privacy.GaussianPrivacy, dict):
-    """Result of ``solve``: a dict with attribute access, in the spirit of ``OptimizeResult``.
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Solution(privacy.GaussianPrivacy):
+    """Result of ``solve``: an immutable value with one typed field per quantity every solver gives.
 
     Attributes
     ----------
-    sigma : (k, k) noise covariance on ``problem.B``.
-    privacy_cost : float, ``alpha = Delta_M^2 = max(profile)``.
+    method, status, message : str; success : bool (``status`` in ``SUCCESS``).
+    problem : the problem solved (a :class:`FitnessProblem`, or a product problem for ``kron``).
+    sigma : (k, k) noise covariance on ``problem.B`` (None when a subclass keeps it in factors).
     profile : (d,) ``b_i^T Sigma^{-1} b_i``.  variances : (m,) ``diag(L Sigma L^T)``.
+    privacy_cost : float, ``alpha = Delta_M^2 = max(profile)``.
     max_ratio : float, ``max_j variances_j / c_j`` (1 for a solved Problem 1).
     lower_bound, gap : certified lower bound on the optimal alpha and the relative gap of
         the normalised cost ``privacy_cost * max_ratio``.
-    lam (d,), mu (m,) : the dual multipliers of the certificate.
-    status, success, message, method, nit, n_hvp, time, history, problem, info.
+    lam (d,), mu (m,) : the dual multipliers of the certificate (or None).
+    nit, n_hvp : iteration and Hessian-vector-product counts; time : seconds; history : per
+        iteration records (each None where a solver does not report it).
+    info : read-only mapping of solver-specific extras (``refine_levels``, ``auto``, ...).
     fingerprint : (property) :func:`ffu_cvx.fingerprint.of` its problem: a release checks
         that it is asked of the workload and targets this Solution was solved for.
+
+    ``sol["name"]`` and ``sol.get("name", default)`` are read-only lookups of a field or,
+    failing that, of an ``info`` entry; nothing can be assigned.
     """
 
-    _ORDER = ("method", "status", "success", "message", "privacy_cost", "lower_bound", "gap",
-              "max_ratio", "nit", "n_hvp", "time")
+    method: str
+    status: str
+    success: bool
+    message: str
+    problem: Any
+    sigma: np.ndarray | None
+    profile: np.ndarray | None
+    variances: np.ndarray | None
+    privacy_cost: float
+    max_ratio: float
+    lower_bound: float
+    gap: float
+    lam: np.ndarray | None = None
+    mu: np.ndarray | None = None
+    nit: int | None = None
+    n_hvp: int | None = None
+    time: float | None = None
+    history: list | None = None
+    info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
-    def __getattr__(self, name):
+    _ORDER = ("method", "status", "success", "message", "privacy_cost", "lower_bound", "gap",
+              "max_ratio", "nit", "n_hvp", "time", "sigma", "profile", "variances")
+
+    def __post_init__(self):
+        object.__setattr__(self, "info", types.MappingProxyType(dict(self.info)))
+
+    def __getstate__(self) -> dict:
+        return dict(self.__dict__, info=dict(self.info))
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, info=types.MappingProxyType(dict(state["info"])))
+
+    def __getitem__(self, name: str):
+        """The field ``name``, else ``info[name]`` (KeyError if neither)."""
+        if isinstance(name, str) and name in self.__dataclass_fields__:
+            return getattr(self, name)
+        return self.info[name]
+
+    def get(self, name: str, default=None):
+        """``self[name]``, or ``default`` where there is no such field or ``info`` entry."""
         try:
             return self[name]
         except KeyError:
-            raise AttributeError(name) from None
-
-    def _refuse(self, *args, **kwargs):
-        if self.__dict__.get("_frozen"):
-            raise TypeError("a Solution is immutable once built; build a new one "
-                            "(Solution.from_sigma, Solution.scaled)")
-
-    def __setitem__(self, key, value):
-        self._refuse()
-        dict.__setitem__(self, key, value)
-
-    def __setattr__(self, name, value):
-        if name == "_frozen":
-            object.__setattr__(self, name, value)
-        else:
-            self[name] = value
-
-    def __delitem__(self, key):
-        self._refuse()
-        dict.__delitem__(self, key)
-
-    def _mutator(name):
-        def method(self, *args, **kwargs):
-            self._refuse()
-            return getattr(dict, name)(self, *args, **kwargs)
-        method.__name__ = name
-        return method
-
-    update, pop, popitem, setdefault, clear, __ior__ = map(
-        _mutator, ("update", "pop", "popitem", "setdefault", "clear", "__ior__"))
-    del _mutator
-
-    @classmethod
-    def from_fields(cls, fields: dict) -> "Solution":
-        """The immutable Solution of already checked ``fields`` (for solvers' own Solution
-        types and :meth:`with_info`; everything else builds through :meth:`from_sigma`)."""
-        sol = cls(fields)
-        sol._frozen = True
-        return sol
+            return default
 
     def with_info(self, **info) -> "Solution":
         """A new Solution equal to this one with ``info`` updated by ``info``."""
-        return type(self).from_fields(dict(self, info=dict(self["info"], **info)))
+        return dataclasses.replace(self, info={**self.info, **info})
 
     def __repr__(self) -> str:
-        keys = [k for k in self._ORDER if k in self] + [
-            k for k in ("sigma", "profile", "variances") if k in self]
-        width = max(map(len, keys)) + 1
+        width = max(map(len, self._ORDER)) + 1
         lines = []
-        for k in keys:
-            v = self[k]
+        for k in self._ORDER:
+            v = getattr(self, k)
             if isinstance(v, np.ndarray):
                 v = f"array(shape={v.shape})"
             lines.append(f"{k.rjust(width)}: {v}")
         return "\n".join(lines)
 
-    def __dir__(self):
-        return list(self.keys()) + ["fingerprint"]
-
     @property
     def fingerprint(self) -> str:
         """``"sha256:..."`` of the problem solved (workload, targets, basis or domain)."""
-        return _fingerprint.of(self["problem"])
+        return _fingerprint.of(self.problem)
 
     @classmethod
     def from_sigma(
@@ -165,13 +171,10 @@ class Solution(privacy.GaussianPrivacy, dict):
             lb, gap, lam, mu = cert.lower_bound, cert.gap, cert.lam, cert.mu
         else:
             lb = gap = math.nan
-        fields = dict(method=method, status=status, success=status in SUCCESS, message=message,
-                      problem=problem, sigma=sigma, profile=p, variances=var, privacy_cost=alpha,
-                      max_ratio=max_ratio, lower_bound=lb, gap=gap, lam=lam, mu=mu)
-        for key in ("nit", "n_hvp", "time", "history"):
-            fields[key] = info.pop(key, None)
-        fields["info"] = info
-        return cls.from_fields(fields)
+        counts = {key: info.pop(key, None) for key in ("nit", "n_hvp", "time", "history")}
+        return cls(method=method, status=status, success=status in SUCCESS, message=message, problem=problem,
+                   sigma=sigma, profile=p, variances=var, privacy_cost=alpha, max_ratio=max_ratio,
+                   lower_bound=lb, gap=gap, lam=lam, mu=mu, info=info, **counts)
 
     def scaled(self, privacy_cost: float) -> "Solution":
         """The same mechanism rescaled to ``privacy_cost`` (Theorem 8: Problem 2).
@@ -181,10 +184,9 @@ class Solution(privacy.GaussianPrivacy, dict):
         unchanged, so are ``lower_bound`` and the gap of the normalised cost.
         """
         target = validation.positive(privacy_cost, "privacy_cost")
-        s = self["privacy_cost"] / target
-        fields = dict(self, sigma=self["sigma"] * s, profile=self["profile"] / s,
-                      variances=self["variances"] * s, privacy_cost=target, max_ratio=self["max_ratio"] * s)
-        return Solution.from_fields(fields)
+        s = self.privacy_cost / target
+        return dataclasses.replace(self, sigma=self.sigma * s, profile=self.profile / s, variances=self.variances * s,
+                                   privacy_cost=target, max_ratio=self.max_ratio * s)
 
 
 def max_variance_ratio(solution: Solution, privacy_cost: float | None = None) -> float:
@@ -194,6 +196,6 @@ def max_variance_ratio(solution: Solution, privacy_cost: float | None = None) ->
     ``solution.privacy_cost / a``; ``None`` uses the solution's own cost.
     """
     if privacy_cost is None:
-        return float(solution["max_ratio"])
+        return float(solution.max_ratio)
     privacy_cost = validation.positive(privacy_cost, "privacy_cost")
-    return float(solution["max_ratio"] * solution["privacy_cost"] / privacy_cost)
+    return float(solution.max_ratio * solution.privacy_cost / privacy_cost)

@@ -75,7 +75,7 @@ CERTIFICATE_SLACK = 1e-6
 # ---------------------------------------------------------------------------- RESULT: writing
 def result_dict(sol: Solution, spec: dict, spec_path: Path, delta: float, target, timings: dict) -> dict:
     """The RESULT of ``sol`` (see the module docstring) as plain JSON values."""
-    problem: FitnessProblem = sol["problem"]
+    problem: FitnessProblem = sol.problem
     return jsonio.jsonable({
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "ffu-cvx", "version": __version__},
@@ -86,13 +86,13 @@ def result_dict(sol: Solution, spec: dict, spec_path: Path, delta: float, target
         "problem": {"name": problem.name, "m": problem.m, "d": problem.d, "k": problem.k,
                     "basis": problem.basis, "labels": list(problem.labels), "W": problem.W,
                     "c": problem.c, "B": problem.B},
-        "method": sol["method"], "status": sol["status"], "success": sol["success"],
-        "message": sol["message"], "nit": sol.get("nit"),
-        "sigma": sol["sigma"],
-        "privacy_cost": sol["privacy_cost"], "delta_m": sol.delta_m, "rho": sol.rho,
+        "method": sol.method, "status": sol.status, "success": sol.success,
+        "message": sol.message, "nit": sol.nit,
+        "sigma": sol.sigma,
+        "privacy_cost": sol.privacy_cost, "delta_m": sol.delta_m, "rho": sol.rho,
         "delta": delta, "epsilon": sol.epsilon(delta), "neighbours": sol.neighbours,
-        "profile": sol["profile"], "variances": sol["variances"], "max_ratio": sol["max_ratio"],
-        "certificate": {"lower_bound": sol["lower_bound"], "gap": sol["gap"]},
+        "profile": sol.profile, "variances": sol.variances, "max_ratio": sol.max_ratio,
+        "certificate": {"lower_bound": sol.lower_bound, "gap": sol.gap},
         "target": target,
         "accuracy": accuracy_record(sol, spec),
         "timings": timings,
@@ -100,8 +100,8 @@ def result_dict(sol: Solution, spec: dict, spec_path: Path, delta: float, target
 
 
 def _get(sol, key: str):
-    """A field of a Solution (a dict) or of a structured solution object (attributes)."""
-    return sol.get(key) if isinstance(sol, dict) else getattr(sol, key, None)
+    """A field of a Solution or of a structured solution object (None where it has none)."""
+    return getattr(sol, key, None)
 
 
 def structured_result_dict(sol, spec: dict, spec_path: Path, method: str, delta: float, target, timings: dict) -> dict:
@@ -113,7 +113,7 @@ def structured_result_dict(sol, spec: dict, spec_path: Path, method: str, delta:
         "schema_version": SCHEMA_VERSION, "kind": STRUCTURED,
         "tool": {"name": "ffu-cvx", "version": __version__},
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "spec_path": str(spec_path), "spec": spec, "fingerprint": fingerprint.of(sol["problem"]), "method": method,
+        "spec_path": str(spec_path), "spec": spec, "fingerprint": fingerprint.of(sol.problem), "method": method,
         "status": _get(sol, "status"),
         "privacy_cost": alpha, "delta_m": delta_m, "rho": privacy.zcdp_rho(delta_m), "delta": delta,
         "epsilon": privacy.gaussian_epsilon(delta, delta_m),
@@ -132,7 +132,7 @@ def accuracy_record(sol, spec: dict) -> list:
     ``c`` states a margin (under a Problem 2 target the dense RESULT's ``c`` is ``k`` times the
     spec's, and its variances are compared with the spec's own).
     """
-    problem = sol["problem"]
+    problem = sol.problem
     if not hasattr(problem, "groups") and isinstance(spec, dict) and "groups" in spec:
         problem = product_workload(spec, Path("spec.json")).to_problem()  # a dense solution of a product spec
     if hasattr(problem, "groups"):
@@ -141,7 +141,7 @@ def accuracy_record(sol, spec: dict) -> list:
     goal = spec_goal(spec, problem.m)
     if goal is None:
         return []
-    worst = float(np.max(sol["variances"]))
+    worst = float(np.max(sol.variances))
     return [{"table": problem.name, "stated": goal.short(), "achieved": goal.achieved(worst),
              "met": bool(worst <= goal.variance * (1 + TARGET_RTOL))}]
 
@@ -341,16 +341,16 @@ def _check_certificate(ck: _Checker, res: dict, sol: Solution) -> None:
     lb = ck.number(res["certificate"], "lower_bound", "certificate.lower_bound", null=True)
     if not np.isfinite(lb):
         return
-    cost = sol["privacy_cost"] * sol["max_ratio"]
+    cost = sol.privacy_cost * sol.max_ratio
     if lb <= 0 or lb > cost * (1 + CERTIFICATE_SLACK):
         ck.fail("certificate.lower_bound", f"{lb:.12g} is not a lower bound below the normalised cost {cost:.12g}")
-    ck.agrees(ck.number(res["certificate"], "gap", "certificate.gap", null=True), sol["gap"], "certificate.gap",
+    ck.agrees(ck.number(res["certificate"], "gap", "certificate.gap", null=True), sol.gap, "certificate.gap",
               scale=1.0)
 
 
 def _check_privacy(ck: _Checker, res: dict, sol) -> float:
     """The recorded privacy cost, Delta_M, rho, delta, epsilon and neighbours against ``sol``; returns delta."""
-    ck.agrees(ck.number(res, "privacy_cost", "privacy_cost"), sol["privacy_cost"], "privacy_cost")
+    ck.agrees(ck.number(res, "privacy_cost", "privacy_cost"), sol.privacy_cost, "privacy_cost")
     ck.agrees(ck.number(res, "delta_m", "delta_m"), sol.delta_m, "delta_m")
     ck.agrees(ck.number(res, "rho", "rho"), sol.rho, "rho")
     delta = ck.number(res, "delta", "delta")
@@ -366,13 +366,13 @@ def _check_privacy(ck: _Checker, res: dict, sol) -> float:
 def _check_recorded(ck: _Checker, res: dict, sol: Solution) -> float:
     """Every recorded privacy and accuracy number against ``sol``; returns the recorded delta."""
     delta = _check_privacy(ck, res, sol)
-    problem = sol["problem"]
+    problem = sol.problem
     for key, n in (("profile", problem.d), ("variances", problem.m)):
         arr = ck.array(res, key, key, (n,))
         worst = int(np.argmax(np.abs(arr - sol[key])))
         ck.agrees(float(arr[worst]), float(sol[key][worst]), f"{key}[{worst}] (or problem.W)",
                   scale=float(np.max(sol[key])))
-    ck.agrees(ck.number(res, "max_ratio", "max_ratio"), sol["max_ratio"], "max_ratio (or problem.c)")
+    ck.agrees(ck.number(res, "max_ratio", "max_ratio"), sol.max_ratio, "max_ratio (or problem.c)")
     return delta
 
 
@@ -392,11 +392,11 @@ def _check_target(ck: _Checker, res: dict, sol: Solution) -> None:
     sampler = ck.get(target, "sampler", "target.sampler") if "sampler" in target else None
     if sampler not in SAMPLERS + (None,):
         ck.fail("target.sampler", f"must be one of {SAMPLERS} or null, got {sampler!r}")
-    ck.agrees(sol["privacy_cost"], release_max_delta_m(eps, delta, sampler) ** 2, "privacy_cost (or target)")
-    spec_c = _spec_targets(res["spec"], res["spec_path"], sol["problem"].m)
-    if spec_c is not None and spec_c.shape == sol["problem"].c.shape:
-        worst = int(np.argmax(np.abs(sol["problem"].c - k * spec_c) / sol["problem"].c))
-        ck.agrees(float(sol["problem"].c[worst]), float(k * spec_c[worst]), f"target.k (or problem.c[{worst}])")
+    ck.agrees(sol.privacy_cost, release_max_delta_m(eps, delta, sampler) ** 2, "privacy_cost (or target)")
+    spec_c = _spec_targets(res["spec"], res["spec_path"], sol.problem.m)
+    if spec_c is not None and spec_c.shape == sol.problem.c.shape:
+        worst = int(np.argmax(np.abs(sol.problem.c - k * spec_c) / sol.problem.c))
+        ck.agrees(float(sol.problem.c[worst]), float(k * spec_c[worst]), f"target.k (or problem.c[{worst}])")
 
 
 def _spec_targets(spec: dict, spec_path: str, m: int):
@@ -455,6 +455,6 @@ def at_spec_targets(sol: Solution, res: dict) -> Solution:
     target = res.get("target")
     if not target:
         return sol
-    problem = sol["problem"]
-    return Solution.from_sigma(problem.with_targets(problem.c / float(target["k"])), sol["sigma"],
-                               method=sol["method"], status=sol["status"], message=sol["message"], certify=False)
+    problem = sol.problem
+    return Solution.from_sigma(problem.with_targets(problem.c / float(target["k"])), sol.sigma,
+                               method=sol.method, status=sol.status, message=sol.message, certify=False)

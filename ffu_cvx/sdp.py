@@ -446,9 +446,8 @@ def refine(
     tol = validation.positive(tol, "tol")
     clock = Clock(max_time=validation.positive(max_time, "max_time", allow_none=True, allow_inf=True))
     opts = dict(solver=solver, solver_tol=solver_tol, solver_options=solver_options, verbose=verbose)
-    seeded = (isinstance(solution, Solution) and solution.get("method") == "sdp"
-              and solution.get("problem") is problem and solution.get("lam") is not None
-              and "refine_levels" not in solution.get("info", {}))
+    seeded = (isinstance(solution, Solution) and solution.method == "sdp" and solution.problem is problem
+              and solution.lam is not None and "refine_levels" not in solution.info)
     if seeded:
         first = LevelResult(value=float(solution.privacy_cost), sigma=solution.sigma, lam=solution.lam,
                             mu=solution.mu, status=solution.status, solver=solution.info.get("solver", "CLARABEL"),

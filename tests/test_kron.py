@@ -183,6 +183,8 @@ def test_kron_solution_is_immutable_and_scales():
     assert isinstance(sol, KronSolution) and isinstance(sol, ffu.Solution)
     with pytest.raises(TypeError):
         sol["privacy_cost"] = 1.0
+    with pytest.raises(AttributeError):
+        sol.terms = ()
     half = sol.scaled(sol.privacy_cost / 2)
     assert half.privacy_cost == pytest.approx(sol.privacy_cost / 2)
     np.testing.assert_allclose(half.variances, 2 * sol.variances)

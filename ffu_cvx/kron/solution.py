@@ -1,6 +1,6 @@
 """``KronSolution``: the Solution of a structured (product-workload) solve, Sigma kept in factors.
 
-Solver layer (``ffu_cvx.kron``): imports numpy, ``result``, ``status``, ``validation`` and the
+Solver layer (``ffu_cvx.kron``): imports the standard library, numpy, ``result``, ``status``, ``validation`` and the
 package's ``terms`` and ``whiten``. Same fields, immutability and privacy statements as
 :class:`ffu_cvx.result.Solution` (``epsilon``, ``delta``, ``rho``, ``neighbours`` from
 ``privacy_cost``), but ``sigma`` is None: the mechanism is ``terms`` (see
@@ -13,6 +13,7 @@ group's variances).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -35,6 +36,7 @@ def _rows(group) -> tuple:
     return tuple(b.matrix.shape[0] for b in group.blocks)
 
 
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class KronSolution(Solution):
     """Result of ``solve(product_problem, method="kron")``: a :class:`ffu_cvx.result.Solution`
     whose Sigma is the structured mechanism ``terms``.
@@ -43,6 +45,9 @@ class KronSolution(Solution):
     (False when the privacy cost is the conservative sum of the terms' maxes). ``info``
     holds ``structure`` and the per-factor results.
     """
+
+    terms: tuple = ()
+    profile_exact: bool = True
 
     @classmethod
     def from_terms(cls, problem, terms, *, method: str = "kron", status: str = OPTIMAL, message: str = "",
@@ -60,31 +65,25 @@ class KronSolution(Solution):
         prof = _terms.profile_vector(terms, sizes) if problem.d <= PROFILE_MAX else None
         lb = float(lower_bound)
         gap = alpha * ratio / lb - 1.0 if lb > 0 else math.inf
-        fields = dict(method=method, status=status, success=status in SUCCESS, message=message, problem=problem,
-                      sigma=None, terms=tuple(terms), profile=prof, variances=var, privacy_cost=float(alpha),
-                      profile_exact=exact, max_ratio=float(ratio), lower_bound=lb, gap=float(gap), lam=None,
-                      mu=None)
-        for key in ("nit", "n_hvp", "time", "history"):
-            fields[key] = info.pop(key, None)
-        fields["info"] = info
-        return cls.from_fields(fields)
+        counts = {key: info.pop(key, None) for key in ("nit", "n_hvp", "time", "history")}
+        return cls(method=method, status=status, success=status in SUCCESS, message=message, problem=problem,
+                   sigma=None, terms=tuple(terms), profile=prof, variances=var, privacy_cost=float(alpha),
+                   profile_exact=exact, max_ratio=float(ratio), lower_bound=lb, gap=float(gap), info=info, **counts)
 
     def scaled(self, privacy_cost: float) -> "KronSolution":
         """The same mechanism rescaled to ``privacy_cost`` (every variance times ``alpha / privacy_cost``)."""
         target = validation.positive(privacy_cost, "privacy_cost")
-        s = self["privacy_cost"] / target
-        info = dict(self["info"])
-        return KronSolution.from_terms(self["problem"], [t.scaled(s) for t in self["terms"]], method=self["method"],
-                                       status=self["status"], message=self["message"],
-                                       lower_bound=self["lower_bound"], nit=self["nit"], time=self["time"],
-                                       history=self["history"], **info)
+        s = self.privacy_cost / target
+        return KronSolution.from_terms(self.problem, [t.scaled(s) for t in self.terms], method=self.method,
+                                       status=self.status, message=self.message, lower_bound=self.lower_bound,
+                                       nit=self.nit, time=self.time, history=self.history, **self.info)
 
     def group_variances(self, g: int) -> np.ndarray:
         """Variances (m_g,) of group ``g``'s queries, row-major over its blocks' rows."""
-        groups = self["problem"].groups
+        groups = self.problem.groups
         if not 0 <= int(g) < len(groups):
             raise ValueError(f"`g` must be a group index in 0..{len(groups) - 1}, got {g!r}")
-        return _terms.group_variances(self["terms"], int(g), _rows(groups[int(g)]))
+        return _terms.group_variances(self.terms, int(g), _rows(groups[int(g)]))
 
     def sample_answer_noise(self, rng=None) -> np.ndarray:
         """One draw (m,) of the noise on every answer, covariance exactly ``W Sigma W^T``.
@@ -94,9 +93,9 @@ class KronSolution(Solution):
         matrices applied by mode products; groups sharing a term get correlated noise.
         """
         rng = np.random.default_rng(rng)
-        xis = [rng.standard_normal(math.prod(f.draws for f in t.factors)) for t in self["terms"]]
-        return np.concatenate([_terms.group_noise(self["terms"], xis, g, _rows(grp))
-                               for g, grp in enumerate(self["problem"].groups)])
+        xis = [rng.standard_normal(math.prod(f.draws for f in t.factors)) for t in self.terms]
+        return np.concatenate([_terms.group_noise(self.terms, xis, g, _rows(grp))
+                               for g, grp in enumerate(self.problem.groups)])
 
     def whitened(self, counts, dtype=np.float64) -> tuple[np.ndarray, np.ndarray, int]:
         """The whitened strategy answers of every term on sparse ``counts``, computed in ``dtype`` (see
@@ -108,5 +107,5 @@ class KronSolution(Solution):
         """The answers (m,) released from perturbed whitened answers ``values`` (n,): the terms'
         reconstruction applied to them (exactly ``W x + noise`` when ``values = w + xi``)."""
         xis = _whiten.split(self, values)
-        return np.concatenate([_terms.group_noise(self["terms"], xis, g, _rows(grp))
-                               for g, grp in enumerate(self["problem"].groups)])
+        return np.concatenate([_terms.group_noise(self.terms, xis, g, _rows(grp))
+                               for g, grp in enumerate(self.problem.groups)])

@@ -87,12 +87,12 @@ def whitened(solution, counts, dtype=np.float64, max_cells: int = MAX_CELLS) -> 
     their float error (times ``(depth + 2)`` unit roundoffs) and that depth.
     """
     sizes = tuple(counts.domain.sizes)
-    parts = [_term(t, counts, sizes, max_cells, dtype) for t in solution["terms"]]
+    parts = [_term(t, counts, sizes, max_cells, dtype) for t in solution.terms]
     return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
             max(p[2] for p in parts))
 
 
 def split(solution, values: np.ndarray) -> list:
     """``values`` (n,), laid out as :func:`whitened`'s, cut into one flat vector per term."""
-    sizes = [math.prod(f.draws for f in t.factors) for t in solution["terms"]]
+    sizes = [math.prod(f.draws for f in t.factors) for t in solution.terms]
     return np.split(np.asarray(values, dtype=float), np.cumsum(sizes)[:-1])
