@@ -37,7 +37,7 @@ from scipy import linalg
 from . import noise, privacy
 from .problem import FitnessProblem
 from .products import ProductProblem
-from .release import DEFAULT_DELTA, TARGET_RTOL, Release, check_level, generator, statement_text, z_value
+from .release import DEFAULT_DELTA, TARGET_RTOL, Release, check_level, generator, statement_text
 from .result import Solution
 from .solvers import solve
 
@@ -198,12 +198,9 @@ class GaussianMechanism(privacy.GaussianPrivacy):
         draw = noise.sampler_for(sampler, rng)
         self.check_resolution(x)
         noisy, account = draw.draw(self.whitened(x), None if rng is None else generator(rng))
-        answers = self.from_whitened(noisy)
-        half = z_value(level) * np.sqrt(self.variances)
-        return Release(answers=answers, variances=self.variances.copy(), lower=answers - half,
-                       upper=answers + half, level=level, labels=self.problem.labels,
-                       privacy_cost=self.privacy_cost, mechanism=self.description, name=self.problem.name,
-                       statement_delta=delta, targets=self.problem.c, noise=account)
+        return Release.build(self.from_whitened(noisy), self.variances.copy(), level, labels=self.problem.labels,
+                             privacy_cost=self.privacy_cost, mechanism=self.description, name=self.problem.name,
+                             statement_delta=delta, targets=self.problem.c, noise=account)
 
     def check_resolution(self, x: np.ndarray) -> None:
         """Refuse a histogram at which some answer's float spacing swallows its noise (see :mod:`ffu_cvx.noise`)."""
@@ -362,8 +359,8 @@ def _check_queries(Q, d: int, name: str) -> np.ndarray:
     return Q
 
 
-def _independent_release(Q: np.ndarray, factor: np.ndarray, x, rng, level: float, cost: float, sampler):
-    """``(answers, variances, half-widths, level, account)`` of ``Q x + factor N(0, I)`` through a sampler.
+def _independent_release(Q: np.ndarray, factor: np.ndarray, x, rng, level: float, cost: float, sampler, **fields):
+    """The Release of ``Q x + factor N(0, I)`` through a sampler (``fields``: its labels and names).
 
     The whitened answers are ``A x`` with ``factor A = Q``; the account states the combined
     mechanism's sensitivity ``sqrt(cost)`` (the workload release with these answers) plus this draw's
@@ -379,8 +376,8 @@ def _independent_release(Q: np.ndarray, factor: np.ndarray, x, rng, level: float
     noise.check_resolution(Q @ x, np.sqrt(variances), lambda j: f"free query {j}")
     white = noise.whiten(lambda dtype: _products(A, x, dtype), math.sqrt(cost))
     noisy, account = draw.draw(white, None if rng is None else generator(rng))
-    half = z_value(level) * np.sqrt(variances)
-    return factor @ noisy, variances, half, level, account
+    return Release.build(factor @ noisy, variances, level, privacy_cost=cost, mechanism=FREE_QUERY_NOISE,
+                         noise=account, **fields)
 
 
 @dataclass(frozen=True)
@@ -414,11 +411,8 @@ class FreeQuery:
             raise ValueError(f"this query is not free: it touches tight columns {list(self.tight[:10])} "
                              "where the profile already equals the privacy cost")
         factor = np.array([[math.sqrt(self.variance)]])
-        ans, var, half, level, account = _independent_release(self.q[None, :], factor, x, rng, level,
-                                                              self.privacy_cost, sampler)
-        return Release(answers=ans, variances=var, lower=ans - half, upper=ans + half, level=level,
-                       labels=("free query",), privacy_cost=self.privacy_cost, mechanism=FREE_QUERY_NOISE,
-                       name="free query", noise=account)
+        return _independent_release(self.q[None, :], factor, x, rng, level, self.privacy_cost, sampler,
+                                    labels=("free query",), name="free query")
 
 
 def free_query(solution, q, rtol: float = SLACK_RTOL) -> FreeQuery:
@@ -511,11 +505,8 @@ class FreeQueryPlan:
             factor = self.factor
         else:
             factor = np.diag(np.sqrt(self.independent_variances))
-        ans, var, half, level, account = _independent_release(self.Q, factor, x, rng, level, self.privacy_cost,
-                                                              sampler)
-        return Release(answers=ans, variances=var, lower=ans - half, upper=ans + half, level=level,
-                       labels=("free query",) * self.Q.shape[0], privacy_cost=self.privacy_cost,
-                       mechanism=FREE_QUERY_NOISE, name="free queries", noise=account)
+        return _independent_release(self.Q, factor, x, rng, level, self.privacy_cost, sampler,
+                                    labels=("free query",) * self.Q.shape[0], name="free queries")
 
 
 def free_queries(solution, Q, targets=None, *, correlated: bool = True, method: str = "sdp",

@@ -1,7 +1,7 @@
 """Release from records for a product workload: exact answers from sparse counts plus the mechanism's noise.
 
 Mechanisms layer: imports numpy, ``accuracy``, ``counts``, ``products``, ``mechanism`` (the dense
-GaussianMechanism), ``noise``, ``release``, ``result``, ``fingerprint`` and ``privacy``.
+GaussianMechanism), ``noise``, ``release`` (the Release type), ``result``, ``fingerprint`` and ``privacy``.
 
 :func:`release_product` is agnostic of the mechanism. The exact answers ``W x`` come
 from :meth:`ffu_cvx.products.ProductWorkload.apply` on sparse counts (each group needs
@@ -34,7 +34,7 @@ from .accuracy import coverage
 from .counts import Counts
 from .mechanism import GaussianMechanism
 from .products import ProductWorkload
-from .release import DEFAULT_DELTA, TARGET_RTOL, Release, check_level, generator, z_value
+from .release import DEFAULT_DELTA, TARGET_RTOL, Release, check_level, generator
 from .result import Solution
 
 __all__ = ["release_product", "noise_source", "WORKLOAD_RTOL", "COVERAGE_DRAWS"]
@@ -167,17 +167,16 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
     noise.check_resolution(exact, np.sqrt(variances), lambda j: f"query {workload.label(j)!r}")
     answers, account = _noisy(source, noise.sampler_for(sampler, rng), counts, exact,
                               None if rng is None else generator(rng))
-    half = z_value(level) * np.sqrt(variances)
     coverage = _joint_coverages(source, workload, coverage_draws)
     info = {"domain": workload.domain.spec(), "ordered": list(workload.domain.ordered),
             "groups": _group_accuracy(workload, variances, coverage)}
     neighbours = getattr(source, "neighbours", privacy.ADD_REMOVE)
-    return Release(answers=answers, variances=variances, lower=answers - half, upper=answers + half, level=level,
-                   labels=workload.labels, privacy_cost=float(_field(source, "privacy_cost")), neighbours=neighbours,
-                   mechanism=_mechanism_text(source), name=workload.name, statement_delta=delta,
-                   groups=workload.group_index(), group_names=tuple(g.name for g in workload.groups), info=info,
-                   targets=workload.c, group_targets=tuple(g.accuracy for g in workload.groups), inputs=inputs,
-                   noise=account, fingerprint=fingerprint.of(workload))
+    return Release.build(answers, variances, level, labels=workload.labels,
+                         privacy_cost=float(_field(source, "privacy_cost")), neighbours=neighbours,
+                         mechanism=_mechanism_text(source), name=workload.name, statement_delta=delta,
+                         groups=workload.group_index(), group_names=tuple(g.name for g in workload.groups),
+                         info=info, targets=workload.c, group_targets=tuple(g.accuracy for g in workload.groups),
+                         inputs=inputs, noise=account, fingerprint=fingerprint.of(workload))
 
 
 def _whitened(source, counts: Counts) -> noise.Whitened:

@@ -1,13 +1,18 @@
 """A self-describing release: noisy answers, their intervals and labels, and the privacy statement.
 
 Mechanisms layer (its bottom): imports numpy, ``accuracy`` (``z_value``, the targets' words), ``privacy``, ``validation``,
-``noise`` (the :class:`ffu_cvx.noise.NoiseAccount`), ``ledger``, ``jsonio``, ``files`` and ``version`` (pandas only inside :meth:`Release.to_frame`); :mod:`ffu_cvx.mechanism` and :mod:`ffu_cvx.product_release`
-build a :class:`Release`.
+``noise`` (the :class:`ffu_cvx.noise.NoiseAccount`), ``ledger``, ``jsonio``, ``files`` and ``version`` (pandas only
+inside :meth:`Release.to_frame`; :mod:`ffu_cvx.pml` (its bounds' names and formulas) only inside
+:meth:`LaplaceAccount.check`, as the PML package builds on this module). Every mechanism's release is a :class:`Release`: :mod:`ffu_cvx.mechanism` and
+:mod:`ffu_cvx.product_release` (Gaussian), :mod:`ffu_cvx.fourier.release` (Gaussian, Fourier) and
+:mod:`ffu_cvx.pml.release` (Laplace) build one, and all write, state and verify their files here.
 
 A Release knows what protects it: the privacy cost ``alpha = Delta_M^2`` of the
-mechanism that drew its noise and the sampler's account of it (:class:`ffu_cvx.noise.NoiseAccount`:
-which sampler, the lattice, the sensitivity the accounting uses), hence (eps, delta) at
-any delta (:meth:`Release.epsilon`) and rho-zCDP, the neighbouring relation, the
+mechanism that drew its noise and the account of that noise: Gaussian noise from a sampler
+(:class:`ffu_cvx.noise.NoiseAccount`: which sampler, the lattice, the sensitivity the accounting
+uses), hence (eps, delta) at any delta (:meth:`Release.epsilon`) and rho-zCDP; or Laplace noise
+(:class:`LaplaceAccount`: its scale, pure eps-DP and the PML leakage it was calibrated to). The
+intervals follow the noise (:func:`half_width`). The statement also names the neighbouring relation, the
 mechanism, the tool's version and the time of the release; and, where the mechanism
 was solved for targets (variances, or margins of error at a confidence level, per query or
 for a whole table at once), which answers meet them, in the words they were given, and by
@@ -22,10 +27,11 @@ into place last, an interrupt cannot come between the two, concurrent writers ta
 turns); it never writes onto an input, a read-only file, another release's statement
 or, unless ``overwrite=True``, any existing file. :func:`verify` checks that an answers
 file sits beside its own statement and that the statement's privacy numbers are those
-its recorded mechanism and sampler give (an edited epsilon, rho or cost fails). Post-processing (:meth:`Release.postprocess`:
-non-negativity, rounding) never touches the answers themselves: it adds a
-``postprocessed`` column, and the statement lists the steps as post-processing (free of
-privacy cost, but no longer unbiased, and the intervals are those of the raw answers).
+its recorded mechanism and noise give (an edited epsilon, rho, cost or leakage fails).
+Post-processing (:meth:`Release.postprocess`: non-negativity, rounding) never touches the
+answers themselves: it adds a ``postprocessed`` column, and the statement lists the steps as
+post-processing (free of privacy cost, but no longer unbiased, and the intervals are those of
+the raw answers).
 """
 
 from __future__ import annotations
@@ -48,8 +54,9 @@ from .ledger import Ledger
 from .noise import NoiseAccount
 from .version import __version__
 
-__all__ = ["Release", "DEFAULT_DELTA", "TOOL", "sidecar_path", "statement_text", "check_level", "z_value",
-           "generator", "utc_now", "verify", "check_statement", "digest", "accuracy_summary", "TARGET_RTOL"]
+__all__ = ["Release", "LaplaceAccount", "DEFAULT_DELTA", "TOOL", "sidecar_path", "statement_text", "check_level",
+           "z_value", "half_width", "generator", "utc_now", "verify", "check_statement", "digest", "accuracy_summary",
+           "TARGET_RTOL"]
 
 #: delta at which a statement gives epsilon unless told otherwise.
 DEFAULT_DELTA = 1e-6
@@ -141,14 +148,135 @@ def statement_text(m: int, name: str, epsilon: float, delta: float, rho: float, 
             f"histograms differing by one in one cell; {mechanism}; {how}).")
 
 
+#: What draws Laplace noise, in a statement's words.
+LAPLACE_SAMPLER = ("numpy's floating-point Laplace sampler (reproducible from a seed; not protected against "
+                   "floating-point attacks)")
+
+
+@dataclass(frozen=True)
+class LaplaceAccount:
+    """Laplace noise of scale ``b`` on every answer and the privacy it gives (a statement's ``noise`` entry).
+
+    scale : ``b`` (0: no noise, the exact answers); sensitivity : the answers' L1 sensitivity
+    under the release's neighbouring relation, so the release is ``sensitivity / b``-DP (pure);
+    pml_epsilon : the pointwise maximal leakage target (nats) it was calibrated to; alpha : the
+    context assumption (every record falls in each class with probability at least alpha);
+    bound : the PML bound that certifies it (``"sign"``, ``"safe"`` or ``"corollary"``, see
+    :mod:`ffu_cvx.pml`); leakage : that bound at ``b`` (nats, within pml_epsilon); pml_sensitivity :
+    ``Delta_1``, the L1 sensitivity under substitution that every PML bound uses.
+    """
+
+    scale: float
+    sensitivity: float
+    pml_epsilon: float
+    alpha: float
+    bound: str
+    leakage: float
+    pml_sensitivity: float
+
+    #: The noise distribution, as the statement's ``noise`` entry names it.
+    distribution = "laplace"
+
+    def epsilon(self, delta: float | None = None) -> float:
+        """eps of the pure eps-DP of the release, at every delta: ``sensitivity / b`` (0 when the answers do not
+        depend on the data, inf without noise)."""
+        if self.sensitivity == 0:
+            return 0.0
+        return self.sensitivity / self.scale if self.scale > 0 else math.inf
+
+    @property
+    def rho(self) -> float:
+        """rho of rho-zCDP: ``eps^2 / 2``, which pure eps-DP implies (Bun and Steinke 2016)."""
+        return self.epsilon() ** 2 / 2
+
+    @property
+    def variance(self) -> float:
+        """Each answer's noise variance, ``2 b^2``."""
+        return 2.0 * self.scale ** 2
+
+    def half_width(self, level: float) -> float:
+        """Half-width of each answer's interval at ``level``: ``b ln(1 / (1 - level))``, since a Laplace(b)
+        draw ``Z`` has ``P(|Z| <= t) = 1 - e^{-t/b}``."""
+        return -self.scale * math.log1p(-level)
+
+    def text(self, m: int, name: str, neighbours: str, mechanism: str) -> str:
+        """One paragraph: what releasing ``m`` answers of ``name`` satisfies, pure DP and PML, and why."""
+        eps = self.epsilon()
+        dp = (f"satisfies {eps:.6g}-differential privacy (pure: delta = 0) and {self.rho:.6g}-zCDP"
+              if math.isfinite(eps) else "is not differentially private (b = 0: the exact answers)")
+        return (f"Releasing the {m} answers of {name!r} {dp} (neighbours: {neighbours}; {mechanism}; noise: Laplace "
+                f"of scale b = {self.scale:.9g} on every answer, L1 sensitivity {self.sensitivity:.9g}; "
+                f"{LAPLACE_SAMPLER}). If every record falls in each class with probability at least alpha = "
+                f"{self.alpha:.6g}, its pointwise maximal leakage is at most {self.leakage:.6g} nats, within the "
+                f"target {self.pml_epsilon:.6g} ({self.bound} bound, substitution L1 sensitivity "
+                f"{self.pml_sensitivity:.9g}; Zhao, Saeidian and Oechtering).")
+
+    def phrases(self) -> list[str]:
+        """What :meth:`text` must say of the numbers: the DP epsilon (when finite) and the leakage."""
+        eps, leakage = self.epsilon(), f"at most {self.leakage:.6g} nats"
+        return [f"{eps:.6g}-differential privacy", leakage] if math.isfinite(eps) else [leakage]
+
+    def as_dict(self) -> dict:
+        return {"distribution": self.distribution, "text": LAPLACE_SAMPLER, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, doc) -> "LaplaceAccount":
+        """The account a statement records (``ValueError`` naming a missing or bad field)."""
+        try:
+            return cls(**{f.name: (str if f.name == "bound" else float)(doc[f.name]) for f in dataclasses.fields(cls)})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"the statement's Laplace `noise` record is incomplete or malformed: {exc!r}") from None
+
+    def check(self, neighbours: str, where) -> None:
+        """Recompute the leakage from the record: Corollary 1's closed form ``-log(alpha + (1 - alpha)
+        e^{-Delta_1/b})`` bounds every PML bound (it is the ``"corollary"`` one), ``log(1/alpha)`` without
+        noise (0 when ``Delta_1 = 0``); the leakage is within it and the target, and the sensitivity is the
+        substitution one (under add/remove, at least half of it). ``ValueError`` naming the field."""
+        from .pml import BOUNDS
+        from .pml.formulas import corollary
+
+        if not (self.scale >= 0 and self.sensitivity >= 0 and self.pml_sensitivity >= 0 and 0 < self.alpha <= 0.5
+                and self.bound in BOUNDS and self.leakage >= 0 and neighbours in privacy.NEIGHBOURS):
+            raise ValueError(f"{where}: the Laplace noise record has a scale, sensitivity, alpha, bound or leakage, "
+                             "or the statement a neighbouring relation, out of range: the statement was edited")
+        if self.scale > 0:
+            closed = corollary(self.pml_sensitivity, self.scale, self.alpha)
+        else:
+            closed = -math.log(self.alpha) if self.pml_sensitivity > 0 else 0.0
+        exact = self.bound == "corollary" or self.scale == 0
+        slack = 1 + STATEMENT_RTOL
+        if (not math.isclose(self.leakage, closed, rel_tol=STATEMENT_RTOL, abs_tol=1e-300) if exact
+                else self.leakage > closed * slack):
+            raise ValueError(f"{where}: leakage = {self.leakage!r} is not what its bound gives at b = {self.scale!r} "
+                             f"(Corollary 1: {closed!r}): the statement was edited")
+        if self.scale > 0 and self.leakage > self.pml_epsilon * slack:
+            raise ValueError(f"{where}: leakage = {self.leakage!r} exceeds its target pml_epsilon = "
+                             f"{self.pml_epsilon!r}: the statement was edited")
+        if (self.sensitivity != self.pml_sensitivity if neighbours == privacy.SUBSTITUTE
+                else self.pml_sensitivity > 2 * self.sensitivity * slack):
+            raise ValueError(f"{where}: sensitivity = {self.sensitivity!r} under {neighbours!r} does not fit the "
+                             f"substitution sensitivity {self.pml_sensitivity!r}: the statement was edited")
+
+
+def half_width(variances, level: float, noise=None) -> np.ndarray:
+    """(m,) half-width of each answer's two-sided interval at ``level``: ``z sqrt(variance)`` under Gaussian noise,
+    ``b ln(1 / (1 - level))`` under Laplace noise (``noise`` a :class:`LaplaceAccount`)."""
+    variances = np.asarray(variances, dtype=float)
+    if isinstance(noise, LaplaceAccount):
+        return np.full(variances.shape, noise.half_width(level))
+    return z_value(level) * np.sqrt(variances)
+
+
 @dataclass(frozen=True)
 class Release(privacy.GaussianPrivacy):
     """Noisy workload answers from one run of a mechanism, with their privacy statement.
 
     answers, variances, lower, upper : (m,) noisy answers, their exact variances and the
-    two-sided confidence interval at ``level`` (``answers -/+ z sqrt(variances)``);
-    labels : (m,) query labels (a sequence, possibly lazy; may be empty); privacy_cost :
-    alpha of the mechanism that drew the noise; neighbours : the neighbouring relation
+    two-sided confidence interval at ``level`` (:func:`half_width`: ``answers -/+ z sqrt(variances)``
+    under Gaussian noise, ``answers -/+ b ln(1/(1 - level))`` under Laplace noise); labels : (m,)
+    query labels (a sequence, possibly lazy; may be empty); privacy_cost : ``Delta_M^2``, the squared
+    sensitivity in units of the noise (Gaussian: alpha, the L2 sensitivity over the standard deviation;
+    Laplace: the L1 sensitivity over ``b``, so ``Delta_M`` is its epsilon); neighbours : the neighbouring relation
     its privacy holds for (:data:`ffu_cvx.privacy.ADD_REMOVE`); mechanism : what drew the
     noise; name : the workload's name; statement_delta : the delta at which the statement
     gives epsilon; groups : (m,) group of each query or None, with group_names; info :
@@ -160,7 +288,10 @@ class Release(privacy.GaussianPrivacy):
     answered (a product workload's release), which everything derived from it checks;
     targets : (m,) the variance targets, or None; group_targets : each group's
     :class:`~ffu_cvx.accuracy.Target` (or the one target of ungrouped answers), in the words
-    the statement and the ``target`` column use.
+    the statement and the ``target`` column use; noise : the account of the noise, Gaussian
+    (:class:`ffu_cvx.noise.NoiseAccount`) or Laplace (:class:`LaplaceAccount`); shapes : each
+    group's array shape (its answers in C order, :attr:`tables`), or (); marginals : a Fourier
+    release's reconstructed marginals ``{attribute set: array}`` (consistent), or None.
     """
 
     answers: np.ndarray
@@ -185,8 +316,25 @@ class Release(privacy.GaussianPrivacy):
     targets: np.ndarray | None = None
     group_targets: tuple = ()
     inputs: dict = field(default_factory=dict, repr=False, compare=False)
-    noise: NoiseAccount | None = None
+    noise: NoiseAccount | LaplaceAccount | None = None
     fingerprint: str | None = None
+    shapes: tuple = ()
+    marginals: dict | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def build(cls, answers, variances, level: float, **fields) -> "Release":
+        """A Release of ``answers`` and ``variances`` (m,) with each answer's interval at ``level`` for its
+        noise (``fields["noise"]``, :func:`half_width`); ``fields``: the other fields."""
+        level = check_level(level)
+        answers, variances = np.asarray(answers, dtype=float), np.asarray(variances, dtype=float)
+        half = half_width(variances, level, fields.get("noise"))
+        return cls(answers=answers, variances=variances, lower=answers - half, upper=answers + half, level=level,
+                   **fields)
+
+    @property
+    def distribution(self) -> str:
+        """The noise distribution: ``"gaussian"`` or ``"laplace"``."""
+        return "laplace" if isinstance(self.noise, LaplaceAccount) else "gaussian"
 
     @property
     def m(self) -> int:
@@ -203,24 +351,45 @@ class Release(privacy.GaussianPrivacy):
         """(m,) standard deviations of the answers."""
         return np.sqrt(self.variances)
 
+    def interval(self, level: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)`` (m,): each answer's two-sided interval at ``level`` (default :attr:`level`, the
+        ``lower`` and ``upper`` fields) for the release's noise (:func:`half_width`)."""
+        if level is None:
+            return self.lower, self.upper
+        half = half_width(self.variances, check_level(level), self.noise)
+        return self.answers - half, self.answers + half
+
+    @property
+    def tables(self) -> tuple:
+        """Each group's answers as an array of its shape (:attr:`shapes`, C order), e.g. a Fourier release's
+        marginal or family answers per set; () when no shapes are recorded."""
+        cuts = np.cumsum([math.prod(s) for s in self.shapes])[:-1]
+        return tuple(a.reshape(s) for a, s in zip(np.split(self.answers, cuts), self.shapes))
+
     def epsilon(self, delta: float | None = None) -> float:
         """Smallest eps at which the release is (eps, delta)-DP (default: :attr:`statement_delta`): the
-        sampler's accounting (:attr:`noise`), or the exact Gaussian mechanism's without one."""
+        noise's accounting (:attr:`noise`; Laplace: pure eps-DP at every delta), or the exact Gaussian
+        mechanism's without one."""
         delta = self.statement_delta if delta is None else delta
         return super().epsilon(delta) if self.noise is None else self.noise.epsilon(delta)
 
     @property
     def rho(self) -> float:
-        """rho of rho-zCDP, from the sampler's account when there is one."""
+        """rho of rho-zCDP, from the noise's account when there is one."""
         return super().rho if self.noise is None else self.noise.rho
 
     def statement(self, delta: float | None = None, ledger: dict | None = None) -> dict:
         """The privacy statement as JSON-able values (what the sidecar holds); ``ledger``: the charge's
-        entry (:meth:`ffu_cvx.ledger.Ledger.charge`), stated with what remains."""
-        delta = self.statement_delta if delta is None else validation.positive(delta, "delta")
-        eps = self.epsilon(delta)
-        text = statement_text(self.m, self.name, eps, delta, self.rho, self.privacy_cost, self.neighbours,
-                              self.mechanism, self.noise)
+        entry (:meth:`ffu_cvx.ledger.Ledger.charge`), stated with what remains. Under Laplace noise the
+        statement is pure DP (``delta`` 0) and the PML leakage (:meth:`LaplaceAccount.text`)."""
+        if isinstance(self.noise, LaplaceAccount):
+            delta, eps = 0.0, self.epsilon()
+            text = self.noise.text(self.m, self.name, self.neighbours, self.mechanism)
+        else:
+            delta = self.statement_delta if delta is None else validation.positive(delta, "delta")
+            eps = self.epsilon(delta)
+            text = statement_text(self.m, self.name, eps, delta, self.rho, self.privacy_cost, self.neighbours,
+                                  self.mechanism, self.noise)
         post = None
         if self.postprocessing:
             post = {"steps": list(self.postprocessing), "column": "postprocessed",
@@ -444,30 +613,47 @@ STATEMENT_RTOL = 1e-9
 
 
 def check_statement(doc: dict, where="the privacy statement") -> None:
-    """Recompute a statement's privacy numbers from what it records of the mechanism and the sampler.
+    """Recompute a statement's privacy numbers from what it records of the mechanism and the noise.
 
-    The sampler's sensitivity must be ``sqrt(privacy_cost)``; ``rho_zcdp``, ``delta_m`` and
-    ``epsilon`` at the stated ``delta`` must be what its accounting gives, and the text
-    must state that epsilon and rho. ``ValueError`` naming the first field that disagrees.
+    Gaussian noise: the sampler's sensitivity must be ``sqrt(privacy_cost)``; ``rho_zcdp``,
+    ``delta_m`` and ``epsilon`` at the stated ``delta`` what its accounting gives, and the text
+    must state that epsilon and rho. Laplace noise (:class:`LaplaceAccount`): ``delta`` 0,
+    ``epsilon`` = ``delta_m`` = sensitivity / b, ``privacy_cost`` its square, ``rho_zcdp`` half of
+    that, the leakage what :meth:`LaplaceAccount.check` recomputes, and the text must state the
+    epsilon and the leakage. ``ValueError`` naming the first field that disagrees.
     """
-    noise = NoiseAccount.from_dict(doc.get("noise"))
+    record = doc.get("noise")
+    laplace = isinstance(record, dict) and record.get("distribution") == LaplaceAccount.distribution
+    noise = LaplaceAccount.from_dict(record) if laplace else NoiseAccount.from_dict(record)
     try:
-        cost, delta = float(doc["privacy_cost"]), float(doc["delta"])
-        stated = {k: float(doc[k]) for k in ("epsilon", "rho_zcdp", "delta_m")}
+        cost, delta = jsonio.number(doc["privacy_cost"]), float(doc["delta"])
+        stated = {k: jsonio.number(doc[k]) for k in ("epsilon", "rho_zcdp", "delta_m")}
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where} lacks a privacy number: {exc!r}") from None
-    expect = {"epsilon": noise.epsilon(delta), "rho_zcdp": noise.rho, "delta_m": noise.sensitivity}
-    if not math.isclose(noise.sensitivity, math.sqrt(cost), rel_tol=STATEMENT_RTOL):
-        raise ValueError(f"{where}: privacy_cost {cost!r} is not the sampler's sensitivity^2 "
-                         f"({noise.sensitivity!r}^2): the statement was edited")
-    if not noise.sensitivity_bound >= noise.sensitivity:
-        raise ValueError(f"{where}: the accounted sensitivity {noise.sensitivity_bound!r} is below the mechanism's "
-                         f"{noise.sensitivity!r}: the statement was edited")
+    if laplace:
+        noise.check(doc.get("neighbours"), where)
+        eps = noise.epsilon()
+        expect = {"epsilon": eps, "rho_zcdp": noise.rho, "delta_m": eps, "privacy_cost": eps ** 2}
+        stated["privacy_cost"] = cost
+        phrases = noise.phrases()
+        if delta != 0:
+            raise ValueError(f"{where}: delta = {delta!r} under Laplace noise, which is pure DP (delta 0): the "
+                             "statement was edited")
+    else:
+        expect = {"epsilon": noise.epsilon(delta), "rho_zcdp": noise.rho, "delta_m": noise.sensitivity}
+        if not math.isclose(noise.sensitivity, math.sqrt(cost), rel_tol=STATEMENT_RTOL):
+            raise ValueError(f"{where}: privacy_cost {cost!r} is not the sampler's sensitivity^2 "
+                             f"({noise.sensitivity!r}^2): the statement was edited")
+        if not noise.sensitivity_bound >= noise.sensitivity:
+            raise ValueError(f"{where}: the accounted sensitivity {noise.sensitivity_bound!r} is below the "
+                             f"mechanism's {noise.sensitivity!r}: the statement was edited")
+        phrases = [f"({expect['epsilon']:.6g}, {delta:g})", f"{expect['rho_zcdp']:.6g}-zCDP"]
     for key, value in expect.items():
-        if not math.isclose(stated[key], value, rel_tol=STATEMENT_RTOL):
+        if not (math.isclose(stated[key], value, rel_tol=STATEMENT_RTOL) or (math.isinf(value)
+                                                                            and math.isnan(stated[key]))):
             raise ValueError(f"{where}: {key} = {stated[key]!r} is not the {value!r} that its mechanism and "
-                             "sampler give: the statement was edited")
+                             "noise give: the statement was edited")
     text = str(doc.get("text", ""))
-    if f"({expect['epsilon']:.6g}, {delta:g})" not in text or f"{expect['rho_zcdp']:.6g}-zCDP" not in text:
-        raise ValueError(f"{where}: its text does not state the epsilon and rho its numbers give: the statement "
+    if not all(phrase in text for phrase in phrases):
+        raise ValueError(f"{where}: its text does not state the privacy numbers its record gives: the statement "
                          "was edited")

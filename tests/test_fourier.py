@@ -341,7 +341,7 @@ def test_monte_carlo_variances_marginals():
     draws = [np.empty((reps,) + t.shape) for t in truth]
     for r in range(reps):
         out = mech.release(histogram=hist, rng=rng)
-        for k, a in enumerate(out.answers):
+        for k, a in enumerate(out.tables):
             draws[k][r] = a
     for k, (d, t) in enumerate(zip(draws, truth)):
         sd = math.sqrt(mech.variances[k] / reps)
@@ -366,7 +366,7 @@ def test_monte_carlo_product_answers():
     np.add.at(hist, recs[:, 0] * 4 + recs[:, 1], 1)
     truth = W @ hist
     reps = 5000
-    draws = np.array([np.concatenate([a.ravel() for a in mech.release(recs, rng=rng).answers]) for _ in range(reps)])
+    draws = np.array([mech.release(recs, rng=rng).answers for _ in range(reps)])
     var = np.repeat(mech.variances, [5, 20, 4])
     assert np.max(np.abs(draws.mean(0) - truth) / np.sqrt(var / reps)) < 5
     np.testing.assert_allclose(draws.var(0), var, rtol=5 * math.sqrt(2 / reps))
@@ -394,7 +394,7 @@ def test_extended_marginals_answer_thresholds():
     mech = F.max_optimal(wl).scaled(1e14)  # noise sd 1e-7: answers must equal the true counts
     rng = np.random.default_rng(2)
     recs = np.column_stack([rng.integers(0, 5, 200), rng.integers(0, 3, 200)])
-    ans = mech.release(recs, rng=0).answers[0]
+    ans = mech.release(recs, rng=0).tables[0]
     for t in range(5):
         for v in range(3):
             true = np.sum((recs[:, 0] <= t) & (recs[:, 1] == v))

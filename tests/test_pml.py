@@ -415,11 +415,12 @@ def test_laplace_release_states_its_relation():
     sub = pml.laplace_release(x, 1.0, 0.05, rng=7)
     add = pml.laplace_release(x, 1.0, 0.05, rng=7, neighbours=pml.ADD_REMOVE)
     assert sub.neighbours == pml.SUBSTITUTE and add.neighbours == pml.ADD_REMOVE
-    assert add.b == sub.b and np.array_equal(add.answers, sub.answers)  # calibrated to PML either way
-    assert (sub.dp_epsilon, add.dp_epsilon) == (pytest.approx(2 / sub.b), pytest.approx(1 / sub.b))
+    b = sub.noise.scale
+    assert add.noise.scale == b and np.array_equal(add.answers, sub.answers)  # calibrated to PML either way
+    assert (sub.epsilon(), add.epsilon()) == (pytest.approx(2 / b), pytest.approx(1 / b))
     W = pml.differences(8)
     r = pml.laplace_release(x, 1.0, 0.05, W=W, rng=7, neighbours=pml.ADD_REMOVE)
-    assert r.dp_epsilon == pytest.approx(2 / r.b) and r.b == pytest.approx(3.544449, abs=5e-7)
+    assert r.epsilon() == pytest.approx(2 / r.noise.scale) and r.noise.scale == pytest.approx(3.544449, abs=5e-7)
     assert pml.sign_bound(W, 1.0, 0.05).neighbours == pml.SUBSTITUTE
 
 
@@ -440,26 +441,32 @@ def test_laplace_release_histogram():
     r1 = pml.laplace_release(x, 1.0, 0.05, rng=np.random.default_rng(7))
     r2 = pml.laplace_release(x, 1.0, 0.05, rng=7)
     np.testing.assert_array_equal(r1.answers, r2.answers)
-    assert r1.b == pytest.approx(2 / math.log(0.95 / (math.exp(-1) - 0.05)), rel=1e-10)
-    assert r1.leakage <= 1.0 and r1.leakage == pytest.approx(1.0, abs=1e-10)
-    assert r1.dp_epsilon == pytest.approx(2 / r1.b)
+    b = r1.noise.scale
+    assert b == pytest.approx(2 / math.log(0.95 / (math.exp(-1) - 0.05)), rel=1e-10)
+    assert r1.noise.leakage <= 1.0 and r1.noise.leakage == pytest.approx(1.0, abs=1e-10)
+    assert r1.epsilon() == pytest.approx(2 / b) and np.all(r1.variances == 2 * b ** 2)
     assert r1.answers.shape == (8,)
     # the noise is Laplace(b): E|Z| = b, checked on a large histogram (standard error 0.7%)
     k = 20000
     big = pml.laplace_release(np.zeros(k), 1.0, 1 / (2 * k), rng=1)
-    assert np.mean(np.abs(big.answers)) == pytest.approx(big.b, rel=0.03)
-    assert np.median(big.answers) == pytest.approx(0.0, abs=0.05 * big.b)
+    assert np.mean(np.abs(big.answers)) == pytest.approx(big.noise.scale, rel=0.03)
+    assert np.median(big.answers) == pytest.approx(0.0, abs=0.05 * big.noise.scale)
 
 
 def test_laplace_release_other_queries_and_no_noise():
     x = np.array([4, 0, 2, 6])
     W = pml.differences(4)
     r = pml.laplace_release(x, 1.0, 0.05, W=W, bound="sign", rng=3)
-    assert r.b == pytest.approx(pml.min_noise_scale(W, 1.0, 0.05, "sign"))
+    assert r.noise.scale == pytest.approx(pml.min_noise_scale(W, 1.0, 0.05, "sign"))
     assert r.answers.shape == (3,)
     with pytest.warns(pml.NoNoiseNeededWarning):
         r0 = pml.laplace_release(x, 3.0, 0.05, rng=3)
-    assert r0.b == 0.0 and np.array_equal(r0.answers, x) and r0.leakage == pytest.approx(math.log(20))
+    assert r0.noise.scale == 0.0 and np.array_equal(r0.answers, x) and r0.noise.leakage == pytest.approx(math.log(20))
+    assert r0.epsilon() == math.inf and np.array_equal(r0.lower, r0.upper)
+    for neighbours, eps in ((pml.SUBSTITUTE, 0.0), (pml.ADD_REMOVE, math.inf)):  # adding a record moves totals
+        with pytest.warns(pml.NoNoiseNeededWarning):  # the answers ignore the records' classes: no leakage
+            flat = pml.laplace_release(x, 1.0, 0.05, W=np.ones((2, 4)), rng=3, neighbours=neighbours)
+        assert flat.noise.leakage == 0.0 and flat.epsilon() == eps
 
 
 # --------------------------------------------------------------------------- bad input

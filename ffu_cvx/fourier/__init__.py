@@ -28,13 +28,15 @@ Notation (spec § 1-4):
   terms ``w_A = 1 / c_A`` with ``c_A`` the per-cell variance target, and the optimum of
   the max objective at privacy cost 1 is Problem 1's optimal ``alpha``.
 
-Solver layer: the package imports numpy, scipy, the core modules (``privacy``,
-``problem``, ``result``, ``status``, ``validation``) and :mod:`ffu_cvx.cvx` (the max
-program). Its modules, from the bottom (none imports one above it):
+Solver layer: the package imports numpy, scipy, the core modules (``accuracy``, ``privacy``,
+``problem``, ``result``, ``status``, ``validation``), :mod:`ffu_cvx.cvx` (the max
+program) and :mod:`ffu_cvx.release` (the Release every mechanism returns, itself built on
+core modules only). Its modules, from the bottom (none imports one above it):
 
 - ``workload``: the workload types, attribute-set sizes, the downward closure;
 - ``groups``: the frequency-group form, the marginal formulas (privacy cost, variances);
-- ``release``: sampling the release, exact covariances, the dense equivalent;
+- ``release``: sampling the release (a :class:`ffu_cvx.release.Release`, written and verified
+  like every release), exact covariances, the dense equivalent;
 - ``mechanism``: :class:`FourierMechanism` (its methods call ``release``);
 - ``optimise``: the sum closed form, the max program, the dual bound, Problem 1;
 - ``thresholds``: threshold queries by circular embedding (spec § 5).

@@ -1,7 +1,8 @@
 """Release, exact covariances and the dense equivalent of a Fourier mechanism.
 
 Solver layer: imports numpy, scipy, :mod:`ffu_cvx.privacy` (the neighbouring relation), :mod:`ffu_cvx.noise`,
-:mod:`ffu_cvx.problem`, :mod:`ffu_cvx.result`, :mod:`ffu_cvx.validation` and the
+:mod:`ffu_cvx.accuracy`, :mod:`ffu_cvx.problem`, :mod:`ffu_cvx.result`, :mod:`ffu_cvx.validation`,
+:mod:`ffu_cvx.release` (the Release every mechanism returns; it imports core modules only) and the
 Fourier modules ``workload`` and ``groups``, never ``mechanism``: every function here
 takes the mechanism as an argument and reads only its ``workload``, ``components``,
 ``spectra``, ``variances``, ``privacy_cost``, ``lam``, ``status``, ``objective`` and
@@ -13,7 +14,10 @@ workload marginal ``A ⊇ S``, itself counted from the records) is projected on 
 frequencies of ``S`` and perturbed there, ``r_S = c(m_S) + zeta_S``; the workload
 marginals are rebuilt as ``m_A = sum_{S ⊆ A} expand_A(r_S) / N_{A \\ S}``, and product
 families are circular cross-correlations of ``m_A`` with their vectors (by FFT). Nothing
-of size ``prod(n_i)`` is ever allocated unless the caller passes a histogram.
+of size ``prod(n_i)`` is ever allocated unless the caller passes a histogram. The result is
+a :class:`ffu_cvx.release.Release`: one group per set or family, its answers flattened in C
+order (``tables`` gives them back as arrays), its statement, CSV and verification those of
+every release.
 
 Noise (:mod:`ffu_cvx.noise`): every component's whitened answers (``c(m_S) / sqrt(tau_S)``,
 or for a spectrum the pure frequencies divided by their noise amplitude) are perturbed
@@ -24,18 +28,20 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import linalg
 
 from .. import noise, privacy, validation
+from ..accuracy import Target
 from ..problem import FitnessProblem
+from ..release import DEFAULT_DELTA, Release, check_level
 from ..result import Solution
 from .groups import taus_array
 from .workload import MarginalWorkload, CirculantWorkload, as_workload, components, set_size
 
-__all__ = ["DENSE_MAX_CELLS", "FourierRelease", "release", "marginal_covariance", "answer_covariance",
+__all__ = ["DENSE_MAX_CELLS", "CellLabels", "release", "marginal_covariance", "answer_covariance",
            "cell_covariance", "dense_workload", "to_solution"]
 
 #: Largest full domain (``prod(n_i)``) for which dense matrices are built (``to_solution``).
@@ -164,7 +170,7 @@ def to_solution(mech, *, max_cells: int = DENSE_MAX_CELLS, certify: bool = True)
     """
     wl = mech.workload
     W, c, labels = dense_workload(wl, max_cells=max_cells)
-    problem = FitnessProblem(W, c, basis="rows", labels=labels, name=f"fourier:{type(wl).__name__}")
+    problem = FitnessProblem(W, c, basis="rows", labels=labels, name=_name(wl))
     K = len(wl.sets)
     blocks = [[answer_covariance(mech, i, j) if j >= i else None for j in range(K)] for i in range(K)]
     C = np.block([[blocks[i][j] if j >= i else blocks[j][i].T for j in range(K)] for i in range(K)])
@@ -182,33 +188,34 @@ def to_solution(mech, *, max_cells: int = DENSE_MAX_CELLS, certify: bool = True)
 
 
 # ----------------------------------------------------------------------------- release
-@dataclass(frozen=True, eq=False)
-class FourierRelease:
-    """Noisy answers of a Fourier mechanism.
+def _name(workload) -> str:
+    """The workload's name in a dense problem and a release statement, e.g. ``"fourier:MarginalWorkload"``."""
+    return f"fourier:{type(workload).__name__}"
 
-    marginals : dict {A: ndarray of shape (n_i)_{i in A}}, the reconstructed marginals
-        (consistent: summing ``marginals[A]`` over ``A \\ B`` gives ``marginals[B]``). For
-        product workloads only the frequencies some family uses are released, so these
-        are unbiased on those frequencies only; the family answers are unbiased.
-    answers : tuple, per set / family k, an array of shape (n_i)_{i in A_k}: the marginal
-        itself, or for a product family the answer at every shift ``t``.
-    variances : (K,) per-answer noise variance; privacy_cost : float, ``alpha = Delta_M^2``
-        of the mechanism that made the release.
-    noise : :class:`ffu_cvx.noise.NoiseAccount`, the sampler and the privacy it gives
-        (``noise.rho``, ``noise.epsilon(delta)``).
-    neighbours : :data:`ffu_cvx.privacy.ADD_REMOVE`, the relation ``privacy_cost`` holds for.
-    """
 
-    marginals: dict
-    answers: tuple
-    variances: np.ndarray
-    privacy_cost: float
-    noise: noise.NoiseAccount | None = None
+class CellLabels(Sequence):
+    """The labels of a Fourier release's answers, made one at a time: each answer's cell (or shift) in its
+    set or family, e.g. ``"(2, 0)"``; ``shapes`` holds each set's or family's array shape."""
 
-    @property
-    def neighbours(self) -> str:
-        """The neighbouring relation of ``privacy_cost``: add/remove one record (``||x - x'||_1 = 1``)."""
-        return privacy.ADD_REMOVE
+    def __init__(self, shapes):
+        self.shapes = tuple(shapes)
+        self.offsets = np.cumsum([0] + [math.prod(s) for s in self.shapes])
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def __getitem__(self, j):
+        if isinstance(j, slice):
+            return [self[i] for i in range(*j.indices(len(self)))]
+        j = j + len(self) if j < 0 else j
+        if not 0 <= j < len(self):
+            raise IndexError(f"answer {j} is not in 0..{len(self) - 1}")
+        k = int(np.searchsorted(self.offsets, j, side="right")) - 1
+        return str(tuple(int(i) for i in np.unravel_index(j - self.offsets[k], self.shapes[k])))
+
+    def __iter__(self):
+        for shape in self.shapes:
+            yield from map(str, np.ndindex(shape))
 
 
 def _check_records(records, domain) -> np.ndarray:
@@ -274,7 +281,8 @@ def _centre(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 16, sampler=None) -> FourierRelease:
+def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 16, sampler=None, level: float = 0.95,
+            delta: float = DEFAULT_DELTA) -> Release:
     """Sample the mechanism's release on ``records`` (n, d) ints in ``0..n_i-1`` or a ``histogram``.
 
     Parameters
@@ -290,16 +298,26 @@ def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 1
         (what a real release wants); a seed makes the noise reproducible with numpy's
         sampler, for testing only: whoever knows the seed can remove the noise.
     sampler : None, ``"opendp"``, ``"numpy"`` or a sampler (:func:`ffu_cvx.noise.sampler_for`).
+    level : confidence level of the intervals; delta : the delta of the statement's epsilon.
 
     Returns
     -------
-    FourierRelease
+    Release
+        One group per set / family k (``group_names`` its label, ``shapes[k]`` the shape
+        ``(n_i)_{i in A_k}``): ``tables[k]`` the marginal itself or, for a product family, the
+        answer at every shift ``t``; ``answers`` (m,) those flattened in C order, with their
+        ``variances`` (m,), intervals and variance targets; ``marginals`` ``{A: array}`` the
+        reconstructed marginals (consistent: summing ``marginals[A]`` over ``A \\ B`` gives
+        ``marginals[B]``; for product workloads only the frequencies some family uses are
+        released, so these are unbiased on those frequencies only, the family answers are);
+        ``privacy_cost`` alpha, ``neighbours`` add/remove, ``noise`` the sampler's account.
     """
     wl = mech.workload
     dom = wl.domain
     if (records is None) == (histogram is None):
         raise ValueError("give exactly one of `records` (n, d) or `histogram`")
     chunk = validation.positive_int(chunk, "chunk")
+    level = check_level(level)
     draw = noise.sampler_for(sampler, rng)
     sets = tuple(dict.fromkeys(wl.sets))
     if records is not None:
@@ -333,8 +351,16 @@ def release(mech, records=None, *, histogram=None, rng=None, chunk: int = 1 << 1
             for pos, g in enumerate(f.vectors):
                 ghat = ghat * np.fft.fft(g).reshape([-1 if q == pos else 1 for q in range(len(f.attrs))])
             answers.append(np.fft.ifftn(np.fft.fftn(marginals[f.attrs]) * np.conj(ghat)).real)
-        answers = tuple(answers)
-    return FourierRelease(marginals, answers, mech.variances.copy(), mech.privacy_cost, account)
+    shapes = tuple(a.shape for a in answers)
+    sizes = [a.size for a in answers]
+    return Release.build(np.concatenate([a.ravel() for a in answers]), np.repeat(mech.variances, sizes), level,
+                         labels=CellLabels(shapes), privacy_cost=mech.privacy_cost, neighbours=privacy.ADD_REMOVE,
+                         mechanism=f"weighted Fourier factorization ({mech.objective} objective)", name=_name(wl),
+                         statement_delta=delta, groups=np.repeat(np.arange(len(answers)), sizes),
+                         group_names=wl.labels(), info={"domain": list(dom)},
+                         targets=np.repeat(np.asarray(wl.targets, dtype=float), sizes),
+                         group_targets=tuple(Target("variance", float(c)) for c in wl.targets), noise=account,
+                         shapes=shapes, marginals=marginals)
 
 
 def _whitened(marginals: list, spectra: list, dtype) -> tuple[np.ndarray, np.ndarray, int]:

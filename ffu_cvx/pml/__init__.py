@@ -21,7 +21,7 @@ Notation (used once here, then throughout)
   the sensitivity is ``max_j ||w_j||_1`` instead (1 for the histogram, 2 for
   ``differences(8)``, whose substitution value is 4); :func:`l1_sensitivity`,
   :func:`dp_leakage` and :func:`laplace_release` take ``neighbours=`` (default
-  substitution) and :class:`LaplaceRelease` records it.
+  substitution), and the release states it.
 - PML of a record: ``l(D_i -> y) = log max_j f_j(y) / sum_j P(D_i=j) f_j(y)`` with
   ``f_j(y) = p(y | D_i = j)``. A release is ``eps``-PML when ``l <= eps`` for every y.
 - ``s`` in {-1, +1}^m: a sign pattern (the paper's index set ``I`` is where s = +1);
@@ -32,9 +32,11 @@ Modules, from the bottom (none imports one above it): ``analysis`` (input checks
 structure detection, distances, sensitivities), ``formulas`` (``-log F``, Corollary 1,
 the safe bound), ``signs`` (the sign bound's forced-sign enumeration and the chain and
 tree programmes), ``bounds`` (the public bounds and DP values), ``calibration``
-(:func:`min_noise_scale`), ``release`` (:func:`laplace_release`) and ``builders`` (the
-workload matrices). Mechanism layer: the package imports numpy, scipy, the core modules
-(``privacy``, ``status``, ``validation``) and :mod:`ffu_cvx.workloads`.
+(:func:`min_noise_scale`), ``release`` (:func:`laplace_release`: a
+:class:`ffu_cvx.release.Release` with Laplace noise, written and verified like every release)
+and ``builders`` (the workload matrices). Mechanism layer: the package imports numpy, scipy,
+the core modules (``privacy``, ``status``, ``validation``), :mod:`ffu_cvx.release` and
+:mod:`ffu_cvx.workloads`.
 
 The three bounds
 ----------------
@@ -79,12 +81,12 @@ from .analysis import STRUCTURES
 from .bounds import BOUNDS, SignBound, dp_leakage, l1_sensitivity, leakage, sign_bound
 from .builders import WORKLOADS, all_ranges, differences, haar, histogram, pml_workload, prefix
 from .calibration import NoNoiseNeededWarning, min_noise_scale
-from .release import LaplaceRelease, laplace_release
+from .release import laplace_release
 from .signs import TooManyPatternsError, sign_pattern_count
 
 __all__ = [
     "BOUNDS", "STRUCTURES", "WORKLOADS", "TooManyPatternsError", "NoNoiseNeededWarning",
-    "SignBound", "LaplaceRelease",
+    "SignBound",
     "l1_sensitivity", "dp_leakage", "leakage", "sign_bound", "sign_pattern_count",
     "min_noise_scale", "laplace_release",
     "histogram", "prefix", "all_ranges", "haar", "differences", "pml_workload",

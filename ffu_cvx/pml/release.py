@@ -1,65 +1,31 @@
-"""The Laplace release calibrated to a PML target: ``y = W x + Lap(b)^m``.
+"""The Laplace release calibrated to a PML target: ``y = W x + Lap(b)^m``, as a :class:`ffu_cvx.release.Release`.
 
 Mechanism layer: imports numpy, :mod:`ffu_cvx.privacy` (the neighbouring relations),
-:mod:`ffu_cvx.validation` and the PML modules ``analysis``, ``bounds``, ``calibration``
-and ``signs``.
+:mod:`ffu_cvx.validation`, :mod:`ffu_cvx.release` (the Release every mechanism returns and
+its :class:`~ffu_cvx.release.LaplaceAccount`) and the PML modules ``analysis``, ``bounds``,
+``calibration`` and ``signs``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from .. import validation
 from ..privacy import SUBSTITUTE
+from ..release import LaplaceAccount, Release, check_level
 from .analysis import Analysis, analyse, check_alpha, check_choice, check_matrix, check_neighbours
 from .bounds import BOUNDS, bound_value
 from .calibration import DEFAULT_RTOL, calibrate
 from .signs import DEFAULT_MAX_PATTERNS
 
-__all__ = ["LaplaceRelease", "laplace_release"]
-
-
-@dataclass(frozen=True)
-class LaplaceRelease:
-    """A Laplace release calibrated to a PML target.
-
-    Attributes
-    ----------
-    answers : numpy.ndarray, (m,)
-        ``W x + Z``, ``Z_l`` i.i.d. Laplace(b).
-    b : float
-        The calibrated scale (0.0 when no noise is needed, see :func:`min_noise_scale`).
-    epsilon, alpha : float
-        The target and the context assumption.
-    bound : str
-        The bound that certifies the release.
-    leakage : float
-        That bound at ``b`` (<= epsilon); ``log(1/alpha)`` when ``b = 0``.
-    dp_epsilon : float
-        ``Delta_1/b``, the plain DP level of the same release under ``neighbours`` (inf
-        when b = 0).
-    neighbours : str
-        The relation of ``dp_epsilon``: :data:`~ffu_cvx.privacy.SUBSTITUTE` (``Delta_1 =
-        max_{j,j'} ||w_j - w_j'||_1``) or :data:`~ffu_cvx.privacy.ADD_REMOVE`
-        (``max_j ||w_j||_1``). ``leakage`` is always about one present record's class,
-        i.e. substitution.
-    """
-
-    answers: np.ndarray
-    b: float
-    epsilon: float
-    alpha: float
-    bound: str
-    leakage: float
-    dp_epsilon: float
-    neighbours: str
+__all__ = ["laplace_release"]
 
 
 def laplace_release(x, epsilon, alpha, *, rng, W=None, bound: str = "safe", structure: str = "auto",
-                    max_patterns: int = DEFAULT_MAX_PATTERNS, neighbours: str = SUBSTITUTE) -> LaplaceRelease:
+                    max_patterns: int = DEFAULT_MAX_PATTERNS, neighbours: str = SUBSTITUTE, level: float = 0.95,
+                    name: str = "workload", labels=()) -> Release:
     """Release ``W x`` with Laplace noise at the smallest scale meeting ``epsilon``-PML.
 
     Parameters
@@ -80,12 +46,24 @@ def laplace_release(x, epsilon, alpha, *, rng, W=None, bound: str = "safe", stru
     structure, max_patterns
         As in :func:`sign_bound`.
     neighbours : :data:`~ffu_cvx.privacy.SUBSTITUTE` (default) or :data:`~ffu_cvx.privacy.ADD_REMOVE`
-        The relation of the release's ``dp_epsilon``; calibration is to the PML target,
-        whatever the relation.
+        The relation of the release's DP epsilon (``Delta_1/b`` with ``Delta_1 = max_{j,j'}
+        ||w_j - w_j'||_1`` under substitution, ``max_j ||w_j||_1`` under add/remove);
+        calibration is to the PML target, whatever the relation (the leakage is about one
+        present record's class, i.e. substitution).
+    level : float in (0, 1)
+        Confidence level of the intervals ``answers -/+ b ln(1/(1 - level))``.
+    name, labels
+        The workload's name and its (m,) query labels (may be empty), for the statement and the CSV.
 
     Returns
     -------
-    LaplaceRelease
+    Release
+        ``answers`` (m,) ``W x + Z``; ``variances`` ``2 b^2``; the intervals; ``noise`` a
+        :class:`~ffu_cvx.release.LaplaceAccount` (``scale`` b, 0.0 when no noise is needed,
+        see :func:`min_noise_scale`; ``leakage``, the bound at b, ``log(1/alpha)`` when b = 0;
+        the target, alpha and bound); ``epsilon()`` the pure DP epsilon ``Delta_1/b`` under
+        ``neighbours`` (inf when b = 0); ``statement()``, ``to_csv``, ``to_frame`` and
+        :func:`ffu_cvx.release.verify` as for every release.
     """
     try:
         counts = np.array(x, dtype=np.float64)
@@ -111,10 +89,14 @@ def laplace_release(x, epsilon, alpha, *, rng, W=None, bound: str = "safe", stru
     eps, alpha = validation.positive(epsilon, "epsilon"), check_alpha(alpha, an.k)
     bound = check_choice(bound, "bound", BOUNDS)
     max_patterns = validation.positive_int(max_patterns, "max_patterns")
+    level = check_level(level)
     b = calibrate(an, eps, alpha, bound, max_patterns, DEFAULT_RTOL)
-    if b == 0.0:  # calibrate has warned why
-        return LaplaceRelease(exact, 0.0, eps, alpha, bound, -math.log(alpha), math.inf, neighbours)
-    answers = exact + rng.laplace(0.0, b, size=exact.size)
-    return LaplaceRelease(answers, b, eps, alpha, bound, bound_value(an, b, alpha, bound, max_patterns),
-                          an.sensitivity(neighbours) / b, neighbours)
+    if b == 0.0:  # calibrate has warned why: the answers need no noise (no leakage when they ignore the data)
+        answers, leakage = exact, (-math.log(alpha) if an.delta > 0 else 0.0)
+    else:
+        answers, leakage = exact + rng.laplace(0.0, b, size=exact.size), bound_value(an, b, alpha, bound, max_patterns)
+    account = LaplaceAccount(b, an.sensitivity(neighbours), eps, alpha, bound, leakage, an.delta)
+    return Release.build(answers, np.full(exact.size, account.variance), level, labels=labels,
+                         privacy_cost=account.epsilon() ** 2, neighbours=neighbours,
+                         mechanism=f"Laplace mechanism calibrated to {eps:.6g}-PML", name=name, noise=account)
 
