@@ -103,6 +103,9 @@ AUTO_CLARABEL_MAX_ORDER = 48
 #: An inaccurate solve of Problem 1 whose certified relative gap exceeds this is a failure.
 FAIL_GAP = 1e-3
 
+#: Each solver's own wall-clock limit (seconds) in its options.
+TIME_LIMIT_KEYS = {"CLARABEL": "time_limit", "SCS": "time_limit_secs"}
+
 #: A conic solve still running after this many seconds is logged (INFO) at this interval.
 HEARTBEAT_S = 30.0
 
@@ -150,13 +153,18 @@ def solve_model(prob, what: str, *, solver: str, remedy: str, verbose: bool = Fa
 
     ``what`` names the model in messages; ``remedy`` is appended to a failure. The solve is
     CVXPY's own three steps (compile, solve via data, unpack), so a solver that caught
-    SIGINT raises ``KeyboardInterrupt`` here. Raises ``SolverError`` on a solver failure
+    SIGINT raises ``KeyboardInterrupt`` here. A time limit in ``solver_options`` (:func:`time_limit_options`)
+    is cut by the seconds the compile took, so that compile and solve together keep it. Raises ``SolverError`` on a solver failure
     (a panic too) or an unmapped status (its ``status`` is the solver's own string).
     """
     import cvxpy as cp
 
+    t0 = time.perf_counter()
     try:
         data, chain, inverse = prob.get_problem_data(solver, verbose=verbose, solver_opts=solver_options)
+        key = TIME_LIMIT_KEYS.get(str(solver).upper())
+        if key in solver_options:
+            solver_options = {**solver_options, key: max(solver_options[key] - (time.perf_counter() - t0), 1e-3)}
         with _heartbeat(what, solver):
             raw = chain.solve_via_data(prob, data, False, verbose, solver_options)
         if _interrupted(raw):
@@ -270,7 +278,7 @@ def time_limit_options(solver: str, seconds: float | None, solver_options: dict 
     ``time_limit``, SCS's ``time_limit_secs``; at least 1 ms), unless they set one already or
     ``seconds`` is None or infinite. A solve stopped there is an inaccurate result (SCS) or
     a ``SolverError`` (Clarabel's status ``"user_limit"``)."""
-    key = {"CLARABEL": "time_limit", "SCS": "time_limit_secs"}.get(str(solver).upper())
+    key = TIME_LIMIT_KEYS.get(str(solver).upper())
     if key is None or seconds is None or not math.isfinite(seconds) or key in (solver_options or {}):
         return solver_options
     return {**(solver_options or {}), key: max(float(seconds), 1e-3)}

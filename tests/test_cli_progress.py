@@ -34,3 +34,16 @@ def test_max_time_reaches_the_solver_and_is_checked(tmp_path, capsys):
     assert main(["solve", str(product), "--method", "fourier", "--max-time", "5", "--out",
                  str(tmp_path / "y.json")]) == 2  # the exact Fourier optimum takes no time budget
     assert "max_time" in capsys.readouterr().err and not (tmp_path / "y.json").exists()
+
+
+def test_smii_keeps_a_small_max_time(tmp_path, capsys):
+    # SM-II asked for a gap of 1e-12 on prefix(128); the command ends within 10% of a 3 s budget.
+    import time
+
+    spec, out = tmp_path / "s.json", tmp_path / "r.json"
+    spec.write_text(json.dumps({"workload": "prefix", "params": {"d": 128}, "options": {"tol": 1e-12}}))
+    t0 = time.perf_counter()
+    assert main(["solve", str(spec), "--method", "smii", "--max-time", "3", "--out", str(out), "--quiet"]) == 0
+    assert time.perf_counter() - t0 <= 3 * 1.1
+    res = json.loads(out.read_text())
+    assert res["status"] in ("max_iter", "optimal_inaccurate") and res["certificate"]["gap"] is not None

@@ -223,7 +223,7 @@ def test_kkt_steps_on_an_array_backend():
     assert torch_run.privacy_cost * torch_run.max_ratio == pytest.approx(host.privacy_cost * host.max_ratio, rel=2e-4)
 
 
-def test_newton_stops_between_steps_once_expired():
+def test_newton_stops_before_a_step_once_expired():
     problem = decades(64)
     start = ffu.solve(problem, method="smii", tol=3e-2, refine=False)
     calls = []
@@ -231,12 +231,14 @@ def test_newton_stops_between_steps_once_expired():
     def bound(lam, mu, alpha):
         return certificate.lower_bound(problem, lam, mu / problem.c)
 
-    def expired():
-        calls.append(1)
-        return True
+    def expired(n):
+        calls.append(n)
+        return n >= 1
 
     step, n = kkt.newton(problem.B, problem.L, problem.c, start.sigma, start.lam, bound, tol=1e-12, expired=expired)
-    assert n == 1 and len(calls) == 1 and step is not None
+    assert n == 1 and calls == [0, 1] and step is not None
+    assert kkt.newton(problem.B, problem.L, problem.c, start.sigma, start.lam, bound, tol=1e-12,
+                      expired=lambda n: True) == (None, 0)
 
 
 def test_newton_goes_on_while_its_own_bounds_close_the_gap(monkeypatch):

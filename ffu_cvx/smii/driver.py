@@ -109,6 +109,8 @@ class Run:
                                   skip=opts.skip_certificates, cheap=opts.cheap_certificate)
         self.incumbents = Incumbents(problem.k, bk.to_numpy)
         self.nit = self.n_hvp = self.n_cg = self.restarts = self.n_kkt = 0
+        self.longest = 0.0  # seconds of the longest round of the loop (Newton step or sub-problem end) so far
+        self.timed_out = False
         self.kkt_below = kkt.START if opts.kkt else 0.0
         self.history: list[dict] = []
         self.status, self.message = None, ""
@@ -134,6 +136,7 @@ class Run:
     def run(self) -> Solution:
         """Newton steps and sub-problem ends until a status is set; then the Solution."""
         while self.status is None and not self._out_of_budget():
+            t = time.perf_counter()
             threshold = self.schedule.threshold(self.p.s1 is not None)
             found = None if self.schedule.over(threshold) else self._newton_step(threshold)
             if found is None:
@@ -141,14 +144,21 @@ class Run:
                 self._end_subproblem()
             else:
                 self._accept(*found, threshold)
+            self.longest = max(self.longest, time.perf_counter() - t)
         return self._finish()
+
+    def _expired(self, ahead: float = 0.0) -> bool:
+        """Whether ``max_time`` is spent, or would be ``ahead`` seconds from now."""
+        cap = self.opts.max_time
+        return cap is not None and time.perf_counter() - self.start + ahead > cap
 
     def _out_of_budget(self) -> bool:
         opts = self.opts
         if self.nit >= opts.maxiter:
             self.status, self.message = MAX_ITER, f"reached maxiter = {opts.maxiter}"
-        elif opts.max_time is not None and time.perf_counter() - self.start > opts.max_time:
+        elif self._expired(ahead=self.longest):  # another round as long as the longest would overrun
             self.status, self.message = MAX_ITER, f"reached max_time = {opts.max_time} s"
+            self.timed_out = True
         return self.status is not None
 
     def _newton_step(self, threshold: float) -> tuple[float, Point, Step] | None:
@@ -240,9 +250,10 @@ class Run:
 
     def _kkt_finish(self, p: Point, gap: float) -> float:
         """The gap after KKT steps from the end ``p`` (of ``gap``) if they beat the best end (now theirs), else inf."""
-        pr, cap, start, bd = self.problem, self.opts.max_time, p.to_numpy(), self.bounds
+        pr, start, bd, t = self.problem, p.to_numpy(), self.bounds, time.perf_counter()
+        # A KKT step costs about what the ones before it did: none starts that would overrun max_time.
         found, n = kkt.newton(pr.B, pr.L, pr.c, start.sigma, start.w, bd.offer, self.opts.tol, bd.value,
-                              expired=None if cap is None else lambda: time.perf_counter() - self.start > cap)
+                              expired=lambda n: self._expired(ahead=(time.perf_counter() - t) / max(n, 1)))
         self.n_kkt, self.kkt_below = self.n_kkt + n, kkt.RETRY * gap
         q = None if found is None else evaluate(self.B, self.L, self.c_int, self.bk.asarray(found.sigma), p.t1,
                                                 p.t2, s1=p.s1, s2=p.s2)
@@ -320,17 +331,19 @@ class Run:
     def _finish(self) -> Solution:
         """The one Solution: the best certified iterate (or the last), rescaled, polished if asked."""
         problem, opts, status, best = self.problem, self.opts, self.status, self.incumbents.best
-        # The best certified iterate wins unless the run went on past it (user stop, limits).
-        if status == OPTIMAL or (best is not None and status == OPTIMAL_INACCURATE):
+        # The best certified iterate wins unless the run went on past it (user stop, iteration limit); out of
+        # time it wins too, and the last iterate is certified only while time is left.
+        if status == OPTIMAL or (best is not None and (status == OPTIMAL_INACCURATE or self.timed_out)):
             p, kappa = best.point, best.kappa
         else:
             p, kappa = self.p, self.kappa
-            self.bounds.certify(p, kappa, self.c_int)
+            if not self.timed_out:
+                self.bounds.certify(p, kappa, self.c_int)
         lb = self.bounds.value
         p = p.to_numpy()  # the Solution, its certificate and the polish are numpy float64
         sigma = p.sigma / p.ratio(kappa)
         extra = {}
-        if opts.refine and status == OPTIMAL:
+        if opts.refine and status == OPTIMAL and not self._expired():
             sigma, extra, nh = polish(problem, sigma, lb, opts.tol, self.log, main_hvp=self.n_hvp,
                                       budget=opts.refine_budget)
             self.n_hvp += nh

@@ -516,14 +516,14 @@ def newton(B: np.ndarray, L, c: np.ndarray, sigma: np.ndarray, lam: np.ndarray, 
            floor: float = 0.0, maxit: int = MAXIT, expired=None) -> tuple[KKTStep | None, int]:
     """KKT steps from ``sigma`` with Hessian multipliers ``lam`` (d,) until the certified gap
     ``alpha / max(floor, bounds so far) - 1`` is at most ``tol``, a step fails, after ``maxit``
-    steps, (between steps) once ``expired()`` is true, or when a step falls short of ``PROGRESS``
+    steps, (before each step) once ``expired(n)`` is true (``n`` steps taken), or when a step falls short of ``PROGRESS``
     times the last gap both against the best bound and against its own. ``bound(lam, mu, alpha)`` is
     the lower bound certified by a step's multipliers (``mu`` per ratio; ``alpha`` its cost); ``floor`` a bound known
     before (it can lag far behind a step's, and a gap against it alone would call a step that
     halves the true one stalled). Returns ``(the step of least cost or None, steps taken)``."""
     best, last, last_own, warm, rho = None, math.inf, math.inf, None, 0.0
     for n in range(1, maxit + 1):
-        if n > 1 and expired is not None and expired():
+        if expired is not None and expired(n - 1):
             return best, n - 1
         found = kkt_step(B, L, c, sigma, lam, warm, rho)
         if found is None:
