@@ -5,6 +5,7 @@ import csv
 import dataclasses
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -125,3 +126,9 @@ def test_fourier_release_groups_tables_and_marginals(make):
     np.testing.assert_array_equal(rel.tables[1], rel.marginals[(0,)])
     assert list(rel.labels)[:2] == ["(0, 0)", "(0, 1)"] and rel.labels[-1] == "(3,)" and len(rel.labels) == 12
     assert rel.statement()["accuracy"]["met"] and sidecar_path("x.csv").name == "x.privacy.json"
+
+
+def test_to_frame_without_pandas_names_the_extra(make, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match=r"pip install pandas \(or ffu-cvx\[pandas\]\)"):
+        make["laplace"](6).to_frame()
