@@ -57,7 +57,7 @@ from .product_release import noise_source
 from .products import ProductWorkload
 from .release import SIDECAR_SUFFIX, Release, check_level, sidecar_path
 
-__all__ = ["Consistent", "estimate", "systematic_round", "METHODS", "MAX_CELLS", "GTOL", "START_ITERATIONS",
+__all__ = ["Consistent", "estimate", "systematic_round", "METHODS", "MAX_CELLS", "GTOL",
            "CONSISTENT_RTOL", "CONSISTENT_OBJECTIVE", "PROGRESS_SECONDS", "COLUMNS"]
 
 _log = logging.getLogger(__name__)
@@ -69,12 +69,6 @@ MAX_CELLS = 10 ** 7
 #: Projected-gradient tolerance of the fits, relative to the privacy cost ``alpha`` (the largest
 #: diagonal of ``W^T C^+ W = B^T Sigma^{-1} B``: the curvature of the objective along one cell).
 GTOL = 1e-4
-#: Multiplicative updates that make the non-negative fit's start (:func:`_multiplicative_start`): they cost
-#: a forward and an adjoint of ``W`` each and bring the objective within a few times its
-#: final value; with 40 the projected L-BFGS needs a third fewer iterations than from the
-#: scaled gradient (195 to 129 on a 10^6-cell product, 141 with 20); more gain little, as the
-#: updates converge to another (Poisson-likelihood) fit.
-START_ITERATIONS = 40
 #: Relative agreement asked of the release's privacy cost and the solution's (the same mechanism).
 COST_RTOL = 1e-9
 #: Answers within this many standard deviations of consistent ones are taken as consistent (float error).
@@ -185,27 +179,6 @@ def _scaled_gradient_start(op, z: np.ndarray, nonnegative: bool) -> np.ndarray:
     return v * (float(Fv @ z) / denom) if denom > 0 else np.zeros(op.d)
 
 
-def _multiplicative_start(op, answers: np.ndarray) -> np.ndarray:
-    """:data:`START_ITERATIONS` multiplicative (EM) updates ``x <- x * W^T(a+ / W x) / W^T 1`` from a flat
-    histogram, ``a+`` the answers floored at 1/2: positive, and close to every table at once."""
-    coverage = op.answers_adjoint(np.ones(answers.shape[0]))
-    covered = coverage > 0
-    positive = np.maximum(answers, 0.5)
-    x = np.where(covered, positive.sum() / max(coverage.sum(), 1e-300), 0.0)
-    for _ in range(START_ITERATIONS):
-        x *= np.divide(op.answers_adjoint(positive / np.maximum(op.answers(x), 1e-12)), coverage,
-                       out=np.zeros(op.d), where=covered)
-    return x
-
-
-def _start(op, answers: np.ndarray, z: np.ndarray, nonnegative: bool) -> np.ndarray:
-    """The fit's start: multiplicative updates for a non-negative fit of a non-negative workload, else
-    the scaled gradient."""
-    if nonnegative and op.nonnegative:
-        return _multiplicative_start(op, answers)
-    return _scaled_gradient_start(op, z, nonnegative)
-
-
 class _Progress:
     """Reports ``(done, seconds_left, what)`` to a callback, and to the log once past :data:`PROGRESS_SECONDS`."""
 
@@ -248,12 +221,11 @@ def _check(release, solution, workload, max_cells: int):
     return source, cost
 
 
-def _fit(op, answers: np.ndarray, nonnegative: bool, gtol: float, fdec: float, solver: str):
+def _fit(op, answers: np.ndarray, nonnegative: bool, gtol: float, solver: str):
     """The (non-negative) GLS histogram of ``answers`` and the fit's numbers."""
     z = op.whiten(answers)
-    x0 = _multiplicative_start(op, answers) if nonnegative and op.nonnegative else \
-        _scaled_gradient_start(op, z, nonnegative)
-    x, info = nonneg.fit(op, z, x0, nonnegative=nonnegative, gtol=gtol, fdec=fdec, solver=solver)
+    x, info = nonneg.fit(op, z, _scaled_gradient_start(op, z, nonnegative), nonnegative=nonnegative, gtol=gtol,
+                         solver=solver)
     if not info["converged"]:
         raise RuntimeError(f"the GLS fit did not converge ({info['message']} after {info['nit']} iterations, "
                            f"projected gradient {info['projected_gradient']:.3g}): the tables are not published")
@@ -280,7 +252,7 @@ def _unbiased(op_of, release: Release, lat, offsets, gtol: float, solver: str):
     if lat is not None and lat.cover is not None and _nested_agree(lat, a, offsets, tol):
         return a, None, {"unbiased": "the released answers (already consistent)"}
     op = op_of()
-    x, info = _fit(op, a, False, gtol, 0.0, solver)
+    x, info = _fit(op, a, False, gtol, solver)
     if info["objective"] <= CONSISTENT_OBJECTIVE:
         return a, x, {"unbiased": "the released answers (already consistent)", "gls_fit": info}
     return op.answers(x), x, {"unbiased": "the GLS estimate (the answers are not consistent)", "gls_fit": info}
@@ -316,7 +288,7 @@ def _topdown(lat, op_of, workload, unbiased, x_tilde, gtol, solver, progress):
     off = workload.offsets
     shape = tuple(a.size for a in workload.domain.attributes)
     if lat.cover is None and x_tilde is None:
-        x_tilde, _ = _fit(op_of(), unbiased, False, gtol, 0.0, solver)
+        x_tilde, _ = _fit(op_of(), unbiased, False, gtol, solver)
     atoms_hat = None if lat.cover is not None else _atom_sums(x_tilde, lat, shape)
     tables, atoms, info = topdown.estimate(lat, [unbiased[off[g]:off[g + 1]] for g in range(len(off) - 1)],
                                            atoms_hat, progress)
@@ -370,7 +342,7 @@ def _steps(method: str, d: int, unbiased_how: str, level: float) -> tuple:
 
 def estimate(release: Release, solution, workload: ProductWorkload, *, method: str = "auto",
              level: float | None = None, max_cells: int = MAX_CELLS, gtol: float = GTOL,
-             fdec: float = nonneg.FDEC, solver: str = "auto", progress=None) -> Consistent:
+             solver: str = "auto", progress=None) -> Consistent:
     """Consistent non-negative integer tables of ``workload`` from ``release``, with intervals.
 
     Parameters
@@ -383,8 +355,6 @@ def estimate(release: Release, solution, workload: ProductWorkload, *, method: s
     level : confidence level of the intervals (default the release's).
     max_cells : largest domain to hold a histogram for (see :data:`MAX_CELLS`).
     gtol : projected-gradient tolerance of the fits relative to the privacy cost.
-    fdec : the non-negative fit's stall tolerance ("gls"), in units of the noise's variance
-        (:data:`ffu_cvx.nonneg.FDEC`; 0 solves to ``gtol``).
     solver : see :mod:`ffu_cvx.nonneg` ("auto": the projected L-BFGS).
     progress : None or ``progress(done, seconds_left, what)``, called as the tables are fixed
         (``done`` a fraction); past :data:`PROGRESS_SECONDS` the same is logged (logger
@@ -397,7 +367,6 @@ def estimate(release: Release, solution, workload: ProductWorkload, *, method: s
     max_cells = validation.positive_int(max_cells, "max_cells")
     method = validation.choice(method, "method", METHODS)
     gtol = validation.positive(gtol, "gtol")
-    fdec = validation.nonnegative(fdec, "fdec")
     solver = validation.choice(solver, "solver", nonneg.SOLVERS)
     _, alpha = _check(release, solution, workload, max_cells)
     level = release.level if level is None else check_level(level)
@@ -424,7 +393,7 @@ def estimate(release: Release, solution, workload: ProductWorkload, *, method: s
         _check_topdown(published, tables, info["topdown"])
     else:
         x, info["nonnegative_fit"] = _fit(op_of(), np.asarray(release.answers, dtype=float), True, gtol * alpha,
-                                          fdec, solver)
+                                          solver)
         x_int = systematic_round(x)
         published = workload.apply(x_int.astype(float))
     report(1.0, 0.0, "done")

@@ -12,25 +12,20 @@ Core layer: imports numpy and scipy (linalg, optimize). ``F`` is any object with
   projected backtracking (Armijo) line search, and the curvature pairs of the projected
   steps; ``O(m d)`` per iteration, for large domains.
 
-``"auto"`` takes the projected solver, the faster at every size measured (on the
-42,000-cell benchmark, from the same start, 0.3 s against L-BFGS-B's 0.6 s for the same
-objective: ``results/bench_consistent.md``). Both stop at a projected
-gradient under ``gtol`` or a relative decrease of the objective under ``ftol``; the
-projected solver also stops once the objective has decreased by less than ``fdec`` over
-:data:`STALL_WINDOW` iterations (see :data:`FDEC` for why that is far below the noise).
+``"auto"`` takes the projected solver, whose work per iteration stays ``O(m d)``. Both stop at a
+projected gradient under ``gtol`` or a relative decrease of the objective under ``ftol``;
 ``info`` reports the projected gradient reached either way.
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
 
 import numpy as np
 from scipy import linalg, optimize
 from scipy.linalg import blas
 
-__all__ = ["fit", "SOLVERS", "MEMORY", "MAX_ITER", "FTOL", "FDEC", "STALL_WINDOW"]
+__all__ = ["fit", "SOLVERS", "MEMORY", "MAX_ITER", "FTOL"]
 
 #: Solvers :func:`fit` accepts.
 SOLVERS = ("auto", "lbfgsb", "projected")
@@ -40,18 +35,6 @@ MEMORY = 6
 MAX_ITER = 20_000
 #: Relative decrease of the objective per iteration under which a fit stops.
 FTOL = 1e-13
-#: Iterations over which the projected solver measures the objective's recent decrease.
-STALL_WINDOW = 10
-#: Decrease of the objective over the last :data:`STALL_WINDOW` iterations under which the projected
-#: solver stops. The objective is half the squared whitened residual, in units of the noise's
-#: variance; ``f(x) - f(x*) >= 1/2 ||F (x - x*)||^2`` at the constrained optimum ``x*``, and each
-#: released answer's fitted value moves by at most ``sigma_j ||F (x - x*)||``, so a remaining
-#: decrease ``delta`` moves none by more than ``sigma_j sqrt(2 delta)``. Progress this slow leaves
-#: a few thousandths (measured, not certified: 0.0016 on the 10^7-cell benchmark, where the
-#: tight solve takes twice the iterations; consistent answers within 0.011 standard deviations
-#: of the tight solve's over 200 releases of the 42,000-cell one, ``results/bench_consistent.md``),
-#: far under the noise and the chi-square objective's own spread (``sqrt(rank / 2)``).
-FDEC = 1e-3
 #: Armijo constant and backtracking factor of the projected line search.
 ARMIJO, BACKTRACK = 1e-4, 0.5
 
@@ -161,12 +144,11 @@ def _line_search(fun, x, f, g, p, clip):
     return None
 
 
-def _projected(op, fun, x0, nonnegative, gtol, ftol, fdec):
+def _projected(op, fun, x0, nonnegative, gtol, ftol):
     clip = (lambda v: np.maximum(v, 0.0, out=v)) if nonnegative else (lambda v: v)
     x = clip(np.array(x0, dtype=float))
     f, g = fun(x)
     pairs = _Pairs(x.shape[0], MEMORY)
-    recent = deque([f], maxlen=STALL_WINDOW + 1)
     message, nit = "maximum iterations reached", 0
     for nit in range(1, MAX_ITER + 1):
         p, pg = _direction(op, x, g, pairs, nonnegative)
@@ -176,7 +158,6 @@ def _projected(op, fun, x0, nonnegative, gtol, ftol, fdec):
         step = _line_search(fun, x, f, g, p, clip)
         if step is None and pairs:
             pairs.order.clear()  # a stale curvature model: restart from the scaled gradient
-            recent = deque([f], maxlen=STALL_WINDOW + 1)
             continue
         if step is None:
             message = "line search failed along the scaled projected gradient"
@@ -185,21 +166,16 @@ def _projected(op, fun, x0, nonnegative, gtol, ftol, fdec):
         pairs.add(x_new, x, g_new, g)
         decrease = f - f_new
         x, f, g = x_new, f_new, g_new
-        recent.append(f)
         if decrease <= ftol * max(abs(f), 1.0):
             message = "relative decrease of the objective below ftol"
-            break
-        if len(recent) == STALL_WINDOW + 1 and recent[0] - f <= fdec:
-            message = f"objective decreased by less than fdec over {STALL_WINDOW} iterations"
             break
     return x, g, nit, f, message != "maximum iterations reached", message
 
 
 def fit(op, z: np.ndarray, x0: np.ndarray, *, nonnegative: bool = True, gtol: float, ftol: float = FTOL,
-        fdec: float = FDEC, solver: str = "auto") -> tuple[np.ndarray, dict]:
+        solver: str = "auto") -> tuple[np.ndarray, dict]:
     """``(x, info)``: ``argmin 1/2 ||z - F x||^2`` (``x >= 0`` if ``nonnegative``) from ``x0``.
 
-    ``fdec``: the projected solver's stall tolerance (:data:`FDEC`; 0 turns it off).
     ``info``: ``solver``, ``nit``, ``objective``, ``projected_gradient`` (the largest
     entry of the gradient on the free variables at ``x``, to compare with ``gtol``),
     ``seconds``, ``converged``, ``message``.
@@ -213,7 +189,7 @@ def fit(op, z: np.ndarray, x0: np.ndarray, *, nonnegative: bool = True, gtol: fl
     if solver == "lbfgsb":
         x, g, nit, f, ok, message = _lbfgsb(fun, x0, nonnegative, gtol, ftol)
     else:
-        x, g, nit, f, ok, message = _projected(op, fun, x0, nonnegative, gtol, ftol, fdec)
+        x, g, nit, f, ok, message = _projected(op, fun, x0, nonnegative, gtol, ftol)
     x = np.maximum(x, 0.0) if nonnegative else x
     return x, {"solver": solver, "nit": nit, "objective": f,
                "projected_gradient": _projected_gradient_norm(x, g, nonnegative),
