@@ -59,7 +59,7 @@ def test_polish_budget_is_proportional_to_the_main_solve(monkeypatch, main_hvp, 
 
     monkeypatch.setattr(polish, "refine_smii", stopped)
     sigma = np.diag([1.0, 100.0, 4.0])
-    log = IterationLog(False, "", problem, {})
+    log = IterationLog("", problem, {})
     with pytest.warns(RuntimeWarning, match="budget spent; returning the unrefined optimum"):
         out, info, n_hvp = polish.polish(problem, sigma, 105.0, 1e-4, log, main_hvp=main_hvp, budget=budget)
     assert seen["max_hvp"] == want
