@@ -369,7 +369,7 @@ def bench_consistent(data: dict) -> str:
     then the seconds of one estimate."""
     rows = data["rows"]
     header = ["data set", "table", "true size", "values", "RMSE raw", "RMSE published", "ratio",
-              "largest |bias| (sd)", "coverage % [95% CI]"]
+              "largest absolute bias (sd)", "coverage % [95% CI]"]
     acc = [[r["case"], r["table"], r["size"], _count(r["values"]), _num(r.get("rmse_raw"), ".3g"),
             _num(r.get("rmse_published"), ".3g"), _num(r.get("ratio"), ".4f"), _num(r.get("bias_sd_max"), ".2f"),
             _coverage(r)] for r in rows if r["part"] == "accuracy"]
