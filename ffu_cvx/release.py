@@ -69,7 +69,7 @@ TARGET_RTOL = 1e-6
 #: The answers CSV's columns, in order (``group``, ``target``, ``joint*`` and ``postprocessed*`` only when present:
 #: ``target`` is the group's accuracy target in the publisher's words, where one is a margin; ``joint_lower`` /
 #: ``_upper`` the simultaneous intervals of the answers under a joint target (empty for the others);
-#: ``postprocessed_lower`` / ``_upper`` the post-processed values' own (bootstrap) interval, where one was made).
+#: ``postprocessed_lower`` / ``_upper`` the post-processed values' own interval, where one was made).
 COLUMNS = ("query", "group", "label", "answer", "variance", "std", "lower", "upper", "target", "joint_lower",
            "joint_upper", "postprocessed",
            "postprocessed_lower", "postprocessed_upper")
@@ -282,7 +282,7 @@ class Release(privacy.GaussianPrivacy):
     gives epsilon; groups : (m,) group of each query or None, with group_names; info :
     more JSON-able description for the sidecar (the domain, the groups); postprocessed_interval :
     ``(lower, upper, how)``, the post-processed values' own interval at ``level`` ((m,) each)
-    and one phrase saying how it was made (a parametric bootstrap), or None; postprocessed,
+    and one phrase saying how it was made (e.g. exact intervals of unbiased values), or None; postprocessed,
     postprocessing : see :meth:`postprocess`; created_utc, tool_version : when and by what;
     noise : the sampler's account; fingerprint : :func:`ffu_cvx.fingerprint.of` the workload
     answered (a product workload's release), which everything derived from it checks;
