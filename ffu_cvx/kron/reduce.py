@@ -69,7 +69,11 @@ profile ``p`` and variances ``v`` of those ``Sigma_s`` give the next
 ``lam <- lam p / F``, ``mu <- mu (v / c) / F``; every iterate is a primal point (scaled to
 meet the targets) and a dual bound, so the gap is certified at every step. The step is
 over-relaxed (the ratios raised to ``RELAX``), which keeps every iterate certified and
-halves the steps.
+halves the steps. Near the optimum the step converges linearly and slowly (the primal
+points lag the bound: their error is first order in the multipliers' distance to the
+optimum, the bound's second order); Anderson acceleration of the step in the multipliers
+(``ANDERSON_MEMORY``, from gap ``ANDERSON_FROM``) takes the gap from 1e-3 to 1e-4 in about
+as many steps again as 1e-3 took (docs/design/kron.rst).
 """
 
 from __future__ import annotations
@@ -114,6 +118,12 @@ SMOOTHING = (1e-1, 1e-2, 1e-3)
 #: Weight of the uniform multipliers mixed in at every step: no multiplier underflows to a
 #: zero it could never leave.
 _MIX = 1e-12
+#: Anderson acceleration of :func:`ascent`: steps remembered (0: the plain ascent) and the
+#: certified gap from which it runs (plain steps before it: from the start it takes more
+#: steps on the SF1 Persons tables, 179 against 80 to 1e-4).
+ANDERSON_MEMORY, ANDERSON_FROM = 5, 1e-2
+#: Relative ridge of the Anderson least-squares fit (on the unit-scaled differences).
+_ANDERSON_RIDGE = 1e-10
 #: Relative ridge on a numerically singular ``P`` and floor on the eigenvalues of ``R Q R^T``.
 _RIDGE = 1e-14
 
@@ -488,11 +498,9 @@ def _start(red: Reduction):
     return lam, [cnt / total for cnt in counts]
 
 
-def _update(red: Reduction, lam, mu, p, v, F: float, relax: float):
-    """The multiplicative step raised to ``relax`` (over-relaxed above 1), renormalised to
-    ``sum lam = 1`` and ``mu . c = 1``."""
-    lam = lam * (p / F) ** relax
-    mu = [m * (vg / (c * F)) ** relax for m, vg, c in zip(mu, v, red.targets)]
+def _normalised(red: Reduction, lam, mu):
+    """``lam`` scaled to ``sum lam = 1`` and ``mu`` to ``mu . c = 1``, each mixed with :data:`_MIX` of
+    the uniform start."""
     lam0, mu0 = _start(red)
     lam = (1 - _MIX) * lam / lam.sum() + _MIX * lam0
     mc = sum(float(m.sum()) * c for m, c in zip(mu, red.targets))
@@ -500,9 +508,67 @@ def _update(red: Reduction, lam, mu, p, v, F: float, relax: float):
     return lam, mu
 
 
+def _update(red: Reduction, lam, mu, p, v, F: float, relax: float):
+    """The multiplicative step raised to ``relax`` (over-relaxed above 1), normalised (:func:`_normalised`)."""
+    lam = lam * (p / F) ** relax
+    mu = [m * (vg / (c * F)) ** relax for m, vg, c in zip(mu, v, red.targets)]
+    return _normalised(red, lam, mu)
+
+
+class _Anderson:
+    """Anderson acceleration (type II) of the step ``x -> g(x)`` on the stacked multipliers ``x``:
+    from the last ``memory`` points and their steps ``f_k = g(x_k) - x_k`` it proposes
+    ``x + f - (dX + dF) gamma``, ``gamma`` the least-squares fit of ``f`` by the differences
+    ``dF`` (columns scaled to unit norm, a relative ridge of :data:`_ANDERSON_RIDGE`).
+
+    In the multipliers themselves, not their logarithms: a multiplier the optimum sets to
+    zero decays geometrically and its step with it, where in log space it would keep a
+    constant step that the fit cannot cancel (on the census tables the ascent then stalls).
+    """
+
+    def __init__(self, memory: int):
+        self.memory = memory
+        self.reset()
+
+    def reset(self):
+        self.x, self.f, self.dx, self.df = None, None, [], []
+
+    def step(self, x: np.ndarray, gx: np.ndarray) -> np.ndarray:
+        """The accelerated point after ``x`` (step to ``gx``); where it is not positive, ``gx``."""
+        f = gx - x
+        if self.x is not None:
+            self.dx.append(x - self.x)
+            self.df.append(f - self.f)
+            del self.dx[:-self.memory], self.df[:-self.memory]
+        self.x, self.f = x, f
+        if not self.df:
+            return gx
+        dF, dX = np.array(self.df).T, np.array(self.dx).T
+        scale = np.linalg.norm(dF, axis=0)
+        scale[scale == 0] = 1.0
+        A = dF / scale
+        gamma = np.linalg.solve(A.T @ A + _ANDERSON_RIDGE * np.eye(A.shape[1]), A.T @ f) / scale
+        out = gx - (dX + dF) @ gamma
+        return np.where(out > 0, out, gx)
+
+
+def _stacked(lam, mu) -> np.ndarray:
+    return np.concatenate([lam] + [m.reshape(-1) for m in mu])
+
+
+def _unstacked(red: Reduction, x: np.ndarray, mu_like):
+    """The multipliers ``(lam, mu)`` of stacked ``x`` (``mu`` shaped like ``mu_like``), normalised."""
+    lam, off, mu = x[:red.T], red.T, []
+    for m in mu_like:
+        mu.append(x[off:off + m.size].reshape(m.shape))
+        off += m.size
+    return _normalised(red, lam, mu)
+
+
 def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience: int = 500,
            max_time: float | None = None, log_every: float = 5.0, relax: float = RELAX,
-           rescale_every: int = RESCALE_EVERY, rescale_iters: int = RESCALE_ITERS) -> AscentResult:
+           rescale_every: int = RESCALE_EVERY, rescale_iters: int = RESCALE_ITERS,
+           anderson: int = ANDERSON_MEMORY, anderson_from: float = ANDERSON_FROM) -> AscentResult:
     """The block dual ascent from uniform multipliers until the certified gap is below ``tol``.
 
     Each step is ``lam <- lam (p / F)^relax``, ``mu <- mu (v / (c F))^relax``: ``relax = 1``
@@ -510,7 +576,11 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
     steps at :data:`RELAX`; 2 and above can cycle, see there). Every ``rescale_every`` steps
     the blocks' covariances are also rescaled one scalar each by ``rescale_iters`` steps of
     the scalar problem (:func:`_rescaled`), a primal point that the plain iterate misses
-    where the dual leaves a block free. Every iterate is certified, whatever the step.
+    where the dual leaves a block free. Once the certified gap is at most ``anderson_from``
+    the steps are Anderson-accelerated over the last ``anderson`` steps (:class:`_Anderson`;
+    0: plain steps throughout); an accelerated point whose bound is below the bound of the
+    point it came from is replaced by the plain step from that point, and the memory
+    restarts. Every iterate is certified, whatever the step.
 
     Stops after ``max_iter`` steps or ``max_time`` seconds (status ``max_iter``, the best
     certified iterate), after ``patience`` steps without a better gap (status ``optimal``
@@ -518,6 +588,7 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
     ``StopIteration`` (``user_stopped``). Logs the gap every ``log_every`` seconds.
     """
     lam, mu = _start(red)
+    accel, base = _Anderson(anderson) if anderson else None, None
     best_cost, best_sigmas, best_lb, best_dual = math.inf, None, 0.0, (lam, mu)
     status, message, history, last_gain, it = MAX_ITER, "", [], 0, 0
     t0 = time.perf_counter()
@@ -560,7 +631,15 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
         if max_time is not None and now - t0 >= max_time:
             message = f"reached max_time = {max_time} s"
             break
-        lam, mu = _update(red, lam, mu, p, v, F, relax)
+        if accel is None or gap > anderson_from:
+            lam, mu = _update(red, lam, mu, p, v, F, relax)
+        elif base is not None and lb < base[-1] ** 2:
+            accel.reset()   # the accelerated point lowers the bound: the plain step from its base instead
+            lam, mu, base = *_update(red, *base, relax), None
+        else:
+            base = (lam, mu, p, v, F)
+            x = accel.step(_stacked(lam, mu), _stacked(*_update(red, lam, mu, p, v, F, relax)))
+            lam, mu = _unstacked(red, x, mu)
     lb = certified_bound(red, *best_dual)
     log.info("kron: ascent ends after %d steps, %.1f s: %s, gap %.3g %s", it, time.perf_counter() - t0, status,
              best_cost / lb - 1.0 if lb > 0 else math.inf, message)
