@@ -3,8 +3,11 @@ Kronecker strategy and the identity.
 
 ``python -m experiments.census_tables [--quick] [--force] [--cases national states counties ordered sf1]``
 
-Interfaces layer (experiments): imports numpy, ``ffu_cvx`` (``kron``, ``workloads``) and
-:mod:`experiments.runner`.
+``python -m experiments.census_tables --compare-ascent [--quick]`` compares the plain and the
+accelerated block ascent on a bank (:func:`compare_ascent`, docs/design/kron.rst).
+
+Interfaces layer (experiments): imports numpy, ``ffu_cvx`` (``kron``, ``workloads``),
+:mod:`experiments.runner` and :mod:`experiments.bench_kron` (its bank).
 
 The domain is sex 2 x Hispanic origin 2 x race 64 (the 63 combinations of six races,
 plus none) x relationship 17 x age 115 (0 to 114) = 500,480 cells, ``states``
@@ -398,11 +401,80 @@ SKIPPED = {"counties": ("HDMM-style",)}
 RECORDS, QUICK_RECORDS = 1_000_000, 10_000
 
 
+# ----------------------------------------------------------------------------- plain against accelerated ascent
+#: Seeds of the random unions of the ascent bank and the seconds each ascent may take there.
+BANK_SEEDS, BANK_MAX_TIME = tuple(range(8)), 900.0
+
+
+def random_union(seed: int) -> tuple:
+    """``(domain, groups)``: a random union of ranges, identities and totals over ``a`` (6-16 values)
+    and ``s`` (2-3), targets 0.5-8 (the kind whose optimum leaves cells and queries slack)."""
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(6, 17)), int(rng.integers(2, 4))
+    targets = (0.5, 1.0, 2.0, 4.0, 8.0)
+
+    def ranges():
+        lo = rng.integers(0, n, int(rng.integers(1, 5)))
+        return {"ranges": [(int(a), int(rng.integers(a, n))) for a in lo]}
+
+    groups = [({"a": ranges(), "s": "identity"}, float(rng.choice(targets))),
+              ({"a": "identity", "s": str(rng.choice(["identity", "total"]))}, float(rng.choice(targets))),
+              ({"a": ranges()}, float(rng.choice(targets)))]
+    return {"a": n, "s": k}, groups
+
+
+def ascent_bank(quick: bool = False) -> dict:
+    """``{case: workload}`` of the comparison of plain and accelerated ascent: the unions of
+    :data:`experiments.bench_kron.BANK`, :data:`BANK_SEEDS` random unions (:func:`random_union`)
+    and the census table sets (national, sf1, ordered, states); ``quick``: three unions."""
+    from . import bench_kron
+    cases = {name: ffu.workloads.product(ffu.Domain(dom), groups)
+             for name, (dom, groups) in list(bench_kron.BANK.items())[:3 if quick else None]}
+    for seed in BANK_SEEDS[:0 if quick else None]:
+        cases[f"random union, seed {seed}"] = ffu.workloads.product(*_domain_of(random_union(seed)))
+    for case in () if quick else ("national", "sf1", "ordered", "states"):
+        cases[case] = problem(case).workload
+    return cases
+
+
+def _domain_of(union: tuple) -> tuple:
+    return ffu.Domain(union[0]), union[1]
+
+
+def compare_ascent(quick: bool = False, tol: float = 1e-4, max_time: float = BANK_MAX_TIME) -> list:
+    """Per bank case (:func:`ascent_bank`) the block ascent plain (``anderson=0``) and accelerated
+    (the default): steps and seconds to the certified gap ``tol``, final cost and their ratios."""
+    from ffu_cvx.kron import reduce as kron_reduce
+    rows = []
+    for case, wl in ascent_bank(quick).items():
+        red = kron_reduce.reduce(wl)
+        row = {"case": case}
+        for label, kw in (("plain", {"anderson": 0}), ("accelerated", {})):
+            t0 = time.perf_counter()
+            res = kron_reduce.ascent(red, tol=tol, max_iter=100_000, max_time=max_time, **kw)
+            row[label] = {"steps": res.nit, "time_s": time.perf_counter() - t0, "cost": res.cost,
+                          "lower_bound": res.lower_bound, "status": res.status}
+        p, a = row["plain"], row["accelerated"]
+        row.update(steps_ratio=a["steps"] / p["steps"], time_ratio=a["time_s"] / p["time_s"],
+                   cost_excess=a["cost"] / p["cost"] - 1.0)
+        rows.append(row)
+        print(f"{case}: steps {p['steps']} -> {a['steps']}, {p['time_s']:.2f} s -> {a['time_s']:.2f} s, "
+              f"cost {p['cost']:.8g} -> {a['cost']:.8g} ({p['status']}, {a['status']})", flush=True)
+    for key in ("steps_ratio", "time_ratio", "cost_excess"):
+        vals = [r[key] for r in rows]
+        print(f"{key}: median {np.median(vals):.3g}, worst {max(vals):.3g}")
+    return rows
+
+
 def main(argv=None):
     p = runner.parser("Census person tables: the reduction by exchangeable values against simple structures, "
                       "an HDMM-style Kronecker strategy and the identity, at equal privacy cost")
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES) + list(NAMED_CASES))
+    p.add_argument("--compare-ascent", action="store_true",
+                   help="only compare the plain and the accelerated block ascent on a bank (compare_ascent)")
     args = p.parse_args(argv)
+    if args.compare_ascent:
+        return compare_ascent(args.quick)
     cases = ["national"] if args.quick else args.cases
     cells = [runner.Cell({"case": c, "mechanism": m, "quick": args.quick}, label=f"{c}: {m}",
                          row={"case": c, "mechanism": m})
