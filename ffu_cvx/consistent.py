@@ -1,7 +1,7 @@
 """Consistent, non-negative, integer tables from a release, with intervals that hold at the truth.
 
 Mechanisms layer: imports numpy, ``fingerprint``, ``gls`` (the whitened operators), ``nonneg`` (the
-bound-constrained fit), ``topdown`` (nested count tables), ``files``, ``memory``, ``noise``, ``product_release`` (the
+bound-constrained fit), ``topdown`` (nested count tables), ``memory``, ``noise``, ``product_release`` (the
 noise source of a solution), ``products``, ``release`` and ``validation``; ``scipy.stats`` when intervals are made.
 
 :func:`estimate` turns the released answers ``a`` of a product workload into published tables in
@@ -40,7 +40,6 @@ is not held and :func:`estimate` refuses, naming the size and what to do instead
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import logging
 import math
@@ -51,11 +50,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import fingerprint, gls, nonneg, topdown, validation
-from .files import atomic_write_bytes, check_output
 from .memory import human_bytes
 from .product_release import noise_source
 from .products import ProductWorkload
-from .release import SIDECAR_SUFFIX, Release, check_level, sidecar_path
+from .release import Release, check_level
 
 __all__ = ["Consistent", "estimate", "systematic_round", "METHODS", "MAX_CELLS", "GTOL",
            "CONSISTENT_RTOL", "CONSISTENT_OBJECTIVE", "PROGRESS_SECONDS", "COLUMNS"]
@@ -109,24 +107,28 @@ class Consistent:
     release_digest: str = ""
     workload_fingerprint: str = ""
 
+    @property
+    def made_from(self) -> tuple:
+        """``(answers digest, workload fingerprint)`` of the release it was estimated from."""
+        return self.release_digest, self.workload_fingerprint
+
     def to_release(self, release: Release) -> Release:
         """``release`` with :attr:`published` as its ``postprocessed`` column, the intervals as its
         ``postprocessed_lower`` / ``postprocessed_upper`` columns and :attr:`steps` in its statement.
 
         The answers, their exact intervals and the privacy cost are the release's own; any other
-        release is refused.
+        release is refused (:meth:`ffu_cvx.release.Release.derived`).
         """
-        self._check_release(release)
         how = (f"{self.level:.0%} exact Gaussian intervals of the unbiased (GLS) estimate of each published value, "
                "floored at 0, widened to integers and to contain the published value: each covers the true value "
                f"with probability at least {self.level:.0%}")
-        return dataclasses.replace(release, postprocessed=np.asarray(self.published, dtype=float),
-                                   postprocessing=self.steps, postprocessed_interval=(self.lower, self.upper, how))
+        return _release(release).derived(self.published, self.steps, made_from=self.made_from,
+                               interval=(self.lower, self.upper, how))
 
     def csv_bytes(self, release: Release) -> bytes:
         """One row per query: the raw answer and its exact interval, the unbiased consistent value, the
         published integer and its interval (columns :data:`COLUMNS`)."""
-        self._check_release(release)
+        _release(release).check_derived(self.made_from)
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(COLUMNS)
@@ -138,25 +140,14 @@ class Consistent:
         return buf.getvalue().encode()
 
     def to_csv(self, path, release: Release, overwrite: bool = False):
-        """Write :meth:`csv_bytes` to ``path`` atomically: never onto a release's statement
-        (``*.privacy.json``) or answers (a file with a statement beside it), ``overwrite`` or not."""
-        path = check_output(path, "consistent tables", release.inputs, overwrite)
-        if path.name.endswith(SIDECAR_SUFFIX) or sidecar_path(path).exists():
-            raise ValueError(f"consistent tables {path} would replace a release's "
-                             f"{'privacy statement' if path.name.endswith(SIDECAR_SUFFIX) else 'answers'}; "
-                             "choose another file (overwrite=True never replaces a release's files)")
-        return atomic_write_bytes(path, self.csv_bytes(release))
+        """Write :meth:`csv_bytes` to ``path`` atomically, beside its own release only and never onto a
+        release's statement or answers, ``overwrite`` or not (:meth:`ffu_cvx.release.Release.write_derived`)."""
+        return _release(release).write_derived(path, self.csv_bytes(release), "consistent tables", self.made_from, overwrite)
 
-    def _check_release(self, release: Release) -> None:
-        """``release`` is the one this estimate was made from, or ``ValueError``."""
-        if not isinstance(release, Release) or release.answers_digest != self.release_digest:
-            got = release.answers_digest[:19] if isinstance(release, Release) else type(release).__name__
-            raise ValueError(f"this estimate was made from the release with answers {self.release_digest[:19]}..., "
-                             f"not from this one ({got}...): derived tables go only beside their own release")
-        if release.fingerprint != self.workload_fingerprint:
-            raise ValueError(f"this estimate is of the workload {self.workload_fingerprint[:20]}..., the release "
-                             f"answers {str(release.fingerprint)[:20]}...: derived tables go only beside their own "
-                             "release")
+def _release(release) -> Release:
+    if not isinstance(release, Release):
+        raise ValueError(f"`release` must be a Release (ffu.release_product), got {type(release).__name__}")
+    return release
 
 
 def systematic_round(x: np.ndarray) -> np.ndarray:

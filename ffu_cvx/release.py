@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 from . import jsonio, privacy, validation
 from .accuracy import targets_phrase, z_value
-from .files import atomic_write_group, check_output
+from .files import atomic_write_bytes, atomic_write_group, check_output
 from .ledger import Ledger
 from .noise import NoiseAccount
 from .version import __version__
@@ -443,7 +443,42 @@ class Release(privacy.GaussianPrivacy):
             steps.append("answers rounded to the nearest integer")
         if not steps:
             raise ValueError("`postprocess` needs nonnegative=True and/or round=True")
-        return dataclasses.replace(self, postprocessed=values, postprocessing=tuple(steps), postprocessed_interval=None)
+        return self.derived(values, steps, made_from=(self.answers_digest, self.fingerprint))
+
+    def check_derived(self, made_from: tuple) -> None:
+        """``ValueError`` unless ``made_from`` = ``(answers digest, workload fingerprint)`` is this release's:
+        a derived product (post-processing, consistent tables) goes only beside the release it was made from."""
+        digest, fingerprint_ = made_from
+        if digest != self.answers_digest:
+            raise ValueError(f"this product was made from the release with answers {str(digest)[:19]}..., not from "
+                             f"this one ({self.answers_digest[:19]}...): derived tables go only beside their own "
+                             "release")
+        if fingerprint_ != self.fingerprint:
+            raise ValueError(f"this product is of the workload {str(fingerprint_)[:20]}..., the release answers "
+                             f"{str(self.fingerprint)[:20]}...: derived tables go only beside their own release")
+
+    def derived(self, values, steps, *, made_from: tuple, interval: tuple | None = None) -> "Release":
+        """A copy with ``values`` (m,) as its ``postprocessed`` column, ``steps`` in its statement and
+        ``interval`` = ``(lower (m,), upper (m,), how)`` as their own; refused unless made from this release
+        (:meth:`check_derived`)."""
+        self.check_derived(made_from)
+        values = np.asarray(values, dtype=float)
+        if values.shape != (self.m,):
+            raise ValueError(f"derived values have shape {values.shape}, the release {self.m} answers")
+        return dataclasses.replace(self, postprocessed=values, postprocessing=tuple(steps),
+                                   postprocessed_interval=interval)
+
+    def write_derived(self, path, data: bytes, what: str, made_from: tuple, overwrite: bool = False) -> Path:
+        """Write a derived product's file ``path`` atomically: checked as :meth:`check_derived`, never over an
+        input, and never onto a release's statement (``*.privacy.json``) or answers (a file with a statement
+        beside it), ``overwrite`` or not."""
+        self.check_derived(made_from)
+        path = check_output(path, what, self.inputs, overwrite)
+        if path.name.endswith(SIDECAR_SUFFIX) or sidecar_path(path).exists():
+            raise ValueError(f"{what} {path} would replace a release's "
+                             f"{'privacy statement' if path.name.endswith(SIDECAR_SUFFIX) else 'answers'}; "
+                             "choose another file (overwrite=True never replaces a release's files)")
+        return atomic_write_bytes(path, data)
 
     def _target_index(self) -> np.ndarray | None:
         """(m,) each answer's index into :attr:`group_targets` (its group's, or the one target of
