@@ -156,9 +156,21 @@ def _atoms(per_table: list) -> np.ndarray:
     return np.unique(keys, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
+def _canonical(c: np.ndarray) -> np.ndarray:
+    """``c`` with its classes renumbered in order of first appearance (-1 kept): equal partitions, equal arrays."""
+    out = np.full(c.size, -1, dtype=np.int64)
+    on = c >= 0
+    first, inverse = np.unique(c[on], return_index=True, return_inverse=True)[1:]
+    out[on] = np.argsort(np.argsort(first))[inverse.reshape(-1)]
+    return out
+
+
 def _meet_classes(c1: np.ndarray, c2: np.ndarray) -> np.ndarray:
     """The finest partition of one attribute's atoms coarser than both ``c1`` and ``c2`` (class per atom,
     -1 where either leaves an atom uncounted or a class reaches such an atom)."""
+    for fine, coarse in ((c1, c2), (c2, c1)):
+        if _class_map(fine, coarse, int(fine.max(initial=-1)) + 1) is not None:
+            return coarse
     n = c1.size
     r1, r2 = int(c1.max(initial=-1)) + 1, int(c2.max(initial=-1)) + 1
     rows, cols = [], []
@@ -180,15 +192,17 @@ def _meet_classes(c1: np.ndarray, c2: np.ndarray) -> np.ndarray:
 
 def _meets(atom_classes: list, shapes: list) -> None:
     """Append to ``atom_classes`` and ``shapes`` the meets of every two tables (repeatedly) that are new."""
-    def known(t, shape):
-        return any(_nests(t, u, shape) and _nests(u, t, s) for u, s in zip(atom_classes, shapes))
+    def key(t):
+        return tuple(_canonical(c).tobytes() for c in t)
 
+    known = {key(t) for t in atom_classes}
     done = 0
     while done < len(atom_classes):
         for b in range(done):
             t = tuple(_meet_classes(x, y) for x, y in zip(atom_classes[done], atom_classes[b]))
             shape = tuple(int(c.max(initial=-1)) + 1 for c in t)
-            if min(shape) > 0 and not known(t, shape):
+            if min(shape) > 0 and key(t) not in known:
+                known.add(key(t))
                 atom_classes.append(t)
                 shapes.append(shape)
         done += 1
