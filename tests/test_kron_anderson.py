@@ -83,3 +83,14 @@ def test_an_accelerated_point_that_lowers_the_bound_falls_back_to_the_plain_step
     red = kron_reduce.reduce(_problem("(8,3) prefix x identity + identity x total + total x identity").workload)
     res = kron_reduce.ascent(red, tol=TOL, max_iter=5000)
     assert res.status == "optimal" and len(resets) > 1
+
+
+def test_the_solver_option_reaches_the_ascent(runs):
+    """``KronOptions.anderson`` = 0 is the plain ascent, step for step; the default is the accelerated one."""
+    name = "(14,2) two identities under a tight range"   # eight blocks: the ascent, not the one-block solve
+    plain, fast = runs[name][0], runs[name][1]
+    problem = _problem(name)
+    assert ffu.solve(problem, method="kron", structure="symmetric", anderson=0).nit == plain.nit
+    assert ffu.solve(problem, method="kron", options=ffu.KronOptions(structure="symmetric")).nit == fast.nit
+    with pytest.raises(ValueError, match="anderson"):
+        ffu.KronOptions(anderson=-1)

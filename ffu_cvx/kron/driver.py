@@ -35,7 +35,7 @@ from ..products import ProductProblem
 from ..smii import solve_smii
 from ..status import OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED
 from .factors import FACTOR_METHODS, FactorSolver
-from .reduce import DENSE_D_MAX, group_grids, ascent, classes_of, reached_patterns, reduce
+from .reduce import ANDERSON_MEMORY, DENSE_D_MAX, group_grids, ascent, classes_of, reached_patterns, reduce
 from .simple import independent, kronecker_bcd, product_bound, product_term
 from .solution import KronSolution
 
@@ -112,14 +112,14 @@ def _one_block(red, tol, max_time):
     return (sol.sigma,), sol.lower_bound, sol.nit, sol.status, sol.history
 
 
-def _symmetric(problem, tol, callback, max_iter, t0, why, max_time, classes=None):
+def _symmetric(problem, tol, callback, max_iter, t0, why, max_time, classes=None, anderson=ANDERSON_MEMORY):
     red = reduce(problem.workload, classes)
     left = None if max_time is None else max(max_time - (time.perf_counter() - t0), 1e-3)
     if len(red.blocks) == 1:
         sigmas, lb, nit, status, history = _one_block(red, tol, left)
         message = ""
     else:
-        res = ascent(red, tol=tol, max_iter=max_iter, callback=callback, max_time=left)
+        res = ascent(red, tol=tol, max_iter=max_iter, callback=callback, max_time=left, anderson=anderson)
         sigmas, lb, nit, status, history, message = (res.sigmas, res.lower_bound, res.nit, res.status, res.history,
                                                      res.message)
     names = problem.domain.names
@@ -199,6 +199,10 @@ class KronOptions:
         Seconds the symmetric structure's solve may take (None: no limit); when they run out
         the result is the best certified iterate with status ``"max_iter"``. Progress is
         logged (``logging.getLogger("ffu_cvx.kron.reduce")``, INFO) every few seconds.
+    anderson : int, default 5
+        Memory of the Anderson acceleration of the symmetric structure's ascent once its
+        certified gap is under ``kron.reduce.ANDERSON_FROM`` (0: the plain ascent; see
+        docs/design/kron.rst for the comparison over 22 workloads).
     """
 
     tol: float = 1e-4
@@ -206,13 +210,15 @@ class KronOptions:
     structure: str = "auto"
     max_iter: int = 20_000
     max_time: float | None = None
+    anderson: int = ANDERSON_MEMORY
 
     def __post_init__(self):
         checked = dict(tol=validation.positive(self.tol, "tol"),
                        factor_method=validation.choice(self.factor_method, "factor_method", FACTOR_METHODS),
                        structure=validation.choice(self.structure, "structure", STRUCTURES),
                        max_iter=validation.positive_int(self.max_iter, "max_iter"),
-                       max_time=validation.positive(self.max_time, "max_time", allow_none=True))
+                       max_time=validation.positive(self.max_time, "max_time", allow_none=True),
+                       anderson=validation.positive_int(self.anderson, "anderson", minimum=0))
         for name, value in checked.items():
             object.__setattr__(self, name, value)
 
@@ -259,7 +265,7 @@ def solve_kron(problem: ProductProblem, *, callback=None, options: KronOptions |
                              "use 'auto'")
         return _product(problem, solver, t0, why)
     if structure == "symmetric":
-        sol = _symmetric(problem, tol, callback, max_iter, t0, why, max_time, classes)
+        sol = _symmetric(problem, tol, callback, max_iter, t0, why, max_time, classes, opts.anderson)
         if sol.status == USER_STOPPED:
             warnings.warn("solve_kron: stopped by the callback", RuntimeWarning, stacklevel=2)
         elif sol.status != OPTIMAL:
