@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import ffu_cvx as ffu
-from ffu_cvx.specfile import load_spec
+from ffu_cvx.io.specfile import load_spec
 
 HERE = Path(__file__).resolve().parent
 

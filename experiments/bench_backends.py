@@ -6,7 +6,7 @@
 
 Prefix and random ranges (random targets, seed 0) at d = 256, 512 and 1024 (``--quick``:
 d = 64), solved by SM-II on every array backend usable here (``--backends`` picks some;
-see :mod:`ffu_cvx.smii.backend`): wall time, its ratio to numpy's (``speedup`` > 1 is
+see :mod:`ffu_cvx.solvers.smii.backend`): wall time, its ratio to numpy's (``speedup`` > 1 is
 faster than numpy; blank where ``--backends`` leaves numpy out, as at sizes where only an
 accelerator is worth timing), Newton steps, Hessian products, the normalised cost ``alpha``, its
 relative difference from numpy's and the certified gap. Each cell first solves a d = 32
@@ -31,7 +31,7 @@ import time
 
 import ffu_cvx as ffu
 from ffu_cvx import workloads
-from ffu_cvx.smii.backend import available
+from ffu_cvx.solvers.smii.backend import available
 
 from . import runner
 

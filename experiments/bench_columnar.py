@@ -12,7 +12,7 @@ Parquet file (row groups of 10^6) and, up to 10^7 records, a CSV file of value l
 fresh process, so its peak resident memory (``VmHWM``, interpreter and libraries included) is its own (for
 ``dask``, the client's: the workers' memory is the cluster's):
 
-- ``csv-python``: :func:`ffu_cvx.counts.from_records` on the CSV file (the parser without pyarrow), 10^6 only;
+- ``csv-python``: :func:`ffu_cvx.workloads.counts.from_records` on the CSV file (the parser without pyarrow), 10^6 only;
 - ``csv-arrow``: ``Domain.counts`` on the CSV file (pyarrow's reader and group-by);
 - ``parquet``: ``Domain.counts`` on the Parquet file (pyarrow's scanner and streaming group-by);
 - ``polars``: ``Domain.counts(polars.scan_parquet(file))`` (Polars' streaming group-by);
@@ -97,7 +97,7 @@ def measure(engine: str, path: str, scheduler: str | None) -> dict:
         import pyarrow.acero  # noqa: F401  (the import, about 0.4 s, is not counting)
     t0 = time.perf_counter()
     if engine == "csv-python":
-        counts = ffu.counts.from_records(dom, path)
+        counts = ffu.workloads.counts.from_records(dom, path)
     elif engine == "polars":
         counts = dom.counts(pl.scan_parquet(path))
     else:

@@ -1,4 +1,4 @@
-"""Benchmark of consistent tables from a release (:mod:`ffu_cvx.consistent`).
+"""Benchmark of consistent tables from a release (:mod:`ffu_cvx.estimate.consistent`).
 
 ``python -m experiments.bench_consistent [--quick] [--parts accuracy time scale] [--cases NAME ...]``
 
@@ -39,7 +39,7 @@ import numpy as np
 from scipy import stats
 
 import ffu_cvx as ffu
-from ffu_cvx import consistent
+from ffu_cvx.estimate import consistent
 
 from . import runner
 

@@ -23,7 +23,7 @@ import tracemalloc
 import warnings
 
 import ffu_cvx as ffu
-from ffu_cvx.kron import solve_kron
+from ffu_cvx.solvers.kron import solve_kron
 
 from . import paths, runner
 

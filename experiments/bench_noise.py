@@ -6,7 +6,7 @@ Interface layer (experiments): imports numpy, ``ffu_cvx`` and :mod:`experiments.
 Two kinds of row, each timed for both samplers in the same cell (so their ratio shares the
 machine's load):
 
-- ``draw``: the sampler alone on ``n`` whitened answers (:class:`ffu_cvx.noise.Whitened`):
+- ``draw``: the sampler alone on ``n`` whitened answers (:class:`ffu_cvx.release.noise.Whitened`):
   OpenDP's discrete Gaussian on a lattice, chunks on ``threads`` threads, against
   ``Generator.standard_normal``; seconds, microseconds per draw, and the ratio.
 - ``release``: the user's default call, ``ffu_cvx.release_product(solution, workload, counts)``
@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 import ffu_cvx as ffu
-from ffu_cvx import noise
+from ffu_cvx.release import noise
 
 from . import bench_records, runner
 

@@ -25,8 +25,8 @@ import tracemalloc
 import numpy as np
 
 import ffu_cvx as ffu
-from ffu_cvx import fingerprint
-from ffu_cvx.product_release import release_product
+from ffu_cvx.model import fingerprint
+from ffu_cvx.release.product_release import release_product
 
 from . import runner
 

@@ -27,8 +27,9 @@ import time
 
 import numpy as np
 
-from ffu_cvx import sdp, workloads
-from ffu_cvx.problem import FitnessProblem
+from ffu_cvx import workloads
+from ffu_cvx.solvers.sdp import driver as sdp
+from ffu_cvx.model.problem import FitnessProblem
 
 from . import bench_authors, runner
 

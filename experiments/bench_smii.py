@@ -15,7 +15,7 @@ first of ``--workloads`` at D under cProfile and prints where the time goes. ``-
 cached under ``out/results/cache/bench_smii`` (timings included: ``--force`` re-measures).
 ``--float32`` / ``--float64`` evaluate CG's Hessian products in single / double precision
 (default: the solver's ``"auto"``, single for k >= 256) and
-``--no-precondition`` runs the paper's plain CG (see :func:`ffu_cvx.smii.solve_smii`).
+``--no-precondition`` runs the paper's plain CG (see :func:`ffu_cvx.solvers.smii.solve_smii`).
 ``--draws N`` solves each cell N times, draw ``j`` with every target multiplied by
 ``1 + j DRAW_STEP`` (a few units in the last place): from d = 2,048 on, rounding of that size
 moves SM-II's Newton steps by up to 2x (random ranges d = 2,048, seed 0: 29-63 steps), so one run of a cell is one draw; compare code versions over the same draws.

@@ -29,8 +29,8 @@ import json
 import numpy as np
 
 import ffu_cvx as ffu
-from ffu_cvx import baselines
-from ffu_cvx.kron import Factor, KronSolution, Term
+from ffu_cvx.solvers import baselines
+from ffu_cvx.solvers.kron import Factor, KronSolution, Term
 
 from . import paths, runner
 

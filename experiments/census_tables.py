@@ -50,8 +50,8 @@ import numpy as np
 from scipy import linalg
 
 import ffu_cvx as ffu
-from ffu_cvx import basis as _basis
-from ffu_cvx.kron import Factor, KronSolution, Term, solve_kron
+from ffu_cvx.model import basis as _basis
+from ffu_cvx.solvers.kron import Factor, KronSolution, Term, solve_kron
 
 from . import runner
 
@@ -444,7 +444,7 @@ def _domain_of(union: tuple) -> tuple:
 def compare_ascent(quick: bool = False, tol: float = 1e-4, max_time: float = BANK_MAX_TIME) -> list:
     """Per bank case (:func:`ascent_bank`) the block ascent plain (``anderson=0``) and accelerated
     (the default): steps and seconds to the certified gap ``tol``, final cost and their ratios."""
-    from ffu_cvx.kron import reduce as kron_reduce
+    from ffu_cvx.solvers.kron import reduce as kron_reduce
     rows = []
     for case, wl in ascent_bank(quick).items():
         red = kron_reduce.reduce(wl)

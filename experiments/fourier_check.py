@@ -1,7 +1,7 @@
 """Fourier optimum vs the exact SDP and SM-II on small marginal and product workloads.
 
 ``python -m experiments.fourier_check``. For every case the weighted Fourier
-factorization's Problem 1 optimum (:func:`ffu_cvx.fourier.max_optimal`) is compared with
+factorization's Problem 1 optimum (:func:`ffu_cvx.solvers.fourier.max_optimal`) is compared with
 ``ffu.solve(problem, method="sdp")`` and ``method="smii"`` on the dense workload (row
 basis): the spec's § 6 examples and the fitness-for-use paper's marginal workloads A
 (1-way, attribute i has target i) and B (2-way (1, j), target j - 1). A method whose
@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import ffu_cvx as ffu
-from ffu_cvx import fourier as F
+from ffu_cvx.solvers import fourier as F
 
 from . import runner
 

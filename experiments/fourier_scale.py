@@ -18,7 +18,7 @@ import tracemalloc
 
 import numpy as np
 
-from ffu_cvx import fourier as F
+from ffu_cvx.solvers import fourier as F
 
 from . import runner
 

@@ -16,7 +16,7 @@ import math
 import time
 
 import ffu_cvx as ffu
-from ffu_cvx import fourier as F
+from ffu_cvx.solvers import fourier as F
 
 from . import runner
 

@@ -2,7 +2,7 @@
 
 For each ``n`` up to ``2**n = 4096`` cells, the §7 protocol of
 :mod:`experiments.ratios` (SM-II on the row basis, every baseline rescaled to its
-privacy cost). The Fourier mechanism (:mod:`ffu_cvx.fourier`) gives the exact optimum
+privacy cost). The Fourier mechanism (:mod:`ffu_cvx.solvers.fourier`) gives the exact optimum
 ``alpha*`` in closed form, so it is drawn as the reference curve well past the reach
 of the dense solvers, and SM-II's cost is checked against it. The figure is drawn from
 ``results/<name>.json`` (``--replot`` draws it again from that file alone).
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import ffu_cvx as ffu
 from ffu_cvx import workloads
-from ffu_cvx.jsonio import number
-from ffu_cvx.privacy import ADD_REMOVE
+from ffu_cvx.io.jsonio import number
+from ffu_cvx.model.privacy import ADD_REMOVE
 
 from . import runner
 from .formatting import cell_text

@@ -1,6 +1,6 @@
 """Small pieces the figures share: curves read from results rows, and coinciding curves found.
 
-Interfaces layer (experiments): imports ``ffu_cvx.jsonio`` only (no matplotlib: the
+Interfaces layer (experiments): imports ``ffu_cvx.io.jsonio`` only (no matplotlib: the
 figure modules draw). A curve that lies on another is drawn once with both names in
 its legend entry, so a reader is told rather than left to guess where it went.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ffu_cvx.jsonio import number
+from ffu_cvx.io.jsonio import number
 
 __all__ = ["curve", "coinciding", "COINCIDE_RTOL"]
 

@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from ffu_cvx import pml
-from ffu_cvx.jsonio import number
+from ffu_cvx.io.jsonio import number
 
 from . import runner
 from .plotting import coinciding, curve

@@ -9,7 +9,7 @@ draw; ``basis`` falls back to a row basis when the draw is not of full column ra
 from __future__ import annotations
 
 import ffu_cvx as ffu
-from ffu_cvx import basis as _basis
+from ffu_cvx.model import basis as _basis
 from ffu_cvx import workloads
 
 from .ratios import run_ratio_table

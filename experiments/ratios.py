@@ -4,7 +4,7 @@ SM-II finds the least privacy cost ``alpha`` that meets every variance target; e
 other mechanism is rescaled to that same ``alpha`` (Theorem 8: variances scale by
 ``alpha_M / alpha``) and we report its largest achieved / target variance ratio
 (:func:`ffu_cvx.max_variance_ratio`). SM-II's own ratio is its ``max_ratio`` (1 up to
-the solver's feasibility). Mechanisms, as :mod:`ffu_cvx.baselines` Solutions:
+the solver's feasibility). Mechanisms, as :mod:`ffu_cvx.solvers.baselines` Solutions:
 
 - ``GM``: noise on every workload answer, least-squares answers (strategy ``W``);
 - ``HM``: tree with the Qardaji-Yang-Li branching factor ``HM_b``;
@@ -23,7 +23,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 import ffu_cvx as ffu
-from ffu_cvx import baselines, workloads
+from ffu_cvx import workloads
+from ffu_cvx.solvers import baselines
 
 from . import runner
 from .formatting import cell_text

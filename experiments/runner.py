@@ -1,7 +1,7 @@
 """The experiments' runner: cells -> cache -> progress -> atomic results -> figures -> paths printed.
 
-Interfaces layer (experiments): imports ``ffu_cvx.batch``, ``ffu_cvx.files``,
-``ffu_cvx.jsonio``, ``ffu_cvx.version``, :mod:`experiments.paths` and
+Interfaces layer (experiments): imports ``ffu_cvx.solvers.batch``, ``ffu_cvx.io.files``,
+``ffu_cvx.io.jsonio``, ``ffu_cvx.version``, :mod:`experiments.paths` and
 :mod:`experiments.formatting`; matplotlib only when a figure is drawn. An experiment module keeps its grid (a list of
 :class:`Cell`), its cell function, the paper's numbers and its layout (:class:`Table`,
 :class:`Figure`), and calls :func:`run_grid`, which
@@ -12,12 +12,12 @@ Interfaces layer (experiments): imports ``ffu_cvx.batch``, ``ffu_cvx.files``,
    (truncated, empty, another cell's, no ``value``) is a miss: a :class:`CacheWarning` names
    the file and that cell alone is recomputed. The missing cells are computed here, one after the other, or with
    ``--jobs N`` on N worker processes, or with ``--scheduler ADDRESS`` on a Dask
-   cluster (:func:`ffu_cvx.batch.completed`: one BLAS thread per process computing
+   cluster (:func:`ffu_cvx.solvers.batch.completed`: one BLAS thread per process computing
    cells, here too, so the numbers are the serial run's; ``--blas-threads N`` gives
    each N instead); each is cached as it finishes;
 2. prints a progress line to stderr as each cell finishes, then the table (ours beside
    the paper's) to stdout;
-3. writes ``results/<name>.{csv,json,md}`` (:mod:`ffu_cvx.jsonio`: non-finite numbers
+3. writes ``results/<name>.{csv,json,md}`` (:mod:`ffu_cvx.io.jsonio`: non-finite numbers
    are ``null``; the JSON records the command, the commit, the versions, the machine, its
    load and the BLAS thread settings; a run whose numbers equal the file's to 1e-6, timings and
    environment aside, keeps the file: :func:`same_numbers`, ``--rewrite``), draws every figure
@@ -57,8 +57,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ffu_cvx import batch, jsonio
-from ffu_cvx.files import atomic_write_bytes, held_signals, signals_unwind
+from ffu_cvx.io import jsonio
+from ffu_cvx.solvers import batch
+from ffu_cvx.io.files import atomic_write_bytes, held_signals, signals_unwind
 from ffu_cvx.version import __version__
 
 from . import paths
@@ -626,7 +627,7 @@ def cli(main: Callable[[], Any]) -> None:
 
     A Ctrl-C whose exception a library swallowed (CVXPY's import of a solver) is raised again
     at the next write, at the latest the next finished cell's cache entry; SIGTERM unwinds
-    the same way with status 143 (:func:`ffu_cvx.files.signals_unwind`).
+    the same way with status 143 (:func:`ffu_cvx.io.files.signals_unwind`).
     """
     try:
         with signals_unwind():

@@ -1,11 +1,11 @@
 """``python -m ffu_cvx``: the ``ffu-cvx`` command line.
 
-Interfaces layer: imports ``cli`` only.
+Package layer: imports ``cli.cli`` only.
 """
 
 import sys
 
-from .cli import main
+from .cli.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,9 +10,10 @@ import pytest
 from scipy import special
 
 import ffu_cvx as ffu
-from ffu_cvx import accuracy, budget
-from ffu_cvx.noise import inflation, release_epsilon
-from ffu_cvx.cli import main
+from ffu_cvx.model import accuracy
+from ffu_cvx.release import budget
+from ffu_cvx.release.noise import inflation, release_epsilon
+from ffu_cvx.cli.cli import main
 
 
 def test_a_margin_converts_exactly_and_is_stated_back():
@@ -92,7 +93,7 @@ def test_smallest_budget_and_the_accuracy_a_budget_buys(agency):
 def test_dense_spec_margins_and_the_budget_command(tmp_path, capsys):
     spec = tmp_path / "s.json"
     spec.write_text(json.dumps({"workload": "prefix", "params": {"d": 8}, "c": {"margin": 10, "level": 0.95}}))
-    problem, _ = ffu.specfile.load_spec(spec)
+    problem, _ = ffu.io.specfile.load_spec(spec)
     assert np.all(problem.c == (10 / special.ndtri(0.975)) ** 2)
     assert main(["budget", str(spec), "--quiet"]) == 0
     out = capsys.readouterr().out
@@ -110,7 +111,7 @@ def test_dense_spec_margins_and_the_budget_command(tmp_path, capsys):
     (tmp_path / "h.csv").write_text("".join(f"{i}\n" for i in range(8)))
     assert main(["release", str(tmp_path / "r.json"), "--data", str(tmp_path / "h.csv"), "--out",
                  str(tmp_path / "a.csv"), "--quiet"]) == 0
-    assert ffu.release.verify(tmp_path / "a.csv")["target"]["stated"] == "each answer within ±10 at 95%"
+    assert ffu.release.release.verify(tmp_path / "a.csv")["target"]["stated"] == "each answer within ±10 at 95%"
 
 
 def test_product_spec_with_margins_through_the_cli(tmp_path, capsys):
@@ -133,7 +134,7 @@ def test_product_spec_with_margins_through_the_cli(tmp_path, capsys):
     rec = tmp_path / "rec.csv"
     rec.write_text("county,sex\n" + "".join(f"{i % 30},{'FM'[i % 2]}\n" for i in range(300)))
     assert main(["release", str(out), "--records", str(rec), "--out", str(tmp_path / "a.csv"), "--quiet"]) == 0
-    doc = ffu.release.verify(tmp_path / "a.csv")
+    doc = ffu.release.release.verify(tmp_path / "a.csv")
     assert doc["groups"][0]["accuracy"]["stated"] == "each answer of 'county totals' within ±50 at 95%"
     assert math.isclose(doc["groups"][1]["accuracy"]["level"], 0.95)
     spec.write_text(json.dumps({"domain": {"c": 3}, "groups": [{"margin": 5}]}))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import baselines as bl
+from ffu_cvx.solvers import baselines as bl
 from ffu_cvx import workloads as wl
 
 
@@ -25,7 +25,7 @@ def test_strategy_sigma_reproduces_workload_covariance_and_cost(basis):
     # Full column rank: the profile recomputed from Sigma is the strategy's column norms.
     np.testing.assert_allclose(sol.profile, np.sum(A * A, axis=0), rtol=1e-9)
     assert sol.privacy_cost == pytest.approx(bl.strategy_cost(A), rel=1e-10)
-    assert sol.status == ffu.result.BASELINE
+    assert sol.status == ffu.model.result.BASELINE
 
 
 def test_rank_deficient_strategy_and_workload():
@@ -123,7 +123,7 @@ def test_ca_bad_options():
 
 
 def test_ca_callback_gets_intermediate_results_and_can_stop():
-    from ffu_cvx.status import BASELINE, USER_STOPPED, IntermediateResult
+    from ffu_cvx.model.status import BASELINE, USER_STOPPED, IntermediateResult
 
     prob = CA_BANK["prefix12"]()
     seen = []

@@ -5,7 +5,7 @@ import pytest
 from scipy import linalg
 
 import ffu_cvx as ffu
-from ffu_cvx import basis as bs
+from ffu_cvx.model import basis as bs
 from ffu_cvx import workloads as wl
 
 
@@ -159,7 +159,7 @@ def test_bases_give_the_same_workload_covariance():
     sigma1 = np.diag(np.arange(1.0, 7.0))
     sigma2 = T @ sigma1 @ T.T
     assert np.allclose(L1 @ sigma1 @ L1.T, L2 @ sigma2 @ L2.T, atol=1e-10)
-    assert np.allclose(ffu.privacy.profile(sigma1, B1), ffu.privacy.profile(sigma2, B2), rtol=1e-10)
+    assert np.allclose(ffu.model.privacy.profile(sigma1, B1), ffu.model.privacy.profile(sigma2, B2), rtol=1e-10)
 
 
 def test_exact_identity_is_its_own_decomposition_without_a_rank_test(monkeypatch):

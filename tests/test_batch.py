@@ -1,4 +1,4 @@
-"""Batch solves (``ffu.solve_many``, ``ffu_cvx.batch.completed``) and the experiments' ``--jobs``.
+"""Batch solves (``ffu.solve_many``, ``ffu_cvx.solvers.batch.completed``) and the experiments' ``--jobs``.
 
 Parallel runs must give the serial run's numbers bit for bit (one BLAS thread per
 worker); a failing problem is reported in its place; the engines are optional extras.
@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import batch, workloads
+from ffu_cvx import workloads
+from ffu_cvx.solvers import batch
 
 joblib = pytest.importorskip("joblib")  # the parallel extra; serial runs are tested without it below
 
@@ -89,7 +90,7 @@ def test_a_failing_problem_is_reported_in_its_place_and_the_others_solved(serial
     assert isinstance(failure, batch.Failure) and not failure.success
     assert (failure.index, failure.error_type, failure.status) == (1, "ValueError", None)
     assert "`problem` must be a FitnessProblem or a ProductProblem, got str" in failure.message == str(failure)[len("ValueError: "):]
-    assert "solvers.py" in failure.traceback
+    assert "solvers/__init__.py" in failure.traceback
     assert bits([results[0]] + results[2:]) == bits(serial["smii"])
     # progress: once per problem, as each finishes, counting up to the total
     assert sorted(f.index for f in seen) == [0, 1, 2, 3] and [f.done for f in seen] == [1, 2, 3, 4]
@@ -249,7 +250,7 @@ def test_a_task_error_on_the_default_dask_client_is_not_taken_for_a_missing_clus
 
 
 LEAK = """
-from ffu_cvx import batch
+from ffu_cvx.solvers import batch
 assert [f.result for f in batch.completed(dict, [{"x": 1}, {"x": 2}], n_jobs=2)] in ([{"x": 1}, {"x": 2}], [{"x": 2}, {"x": 1}])
 from joblib.externals.loky.backend import resource_tracker
 resource_tracker.register("/ffu-cvx-test-leak", "semlock")  # as a worker stopped by Ctrl-C leaves one

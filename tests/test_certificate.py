@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import certificate, privacy, workloads
-from ffu_cvx.sdp import solve_sdp
+from ffu_cvx import workloads
+from ffu_cvx.model import certificate, privacy
+from ffu_cvx.solvers.sdp.driver import solve_sdp
 
 
 def nuclear_bound(problem, lam, mu):
@@ -161,7 +162,7 @@ def test_smii_cheap_certificate_on_the_gram_route_stays_within_its_slack():
     # half bounds.CERTIFY_SLACK times tol, which from certificate.GRAM_MIN_ORDER on is the Gram
     # route. Below that order the run's bound is the singular values'; the Gram route (opened here
     # by gram_min_order=1) at the run's own multipliers stays within CERTIFY_SLACK tol of it.
-    from ffu_cvx.smii import bounds, options
+    from ffu_cvx.solvers.smii import bounds, options
 
     problem = ffu.FitnessProblem.from_workload(workloads.prefix(300))
     assert options.CHEAP_CERTIFY_K < problem.k < certificate.GRAM_MIN_ORDER
@@ -232,7 +233,7 @@ def test_one_ascent_step_from_near_optimal_multipliers_raises_the_bound():
 def test_smii_bound_keeper_ascends_from_a_kkt_steps_multipliers_only_near_tol(monkeypatch):
     # BoundKeeper.offer(lam, mu, alpha) adds one exact ascent step where alpha's gap against the best
     # bound is over tol but within ASCEND_WITHIN tol (a KKT step that just missed tol), not elsewhere.
-    from ffu_cvx.smii import bounds
+    from ffu_cvx.solvers.smii import bounds
     problem = ffu.FitnessProblem.from_workload(workloads.prefix(16, targets="decades", seed=4))
     ref = solve_sdp(problem, refine=False)
     lam, u = ref.lam, ref.mu * problem.c  # offer takes mu per variance ratio
@@ -251,7 +252,7 @@ def test_smii_bound_keeper_recertifies_after_a_run_of_skips(monkeypatch):
     # dual ascent: on a 4-ary tree (d = 48, seed 8) the bound stayed at its second value
     # while SM-II's alpha reached the optimum (gap 2.6e-3 at t_max). Skips now come at
     # most CERTIFY_MAX_SKIPS in a row.
-    from ffu_cvx.smii import bounds, model
+    from ffu_cvx.solvers.smii import bounds, model
 
     problem = ffu.FitnessProblem.from_workload(workloads.prefix(8))
     point = model.evaluate(problem.B, problem.L, problem.c, np.eye(problem.k), 30.0, 30.0)

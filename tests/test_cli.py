@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import cli, privacy
-from ffu_cvx.kron import solution as kron_solution
-from ffu_cvx.noise import release_epsilon, release_max_delta_m
+from ffu_cvx.cli import cli
+from ffu_cvx.model import privacy
+from ffu_cvx.solvers.kron import solution as kron_solution
+from ffu_cvx.release.noise import release_epsilon, release_max_delta_m
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 METHOD = "sdp"
@@ -259,7 +260,7 @@ def test_problem2_example(tmp_path, capsys):
 
 def test_module_entry_point_exit_status(tmp_path):
     # The console script calls main(); running the module shows the exit status reaches the shell.
-    proc = subprocess.run([sys.executable, "-m", "ffu_cvx.cli", "solve", str(tmp_path / "none.json"),
+    proc = subprocess.run([sys.executable, "-m", "ffu_cvx.cli.cli", "solve", str(tmp_path / "none.json"),
                            "--out", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("ffu-cvx: error: cannot read spec")
@@ -393,8 +394,8 @@ def test_structured_results_are_re_solved_on_release(tmp_path, capsys, monkeypat
     assert _run(capsys, "solve", spec, "--out", result, "--quiet")[0] == 0
     res = json.loads(result.read_text())
     assert res["kind"] == "structured" and res["method"] == "kron" and "W" not in res and "sigma" not in res
-    assert isinstance(calls[0], ffu.products.ProductProblem)
-    direct = ffu.solve(ffu.FitnessProblem.from_workload(ffu.specfile.product_workload(PRODUCT_SPEC, spec)),
+    assert isinstance(calls[0], ffu.workloads.products.ProductProblem)
+    direct = ffu.solve(ffu.FitnessProblem.from_workload(ffu.io.specfile.product_workload(PRODUCT_SPEC, spec)),
                        method="sdp")
     assert res["privacy_cost"] == pytest.approx(direct.privacy_cost, rel=2e-6)
     out = tmp_path / "a.csv"

@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 
-from ffu_cvx.cli import main
-from ffu_cvx.release import verify
+from ffu_cvx.cli.cli import main
+from ffu_cvx.release.release import verify
 
 SPEC = {"name": "agency", "domain": {"county": 6, "age": 4, "sex": ["F", "M"]},
         "groups": [{"blocks": {"county": "identity"}, "margin": 40, "level": 0.95, "name": "county totals"},

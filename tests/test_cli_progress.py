@@ -2,7 +2,7 @@
 
 import json
 
-from ffu_cvx.cli import main
+from ffu_cvx.cli.cli import main
 
 
 def test_solve_prints_the_solvers_progress_and_quiet_silences_it(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Consistent non-negative integer tables from a release (ffu_cvx.consistent, ffu_cvx.gls)."""
+"""Consistent non-negative integer tables from a release (ffu_cvx.estimate.consistent, ffu_cvx.estimate.gls)."""
 
 import dataclasses
 import math
@@ -8,9 +8,9 @@ import pytest
 from scipy import optimize
 
 import ffu_cvx as ffu
-from ffu_cvx import consistent, gls, nonneg
-from ffu_cvx.kron import solve_kron
-from ffu_cvx.kron import terms as kterms
+from ffu_cvx.estimate import consistent, gls, nonneg
+from ffu_cvx.solvers.kron import solve_kron
+from ffu_cvx.solvers.kron import terms as kterms
 
 SIZES = {"county": 5, "age": 4, "sex": 2}
 GROUPS = [({"county": "identity"}, 10.0, "county"),
@@ -306,7 +306,7 @@ def test_derived_tables_are_bound_to_their_release(wl, solutions, counts, tmp_pa
     rel = ffu.release_product(sol, wl, counts, rng=4)
     twin = ffu.release_product(sol, wl, counts, rng=5)
     est = consistent.estimate(rel, sol, wl)
-    foreign = dataclasses.replace(rel, fingerprint=ffu.fingerprint.of(other))
+    foreign = dataclasses.replace(rel, fingerprint=ffu.model.fingerprint.of(other))
     with pytest.raises(ValueError, match="does not answer this workload"):
         consistent.estimate(foreign, sol, wl)
     with pytest.raises(ValueError, match="made from the release with answers"):
@@ -319,6 +319,6 @@ def test_derived_tables_are_bound_to_their_release(wl, solutions, counts, tmp_pa
         with pytest.raises(ValueError, match=f"would replace a release's {what}"):
             est.to_csv(path, rel, overwrite=True)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
-    assert ffu.release.verify(answers)["answers_file"] == "a.csv"
+    assert ffu.release.release.verify(answers)["answers_file"] == "a.csv"
     est.to_csv(tmp_path / "tables.csv", rel)
     assert est.to_release(rel).postprocessed is not None

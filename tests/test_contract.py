@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx.status import STATUSES, SUCCESS, USER_STOPPED, IntermediateResult
+from ffu_cvx.model.status import STATUSES, SUCCESS, USER_STOPPED, IntermediateResult
 
 METHODS = sorted(ffu.METHODS)
 #: Small problems every method certifies quickly: prefix(4) (one level), a two-block W.
@@ -37,7 +37,7 @@ def test_solution_is_complete_and_immutable(method):
     assert sol.method == method and sol.problem is problem and sol.status in STATUSES
     assert sol.sigma.shape == (problem.k, problem.k) and sol.profile.shape == (problem.d,)
     assert sol.privacy_cost == pytest.approx(float(sol.profile.max()))
-    assert sol.variances == pytest.approx(ffu.privacy.variances(problem.L, sol.sigma))
+    assert sol.variances == pytest.approx(ffu.model.privacy.variances(problem.L, sol.sigma))
     assert sol.max_ratio == pytest.approx(1.0, abs=1e-6)
     with pytest.raises(TypeError):
         sol["status"] = "optimal"

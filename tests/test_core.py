@@ -31,7 +31,7 @@ def test_scaled_is_problem2():
     prob = ffu.FitnessProblem(W, [1.0, 1.0], basis=W)
     sol = ffu.Solution.from_sigma(prob, np.array([[1, 0.5], [0.5, 1]]), method="closed_form")
     s2 = sol.scaled(0.5)
-    assert np.max(ffu.privacy.profile(s2.sigma, prob.B)) == pytest.approx(0.5, rel=1e-12)
+    assert np.max(ffu.model.privacy.profile(s2.sigma, prob.B)) == pytest.approx(0.5, rel=1e-12)
     assert ffu.max_variance_ratio(sol, 0.5) == pytest.approx(s2.max_ratio, rel=1e-12)
     assert s2.max_ratio == pytest.approx((4 / 3) / 0.5, rel=1e-12)
 

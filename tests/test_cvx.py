@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import cvx, scsmodels, sdp, workloads
-from ffu_cvx.status import OPTIMAL, SOLVER_ERROR, SolverError
+from ffu_cvx import workloads
+from ffu_cvx.solvers.sdp import cvx, scsmodels, driver as sdp
+from ffu_cvx.model.status import OPTIMAL, SOLVER_ERROR, SolverError
 
 ROOT = Path(__file__).resolve().parents[1]
 

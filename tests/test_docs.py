@@ -113,7 +113,8 @@ def test_formulas_render_offline_from_the_sites_own_mathjax(html_site):
     assert any("_static/mathjax/tex-chtml.js" in text for text in pages.values())
 
 
-@pytest.mark.parametrize("module", ["consistent", "gls", "nonneg", "noise", "ledger", "records"])
+@pytest.mark.parametrize("module", ["estimate.consistent", "estimate.gls", "estimate.nonneg", "release.noise", "release.ledger",
+                                    "workloads.records"])
 def test_api_reference_has_a_page_for(module):
     api = REPO / "docs" / "api"
     toc = (api / "index.rst").read_text(encoding="utf-8").split(".. toctree::")[1].split()

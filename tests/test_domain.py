@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx.counts import Counts
+from ffu_cvx.workloads.counts import Counts
 
 DOM = {"age": 6, "sex": ["F", "M"], "region": ["N", "S", "E"]}
 
@@ -132,7 +132,7 @@ def test_bad_code_arrays(dom, records, needle):
 
 
 def test_csv_errors_count_lines_across_chunks(dom, tmp_path, monkeypatch):
-    monkeypatch.setattr(ffu.counts, "CSV_CHUNK", 4)
+    monkeypatch.setattr(ffu.workloads.counts, "CSV_CHUNK", 4)
     rows = ["age,sex,region"] + ["1,F,N"] * 9 + ["9,F,N"]
     (tmp_path / "r.csv").write_text("\n".join(rows) + "\n")
     with pytest.raises(ValueError, match="line 11, column `age`: value '9'"):

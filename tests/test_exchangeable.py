@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx.kron import reduce as kron_reduce
-from ffu_cvx.kron import solve_kron
-from ffu_cvx.kron.exchange import Classes, exchange_classes, row_orbits, swaps_rows
+from ffu_cvx.solvers.kron import reduce as kron_reduce
+from ffu_cvx.solvers.kron import solve_kron
+from ffu_cvx.solvers.kron.exchange import Classes, exchange_classes, row_orbits, swaps_rows
 
 from test_kron import check_against_dense
 
@@ -260,8 +260,8 @@ def _covariance(parts, problem):
 def test_implicit_residual_factors_match_the_dense_ones(name):
     """Residual factors kept as a scalar and a class give the dense factors' profile, variances
     and noise covariance (identity, total and aggregation blocks through them)."""
-    from ffu_cvx.kron import KronSolution
-    from ffu_cvx.kron.terms import ResidualFactor
+    from ffu_cvx.solvers.kron import KronSolution
+    from ffu_cvx.solvers.kron.terms import ResidualFactor
     problem = product_problem(*UNIONS[name])
     red = kron_reduce.reduce(problem.workload)
     res = kron_reduce.ascent(red, tol=1e-4, max_iter=2000)

@@ -16,7 +16,7 @@ import pytest
 
 import ffu_cvx as ffu
 from experiments import paths
-from ffu_cvx import baselines
+from ffu_cvx.solvers import baselines
 from ffu_cvx import workloads as wl
 
 

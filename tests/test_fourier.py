@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import fourier as F
-from ffu_cvx.fourier import dense_workload
+from ffu_cvx.solvers import fourier as F
+from ffu_cvx.solvers.fourier import dense_workload
 
 
 def _near(value, given, digits):
@@ -137,10 +137,10 @@ def test_privacy_accounting_and_scaling():
     wl = F.MarginalWorkload.from_targets(*EX4)
     m = F.max_optimal(wl)
     assert m.max_ratio == pytest.approx(1.0, rel=1e-12)
-    assert m.epsilon(1e-6) == pytest.approx(ffu.privacy.gaussian_epsilon(1e-6, math.sqrt(m.privacy_cost)), rel=1e-12)
+    assert m.epsilon(1e-6) == pytest.approx(ffu.model.privacy.gaussian_epsilon(1e-6, math.sqrt(m.privacy_cost)), rel=1e-12)
     assert m.rho == pytest.approx(m.privacy_cost / 2, rel=1e-12)
     # spec § 1: (1, 1e-6)-DP allows privacy cost 0.05603
-    P = ffu.privacy.gaussian_max_delta_m(1.0, 1e-6) ** 2
+    P = ffu.model.privacy.gaussian_max_delta_m(1.0, 1e-6) ** 2
     assert _near(P, 0.05603, 5)
     mp = F.max_optimal(wl, privacy_cost=P)
     assert mp.epsilon(1e-6) == pytest.approx(1.0, rel=1e-9)
@@ -229,9 +229,9 @@ def test_neighbours_stated_add_remove_on_mechanisms_and_releases():
     marg = F.min_privacy_cost((2, 3), {(0, 1): 1.0})
     for mech in (marg, F.sum_optimal(F.MarginalWorkload.from_targets(*EX4)), F.max_optimal(_ex5()),
                  marg.scaled(0.25)):
-        assert mech.neighbours == ffu.privacy.ADD_REMOVE
+        assert mech.neighbours == ffu.model.privacy.ADD_REMOVE
     rel = marg.release(np.array([[0, 1], [1, 2]]), rng=0)
-    assert rel.neighbours == ffu.privacy.ADD_REMOVE and rel.privacy_cost == marg.privacy_cost
+    assert rel.neighbours == ffu.model.privacy.ADD_REMOVE and rel.privacy_cost == marg.privacy_cost
 
 
 @pytest.mark.parametrize("targets", [{(0,): 1.0, (1,): 1.0}, {(0,): 1.0, (1,): 3.0}])
@@ -276,7 +276,7 @@ def test_toolkit_gaussian_mechanism_on_the_dense_equivalent():
 
 
 def _sdp_alpha(wl):
-    sdp = pytest.importorskip("ffu_cvx.sdp")
+    sdp = pytest.importorskip("ffu_cvx.solvers.sdp.driver")
     W, c, labels = dense_workload(wl)
     sol = ffu.solve(ffu.FitnessProblem(W, c, basis="rows", labels=labels), method="sdp")
     assert sdp is not None

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ffu_cvx import cli
+from ffu_cvx.cli import cli
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import basis as bs
-from ffu_cvx import cli, cliplot, mechanism, privacy
+from ffu_cvx.model import basis as bs
+from ffu_cvx.cli import cli, cliplot
+from ffu_cvx.model import privacy
+from ffu_cvx.release import mechanism
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

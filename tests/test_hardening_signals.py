@@ -22,7 +22,7 @@ def _signal_solve(tmp_path, spec, method, sig, wait_for="solving with method"):
     (tmp_path / "s.json").write_text(json.dumps(spec))
     out = tmp_path / "r.json"
     out.write_text("previous result\n")
-    proc = subprocess.Popen([sys.executable, "-m", "ffu_cvx.cli", "solve", str(tmp_path / "s.json"),
+    proc = subprocess.Popen([sys.executable, "-m", "ffu_cvx.cli.cli", "solve", str(tmp_path / "s.json"),
                              "--method", method, "--out", str(out)], stderr=subprocess.PIPE, text=True, env=_env())
     lines = []
     for line in proc.stderr:
@@ -52,7 +52,7 @@ def test_sigint_in_solve_exits_130_in_one_line(tmp_path, spec, method):
 
 FLAGGED = """
 import ctypes, sys
-from ffu_cvx import cli
+from ffu_cvx.cli import cli
 ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 1  # as after PyRun_* saw Ctrl-C
 if sys.argv[1] == "forget":
     cli.forget_unhandled_interrupt()
@@ -63,7 +63,7 @@ sys.exit(cli.EXIT_INTERRUPTED)
 @pytest.mark.skipif(sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11),
                     reason="the flag is CPython 3.11's")
 def test_a_handled_interrupt_exits_with_our_status_not_by_sigint(tmp_path):
-    # Run with -m, as `python -m ffu_cvx.cli` is: CPython 3.11 then kills a process whose flag is
+    # Run with -m, as `python -m ffu_cvx.cli.cli` is: CPython 3.11 then kills a process whose flag is
     # set with SIGINT at exit, whatever sys.exit said; the CLI clears it when it handles Ctrl-C.
     (tmp_path / "flagged.py").write_text(FLAGGED)
     env = dict(_env(), PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
@@ -84,7 +84,7 @@ def test_sigterm_in_solve_exits_143_in_one_line(tmp_path):
 
 WRITER = """
 import os, sys, time
-from ffu_cvx import files
+from ffu_cvx.io import files
 real_fsync = os.fsync
 def slow_fsync(fd):
     real_fsync(fd)
@@ -111,7 +111,7 @@ def test_a_signal_during_an_atomic_write_leaves_no_temp_file(tmp_path, sig, code
 
 
 def test_sigterm_handler_is_restored_after_a_write(tmp_path):
-    from ffu_cvx import files
+    from ffu_cvx.io import files
 
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     files.atomic_write_text(tmp_path / "a.txt", "hi")
@@ -128,7 +128,7 @@ def test_a_signal_whose_exception_a_library_swallowed_still_stops_the_command(tm
     # became such a failure, and the solve then wrote its output.
     import cvxpy
 
-    from ffu_cvx import cli
+    from ffu_cvx.cli import cli
 
     real = cvxpy.Problem.get_problem_data
 
@@ -152,7 +152,7 @@ def test_a_signal_whose_exception_a_library_swallowed_still_stops_the_command(tm
 
 
 def test_a_signal_seen_in_a_nested_block_still_stops_the_outer_one():
-    from ffu_cvx import files
+    from ffu_cvx.io import files
 
     with files.signals_unwind():
         with files.signals_unwind():

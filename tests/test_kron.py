@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx.kron import KronSolution, solve_kron
-from ffu_cvx.sdp import solve_sdp
-from ffu_cvx.status import USER_STOPPED
+from ffu_cvx.solvers.kron import KronSolution, solve_kron
+from ffu_cvx.solvers.sdp.driver import solve_sdp
+from ffu_cvx.model.status import USER_STOPPED
 
 
 def product_problem(domain, groups, **kw):
@@ -242,7 +242,7 @@ def test_bad_input():
 
 
 def test_large_structured_union_falls_back_to_the_better_simple_structure(monkeypatch):
-    import ffu_cvx.kron.driver as driver
+    import ffu_cvx.solvers.kron.driver as driver
     monkeypatch.setattr(driver, "DENSE_D_MAX", 4)
     domain, groups, optimum, (kron_simple, _) = ISSUE["(12,2)"]
     with pytest.warns(RuntimeWarning, match="certified gap"):

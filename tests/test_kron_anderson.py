@@ -1,4 +1,4 @@
-"""The Anderson-accelerated block ascent (ffu_cvx.kron.reduce.ascent): the same certified optimum as
+"""The Anderson-accelerated block ascent (ffu_cvx.solvers.kron.reduce.ascent): the same certified optimum as
 the plain ascent in fewer steps, every iterate's bound below its cost and below the dense optimum."""
 
 import warnings
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx.kron import reduce as kron_reduce
+from ffu_cvx.solvers.kron import reduce as kron_reduce
 
 UNIONS = {
     "(8,3) prefix x identity + identity x total + total x identity": (

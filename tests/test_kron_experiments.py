@@ -26,8 +26,8 @@ def test_bench_kron_quick_bank_matches_the_dense_optimum():
 
 def test_census_tables_reduce_to_small_blocks():
     from experiments import census_tables
-    from ffu_cvx.kron import reduce as kron_reduce
-    from ffu_cvx.kron import structure_of
+    from ffu_cvx.solvers.kron import reduce as kron_reduce
+    from ffu_cvx.solvers.kron import structure_of
     problem = census_tables.problem("national")
     assert problem.d == 500_480 and len(problem.groups) == 13
     classes = kron_reduce.classes_of(problem.workload)
@@ -38,7 +38,7 @@ def test_census_tables_reduce_to_small_blocks():
 def test_census_tables_baselines_are_never_below_the_bound():
     import ffu_cvx as ffu
     from experiments import census_tables
-    from ffu_cvx.kron import solve_kron
+    from ffu_cvx.solvers.kron import solve_kron
     race = census_tables.race_blocks()
     dom = ffu.Domain({"sex": 2, "race": 64, "age": 12})
     wl = ffu.workloads.product(dom, [({"race": race["alone"], "age": {"bands": 4}}, 4.0),
@@ -84,7 +84,7 @@ def test_census_tables_quick_run_compares_at_equal_privacy_and_releases():
 
 def test_sf1_persons_is_hdmms_workload_and_reduces():
     from experiments import census_tables
-    from ffu_cvx.kron import reduce as kron_reduce
+    from ffu_cvx.solvers.kron import reduce as kron_reduce
     problem = census_tables.problem("sf1")
     assert (problem.d, problem.m, len(problem.groups)) == (500_480, 4_151, 33)
     assert all(g.target == 1.0 for g in problem.groups)

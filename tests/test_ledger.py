@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import privacy
-from ffu_cvx.cli import main
-from ffu_cvx.ledger import Ledger
-from ffu_cvx.release import sidecar_path, verify
+from ffu_cvx.model import privacy
+from ffu_cvx.cli.cli import main
+from ffu_cvx.release.ledger import Ledger
+from ffu_cvx.release.release import sidecar_path, verify
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx.kron import reduce as kron_reduce
-from ffu_cvx.kron import structure_of
-from ffu_cvx.kron import terms as kron_terms
+from ffu_cvx.solvers.kron import reduce as kron_reduce
+from ffu_cvx.solvers.kron import structure_of
+from ffu_cvx.solvers.kron import terms as kron_terms
 
 TOL = 1e-4
 

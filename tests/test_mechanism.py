@@ -1,4 +1,4 @@
-"""Release, privacy statements, Problem 2 and free extra queries (ffu_cvx.mechanism)."""
+"""Release, privacy statements, Problem 2 and free extra queries (ffu_cvx.release.mechanism)."""
 
 import math
 
@@ -7,8 +7,8 @@ import pytest
 from scipy import linalg, stats
 
 import ffu_cvx as ffu
-from ffu_cvx import mechanism as mech_mod
-from ffu_cvx import privacy
+from ffu_cvx.release import mechanism as mech_mod
+from ffu_cvx.model import privacy
 
 N_RELEASES = 20_000
 #: Family-wise false-alarm probability of each statistical check (fixed seeds make it deterministic).

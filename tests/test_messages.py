@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import cli
-from ffu_cvx import memory as ffu_memory
+from ffu_cvx.cli import cli
+from ffu_cvx.model import memory as ffu_memory
 
 DOMAIN = {"age": 4, "sex": ["F", "M"]}
 
@@ -224,13 +224,13 @@ def test_solve_many_takes_every_method_solve_takes(dom):
     wl = ffu.workloads.product(dom, [({"age": "prefix"}, 1.0), ({"sex": "identity"}, 2.0)])
     (kron,) = ffu.solve_many([wl.to_problem()], method="kron", raise_errors=True)
     assert kron.privacy_cost == pytest.approx(ffu.solve(wl.to_problem(), method="kron").privacy_cost)
-    assert set(ffu.batch.METHODS) == {*ffu.METHODS, *ffu.solvers.STRUCTURED_METHODS, "auto"}
+    assert set(ffu.solvers.batch.METHODS) == {*ffu.METHODS, *ffu.solvers.STRUCTURED_METHODS, "auto"}
 
 
 @pytest.mark.parametrize("address", ["tcp://127.0.0.1:8786", "127.0.0.1:8786", "localhost:8786", "tls://[::1]:8786",
                                      "ws://scheduler.example:80", "inproc://10.0.0.1/4242/1"])
 def test_scheduler_addresses_distributed_reads_pass(address):
-    assert ffu.batch.check_address(address) == address
+    assert ffu.solvers.batch.check_address(address) == address
 
 
 @pytest.mark.parametrize("address, why", [
@@ -255,7 +255,7 @@ def test_a_scheduler_that_is_neither_address_nor_client_is_refused():
 def test_an_unreachable_scheduler_fails_within_the_connection_timeout(monkeypatch):
     pytest.importorskip("distributed")
     pytest.importorskip("joblib")
-    monkeypatch.setattr(ffu.batch, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr(ffu.solvers.batch, "CONNECT_TIMEOUT_S", 1)
     problems = [ffu.FitnessProblem.from_workload(ffu.workloads.prefix(2))]
     with pytest.raises(OSError, match="cannot connect to the Dask scheduler at 'tcp://127.0.0.1:1' within 1 s"):
         ffu.solve_many(problems, scheduler="tcp://127.0.0.1:1")

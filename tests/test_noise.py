@@ -10,13 +10,14 @@ import pytest
 from scipy import stats
 
 import ffu_cvx as ffu
-from ffu_cvx import noise, privacy
-from ffu_cvx.budget import smallest_budget
-from ffu_cvx.mechanism import problem2
-from ffu_cvx.cli import main
-from ffu_cvx.kron import KronSolution
-from ffu_cvx.kron import reduce as kron_reduce
-from ffu_cvx.release import check_statement, sidecar_path, verify
+from ffu_cvx.model import privacy
+from ffu_cvx.release import noise
+from ffu_cvx.release.budget import smallest_budget
+from ffu_cvx.release.mechanism import problem2
+from ffu_cvx.cli.cli import main
+from ffu_cvx.solvers.kron import KronSolution
+from ffu_cvx.solvers.kron import reduce as kron_reduce
+from ffu_cvx.release.release import check_statement, sidecar_path, verify
 
 from test_exchangeable import UNIONS, product_problem
 

@@ -13,7 +13,7 @@ PACKAGE = Path(ffu.__file__).parent
 
 
 def test_importing_the_package_loads_no_solver_library():
-    code = ("import sys, ffu_cvx, ffu_cvx.smii; "
+    code = ("import sys, ffu_cvx, ffu_cvx.solvers.smii; "
             "print(sorted(m for m in ('cvxpy', 'clarabel', 'scs', 'pandas', 'dask', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
@@ -47,7 +47,7 @@ def test_importing_the_package_needs_no_fcntl_and_loads_no_scipy_stats():
 
 
 def test_a_lock_on_windows_goes_through_msvcrt(tmp_path, monkeypatch):
-    from ffu_cvx import files
+    from ffu_cvx.io import files
 
     calls = []
     fake = type(sys)("msvcrt")
@@ -64,8 +64,8 @@ def test_a_lock_on_windows_goes_through_msvcrt(tmp_path, monkeypatch):
 
 
 def test_options_types_are_exported():
-    from ffu_cvx.kron import KronOptions
-    from ffu_cvx.sdp import SDPOptions
+    from ffu_cvx.solvers.kron import KronOptions
+    from ffu_cvx.solvers.sdp.driver import SDPOptions
 
     assert ffu.SDPOptions is SDPOptions and ffu.KronOptions is KronOptions
     assert {"SDPOptions", "KronOptions"} <= set(ffu.__all__)

@@ -18,7 +18,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
 
-from ffu_cvx import privacy
+from ffu_cvx.model import privacy
 
 
 def privacy_loss(y, delta_m):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import products
-from ffu_cvx.counts import Counts
+from ffu_cvx.workloads import products
+from ffu_cvx.workloads.counts import Counts
 
 
 @pytest.fixture

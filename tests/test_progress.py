@@ -8,10 +8,10 @@ import pytest
 from scipy import linalg
 
 import ffu_cvx as ffu
-from ffu_cvx import cvx
-from ffu_cvx.refine import Clock, refine_levels
-from ffu_cvx.sdp import refine, solve_sdp
-from ffu_cvx.status import MAX_ITER, OPTIMAL, USER_STOPPED, SolverError
+from ffu_cvx.solvers.sdp import cvx
+from ffu_cvx.solvers.sdp.refine import Clock, refine_levels
+from ffu_cvx.solvers.sdp.driver import refine, solve_sdp
+from ffu_cvx.model.status import MAX_ITER, OPTIMAL, USER_STOPPED, SolverError
 
 ALPHA = 4 / 3  # §5.1's optimum at targets 1, set by the first block alone
 
@@ -118,7 +118,7 @@ def test_no_level_solve_starts_once_the_clock_is_spent():
 
 
 def test_max_time_spent_before_problem_1_is_solved(monkeypatch):
-    from ffu_cvx import sdp
+    from ffu_cvx.solvers.sdp import driver as sdp
 
     calls = []
 
@@ -163,8 +163,8 @@ def test_long_solves_log_a_heartbeat(monkeypatch, caplog):
 
 
 def test_an_inaccurate_first_sdp_cut_by_max_time_says_so():
-    from ffu_cvx.sdp import finish
-    from ffu_cvx.status import OPTIMAL_INACCURATE
+    from ffu_cvx.solvers.sdp.driver import finish
+    from ffu_cvx.model.status import OPTIMAL_INACCURATE
 
     problem = spread_problem()
     first = cvx.solve_level(problem, solver="CLARABEL")

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import counts as core
-from ffu_cvx import records
-from ffu_cvx.cli import main
+from ffu_cvx.workloads import counts as core
+from ffu_cvx.workloads import records
+from ffu_cvx.cli.cli import main
 
 DOMAIN = {"age": 12, "sex": ["F", "M"], "race": ["white", "black", "asian", "other"], "region": 5}
 LABELS = {"sex": np.array(["F", "M"]), "race": np.array(["white", "black", "asian", "other"])}
@@ -193,7 +193,7 @@ def test_cli_releases_from_parquet_a_folder_and_a_cluster(dom, codes, tmp_path, 
                                (path, ["--scheduler", cluster.scheduler_address], "c.csv")):
         assert main(["release", str(tmp_path / "r.json"), "--records", str(source), "--out", str(tmp_path / out),
                      "--quiet", *extra]) == 0
-        assert ffu.release.verify(tmp_path / out)["queries"] == 12 + 8
+        assert ffu.release.release.verify(tmp_path / out)["queries"] == 12 + 8
     cols = _columns(dom, codes)
     cols["age"] = cols["age"].astype(float)
     cols["age"][5] = np.nan

@@ -8,10 +8,11 @@ import pytest
 from scipy import linalg
 
 import ffu_cvx as ffu
-from ffu_cvx import privacy, workloads
-from ffu_cvx.refine import RETRY_CLARABEL_OPTIONS, tight_columns
-from ffu_cvx.result import USER_STOPPED, SolverError
-from ffu_cvx.sdp import refine, refine_from, solve_level, solve_sdp
+from ffu_cvx import workloads
+from ffu_cvx.model import privacy
+from ffu_cvx.solvers.sdp.refine import RETRY_CLARABEL_OPTIONS, tight_columns
+from ffu_cvx.model.result import USER_STOPPED, SolverError
+from ffu_cvx.solvers.sdp.driver import refine, refine_from, solve_level, solve_sdp
 
 S51 = np.array([[1.0, 0.5], [0.5, 1.0]])  # §5.1 optimum for targets 1
 
@@ -99,7 +100,7 @@ def test_prefix_optimum_is_one_level():
 def test_missed_tight_columns_are_merged_into_their_level(monkeypatch):
     # When the test for tight columns keeps only the largest multiplier per solve, the
     # later solves return the same value and their columns join the first level.
-    import ffu_cvx.refine as refine_module
+    import ffu_cvx.solvers.sdp.refine as refine_module
 
     def largest_only(lam, profile, value, free, **kwargs):
         out = np.zeros_like(free)
@@ -199,7 +200,7 @@ def test_failed_level_is_retried_then_reported(monkeypatch):
         raise SolverError("synthetic failure", status="NumericalError")
 
     first = solve_level(problem, solver="CLARABEL")
-    monkeypatch.setattr(ffu.sdp, "solve_level", failing)
+    monkeypatch.setattr(ffu.solvers.sdp.driver, "solve_level", failing)
     with pytest.warns(RuntimeWarning, match=r"level 2 .*NumericalError.*Remedy"):
         sol = _refine_seeded(problem, first)
     # At slack 1e-8, 1e-7, 1e-6: the three formulations, then the regularised Clarabel.
@@ -220,7 +221,7 @@ def test_first_level_failure_still_raises(monkeypatch):
     def failing(*args, **kwargs):
         raise SolverError("synthetic failure", status="NumericalError")
 
-    monkeypatch.setattr(ffu.sdp, "solve_level", failing)
+    monkeypatch.setattr(ffu.solvers.sdp.driver, "solve_level", failing)
     with pytest.raises(SolverError, match="synthetic"):
         solve_sdp(block_problem())
 
@@ -293,8 +294,8 @@ def test_levels_call_back_with_intermediate_results():
 
 
 def test_refinement_driver_takes_the_level_solver():
-    from ffu_cvx import cvx
-    from ffu_cvx.refine import refine_levels
+    from ffu_cvx.solvers.sdp import cvx
+    from ffu_cvx.solvers.sdp.refine import refine_levels
 
     problem = block_problem()
     first = cvx.solve_level(problem, solver="CLARABEL")

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import privacy
-from ffu_cvx.noise import FLOAT_RTOL
-from ffu_cvx.product_release import release_product
-from ffu_cvx.release import Release, sidecar_path
+from ffu_cvx.model import privacy
+from ffu_cvx.release.noise import FLOAT_RTOL
+from ffu_cvx.release.product_release import release_product
+from ffu_cvx.release.release import Release, sidecar_path
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ class StandIn:
 
 def test_any_noise_source_with_the_interface(case):
     dom, wl, _, rec = case
-    standin = StandIn(np.linspace(1.0, 3.0, wl.m), 0.8, ffu.fingerprint.of(wl))
+    standin = StandIn(np.linspace(1.0, 3.0, wl.m), 0.8, ffu.model.fingerprint.of(wl))
     counts = dom.counts(rec)
     draws = np.array([release_product(standin, wl, counts, rng=s).answers for s in range(2000)])
     exact = wl.apply(counts)
@@ -83,7 +83,7 @@ def test_any_noise_source_with_the_interface(case):
 ])
 def test_mismatched_noise_sources_are_refused(case, bad, needle):
     dom, wl, sol, rec = case
-    mark = ffu.fingerprint.of(wl)
+    mark = ffu.model.fingerprint.of(wl)
     if bad == "wrong variances":
         src = StandIn(np.ones(wl.m + 1), 1.0, mark)
     elif bad == "wrong noise":
@@ -95,7 +95,7 @@ def test_mismatched_noise_sources_are_refused(case, bad, needle):
     elif bad == "no fingerprint":
         src = StandIn(np.ones(wl.m), 1.0)
     elif bad == "other fingerprint":
-        src = StandIn(np.ones(wl.m), 1.0, ffu.fingerprint.of(ffu.workloads.product(dom, [({}, 1.0)])))
+        src = StandIn(np.ones(wl.m), 1.0, ffu.model.fingerprint.of(ffu.workloads.product(dom, [({}, 1.0)])))
     elif bad == "other workload":
         src = ffu.solve(ffu.FitnessProblem.from_workload(ffu.workloads.prefix(4)), method="sdp")
     else:
@@ -139,8 +139,8 @@ def test_dense_release_carries_its_statement(case):
     assert st["post_processing"] is None and st["mechanism"] == mech.description and st["queries"] == wl.m
     assert f"{rel.epsilon():.6g}" in st["text"] and privacy.ADD_REMOVE in st["text"]
     assert rel.groups is None and b"group" not in rel.csv_bytes().splitlines()[0]
-    free = ffu.mechanism.free_query(sol, np.ones(wl.d))
-    assert isinstance(free, ffu.mechanism.FreeQuery)
+    free = ffu.release.mechanism.free_query(sol, np.ones(wl.d))
+    assert isinstance(free, ffu.release.mechanism.FreeQuery)
 
 
 def test_to_frame(case):

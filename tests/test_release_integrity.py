@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import files
-from ffu_cvx.cli import main
-from ffu_cvx.release import sidecar_path, verify
+from ffu_cvx.io import files
+from ffu_cvx.cli.cli import main
+from ffu_cvx.release.release import sidecar_path, verify
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def test_a_solution_is_released_only_for_its_own_workload(case):
     for src in (dense, ffu.GaussianMechanism(dense)):
         with pytest.raises(ValueError, match="other queries"):
             ffu.release_product(src, wl, rec, rng=0)
-    assert sol.fingerprint == ffu.fingerprint.of(wl) != ffu.fingerprint.of(other)
+    assert sol.fingerprint == ffu.model.fingerprint.of(wl) != ffu.model.fingerprint.of(other)
 
 
 @pytest.mark.parametrize("key, value, needle", [("variance", 0.5, "the spec's queries or targets are not those"),
@@ -241,14 +241,14 @@ EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples
 
 
 def test_problem2_of_a_structured_solution_matches_the_dense_one():
-    wl = ffu.specfile.product_workload(json.loads((EXAMPLES / "people_product.json").read_text()),
+    wl = ffu.io.specfile.product_workload(json.loads((EXAMPLES / "people_product.json").read_text()),
                                          EXAMPLES / "people_product.json")
-    kron = ffu.mechanism.problem2(ffu.solve(wl.to_problem(), method="kron", tol=1e-8), 1.0, 1e-6)
-    dense = ffu.mechanism.problem2(wl.to_problem().dense(), 1.0, 1e-6, method="sdp")
+    kron = ffu.release.mechanism.problem2(ffu.solve(wl.to_problem(), method="kron", tol=1e-8), 1.0, 1e-6)
+    dense = ffu.release.mechanism.problem2(wl.to_problem().dense(), 1.0, 1e-6, method="sdp")
     assert kron.k == pytest.approx(dense.k, rel=1e-5) and kron.k_lower_bound <= dense.k * (1 + 1e-6)
     assert not kron.met and "cannot all be met" in kron.summary and f"{kron.k:.4g}" in kron.summary
     assert kron.solution.privacy_cost == pytest.approx(kron.privacy_cost, rel=1e-12)
-    assert ffu.mechanism.problem2(kron.solution, 20.0, 1e-6).met
+    assert ffu.release.mechanism.problem2(kron.solution, 20.0, 1e-6).met
 
 
 @pytest.mark.parametrize("method", ["kron", "auto"])
@@ -298,7 +298,7 @@ def test_an_edited_structured_result_is_refused(tmp_path, capsys, field, value, 
 # ---------------------------------------------------------------------------- the same through the CLI
 def _cli(*args) -> subprocess.Popen:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(EXAMPLES.parent))
-    return subprocess.Popen([sys.executable, "-m", "ffu_cvx.cli", *map(str, args)], env=env,
+    return subprocess.Popen([sys.executable, "-m", "ffu_cvx.cli.cli", *map(str, args)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 

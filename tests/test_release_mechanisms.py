@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import pml, privacy
-from ffu_cvx.release import LaplaceAccount, Release, check_statement, sidecar_path, verify
+from ffu_cvx import pml
+from ffu_cvx.model import privacy
+from ffu_cvx.release.release import LaplaceAccount, Release, check_statement, sidecar_path, verify
 
 MECHANISMS = ("dense", "product", "fourier", "laplace")
 X = np.array([5, 3, 0, 2, 7, 1, 1, 9])

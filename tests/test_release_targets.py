@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import accuracy
+from ffu_cvx.model import accuracy
 
 COUNTIES = 40
 
@@ -69,11 +69,11 @@ def test_without_a_joint_target_there_are_no_joint_columns():
                           "allows 1)."),
 ])
 def test_the_accuracy_sentence_follows_how_the_targets_were_given(kinds, words):
-    assert ffu.release.accuracy_summary([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], kinds)["text"] == words
+    assert ffu.release.release.accuracy_summary([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], kinds)["text"] == words
 
 
 def test_a_miss_is_stated_against_what_the_margin_allows():
-    text = ffu.release.accuracy_summary([2.0, 1.0], [1.0, 1.0], ["margin"])["text"]
+    text = ffu.release.release.accuracy_summary([2.0, 1.0], [1.0, 1.0], ["margin"])["text"]
     assert text == ("Only 1 of 2 answers meet their margins of error at their confidence levels: the worst variance "
                     "is 2 times what its target allows.")
     with pytest.raises(ValueError, match="target kinds"):

@@ -330,7 +330,7 @@ def test_crossval_reports_a_failed_refinement(monkeypatch):
     assert abs(row["rel_diff"]) < 1e-4
 
 
-# --jobs and --scheduler: the cells on worker processes (ffu_cvx.batch), results as the serial run's.
+# --jobs and --scheduler: the cells on worker processes (ffu_cvx.solvers.batch), results as the serial run's.
 # A fresh process for each run, so that the workers start with the environment the test sets.
 
 def _tiny(out, *flags, **env):

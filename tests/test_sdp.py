@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import privacy, workloads
-from ffu_cvx.result import OPTIMAL, USER_STOPPED, SolverError
-from ffu_cvx.sdp import FORMULATIONS, STATUS_MAP, lmi_order, solve_level, solve_sdp
+from ffu_cvx import workloads
+from ffu_cvx.model import privacy
+from ffu_cvx.model.result import OPTIMAL, USER_STOPPED, SolverError
+from ffu_cvx.solvers.sdp.driver import FORMULATIONS, STATUS_MAP, lmi_order, solve_level, solve_sdp
 
 # Table 2 of the paper (IP row, two decimals) and our six-decimal values.
 TABLE2 = {2: (1.33, 1.333333), 4: (1.76, 1.758601), 8: (2.28, 2.281561), 16: (2.91, 2.905253)}
@@ -90,7 +91,7 @@ def test_lmi_orders_and_auto_solver():
     k, d, m = problem.k, problem.d, problem.m
     assert [lmi_order(problem, f) for f in ("pair", "schur", "inverse", "dual")] == [2 * k, k + d, k + m, 2 * k]
     assert solve_sdp(prefix_problem(4), refine=False).info["solver"] == "CLARABEL"
-    assert ffu.sdp.pick_solver(prefix_problem(64), "auto", "pair") == "SCS"
+    assert ffu.solvers.sdp.driver.pick_solver(prefix_problem(64), "auto", "pair") == "SCS"
 
 
 def test_multipliers_are_normalised_duals():
@@ -98,7 +99,7 @@ def test_multipliers_are_normalised_duals():
     lev = solve_level(problem, solver="CLARABEL")
     assert lev.lam.sum() == pytest.approx(1.0, rel=1e-6)
     assert lev.mu.min() >= 0 and lev.mu.sum() > 0
-    assert ffu.certificate.lower_bound(problem, lev.lam, lev.mu) == pytest.approx(lev.value, rel=1e-7)
+    assert ffu.model.certificate.lower_bound(problem, lev.lam, lev.mu) == pytest.approx(lev.value, rel=1e-7)
 
 
 def test_rank_deficient_marginals_use_row_basis():
@@ -218,7 +219,7 @@ def test_badly_scaled_problems_are_solved(solver):
 
 
 def test_callback_gets_intermediate_results():
-    from ffu_cvx.status import IntermediateResult
+    from ffu_cvx.model.status import IntermediateResult
 
     problem = prefix_problem(8)
     seen = []
@@ -277,7 +278,7 @@ def test_bad_warm_start_raises_value_error():
 
 
 def test_auto_falls_back_when_scs_fails(monkeypatch):
-    from ffu_cvx import sdp
+    from ffu_cvx.solvers.sdp import driver as sdp
 
     def stalls(problem, *args, **kwargs):
         raise SolverError("SCS stalled", status="solved (inaccurate - reached max_iters)", nit=20_000)

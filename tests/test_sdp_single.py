@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-import ffu_cvx.refine as refine_module
-from ffu_cvx import cvx, workloads
-from ffu_cvx.refine import RefineResult, read_levels, single_optimum
-from ffu_cvx.result import SolverError
-from ffu_cvx.sdp import solve_sdp
+import ffu_cvx.solvers.sdp.refine as refine_module
+from ffu_cvx import workloads
+from ffu_cvx.solvers.sdp import cvx
+from ffu_cvx.solvers.sdp.refine import RefineResult, read_levels, single_optimum
+from ffu_cvx.model.result import SolverError
+from ffu_cvx.solvers.sdp.driver import solve_sdp
 
 
 def gaussian_product(d, seed):

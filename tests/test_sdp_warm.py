@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import cvx, scsmodels, sdp, workloads
-from ffu_cvx.status import OPTIMAL
+from ffu_cvx import workloads
+from ffu_cvx.solvers.sdp import cvx, scsmodels, driver as sdp
+from ffu_cvx.model.status import OPTIMAL
 
 
 def ranges_problem(d, seed=0):
@@ -51,7 +52,7 @@ def test_warm_start_on_random_ranges_matches_the_cold_sdp(d, tol, monkeypatch):
     assert warm.info["fallbacks"] == [] and warm.status == OPTIMAL
     assert scales and all(s == cvx.WARM_HIGH_SCALE for s in scales)  # from the first chunk on
     assert warm.privacy_cost == pytest.approx(cold.privacy_cost, rel=tol)
-    cert = ffu.certificate.certify(problem, warm.sigma, warm.lam, warm.mu)
+    cert = ffu.model.certificate.certify(problem, warm.sigma, warm.lam, warm.mu)
     assert cert.gap <= tol and warm.gap <= tol
     assert cold.lower_bound <= warm.privacy_cost * (1 + 1e-12)  # weak duality across the two solves
 
@@ -79,5 +80,5 @@ def test_scs_model_round_trip_of_sigma():
     sol = ffu.solve(problem, method="smii", tol=1e-6)
     x, _, _ = scsmodels.inverse_point(problem.B, L, sol.sigma, sol.lam, sol.mu * problem.c)
     sigma = scsmodels.inverse_sigma(x, problem.k)
-    scale = float(np.max(ffu.privacy.variances(L, sol.sigma)))
+    scale = float(np.max(ffu.model.privacy.variances(L, sol.sigma)))
     np.testing.assert_allclose(sigma, sol.sigma / scale, rtol=1e-9, atol=1e-12 * np.abs(sigma).max())

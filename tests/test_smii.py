@@ -8,12 +8,13 @@ import pytest
 from scipy import linalg
 
 import ffu_cvx as ffu
-from ffu_cvx import smii, workloads
-from ffu_cvx.smii import driver, incumbents, multipliers, polish
-from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
-from ffu_cvx.smii.newton import conjugate_gradient
-from ffu_cvx.smii.polish import LevelPoint, LevelWhitened, epigraph_max
-from ffu_cvx.result import MAX_ITER, OPTIMAL, USER_STOPPED, SolverError
+from ffu_cvx import workloads
+from ffu_cvx.solvers import smii
+from ffu_cvx.solvers.smii import driver, incumbents, multipliers, polish
+from ffu_cvx.solvers.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
+from ffu_cvx.solvers.smii.newton import conjugate_gradient
+from ffu_cvx.solvers.smii.polish import LevelPoint, LevelWhitened, epigraph_max
+from ffu_cvx.model.result import MAX_ITER, OPTIMAL, USER_STOPPED, SolverError
 
 # Exact optima of prefix(d) (the SDP's six-decimal values, see tests/test_sdp.py) and
 # the SM-II row of the paper's Table 2 (two decimals).
@@ -188,7 +189,7 @@ def test_level_gradient_and_hessp_match_finite_differences(fixed):
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(6, targets="random", seed=4))
     k, d = problem.k, problem.d
     sigma = 0.05 * random_spd(k, rng)
-    g = ffu.privacy.profile(sigma, problem.B)
+    g = ffu.model.privacy.profile(sigma, problem.B)
     h = np.einsum("ij,ij->i", problem.L @ sigma, problem.L) / problem.c
     sigma /= 1.5 * h.max()
     free = np.ones(d, dtype=bool)
@@ -266,7 +267,7 @@ def test_gradient_and_hessp_match_finite_differences(t1, t2):
 def test_objective_value_is_the_soft_max_sum():
     problem = prefix_problem(4)
     sigma = random_spd(4, np.random.default_rng(1))
-    g = ffu.privacy.profile(sigma, problem.B)
+    g = ffu.model.privacy.profile(sigma, problem.B)
     h = np.diag(problem.L @ sigma @ problem.L.T) / problem.c
     t1, t2 = 3.0, 0.5
     expected = np.log(np.exp(t1 * g).sum()) / t1 + np.log(np.exp(t2 * h).sum()) / t2
@@ -293,7 +294,7 @@ def test_callback_history_and_user_stop():
     last = seen[-1]
     assert last.sigma.shape == (8, 8) and last.t1 == 1.0 and last.n_cg >= 1
     # state.sigma is the iterate rescaled to meet the targets, and alpha its privacy cost.
-    assert ffu.privacy.privacy_cost(last.sigma, problem.B) == pytest.approx(last.alpha, rel=1e-10)
+    assert ffu.model.privacy.privacy_cost(last.sigma, problem.B) == pytest.approx(last.alpha, rel=1e-10)
     assert sol.privacy_cost == pytest.approx(last.alpha, rel=1e-10)
     assert [h["objective"] for h in sol.history] == sorted((h["objective"] for h in sol.history), reverse=True)
 
@@ -474,7 +475,7 @@ def test_default_start_is_the_cheapest_candidate():
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(64, targets="random", seed=0))
     start = initial_sigma(problem, None)
     eye = initial_sigma(problem, np.eye(problem.k))
-    cost = [ffu.privacy.privacy_cost(S, problem.B) * variance_ratios(problem.L, S, problem.c).max()
+    cost = [ffu.model.privacy.privacy_cost(S, problem.B) * variance_ratios(problem.L, S, problem.c).max()
             for S in (start, eye)]
     assert cost[0] < cost[1] / 5
 
@@ -507,7 +508,7 @@ def test_restarts_resume_from_the_least_cost_iterate_of_any_step(monkeypatch):
 
         def spy_restart(self, gap):
             q = restart(self, gap)
-            alpha = ffu.privacy.privacy_cost(q.sigma, problem.B) * variance_ratios(problem.L, q.sigma, problem.c).max()
+            alpha = ffu.model.privacy.privacy_cost(q.sigma, problem.B) * variance_ratios(problem.L, q.sigma, problem.c).max()
             resumed.append((len(seen), alpha))
             return q
 
@@ -554,7 +555,7 @@ def test_large_basis_certificate_is_the_bound_of_the_returned_multipliers():
     problem = prefix_problem(16)
     sol = ffu.solve(problem, method="smii", refine=False, cheap_certificate=True)
     check_solution(sol)
-    assert sol.lower_bound == pytest.approx(ffu.certificate.lower_bound(problem, sol.lam, sol.mu), rel=1e-12)
+    assert sol.lower_bound == pytest.approx(ffu.model.certificate.lower_bound(problem, sol.lam, sol.mu), rel=1e-12)
     assert sol.lower_bound <= PREFIX_OPT[16] * (1 + 1e-6)
     assert sol.privacy_cost == pytest.approx(PREFIX_OPT[16], rel=1e-4)
 
@@ -567,7 +568,7 @@ def test_callback_gets_intermediate_results_with_the_certified_gap():
     # gap is its normalised cost against the best bound so far, which never decreases.
     seen = []
     sol = ffu.solve(prefix_problem(8), method="smii", callback=seen.append, refine=False)
-    assert all(isinstance(s, ffu.status.IntermediateResult) for s in seen) and smii.SMIIState is ffu.status.IntermediateResult
+    assert all(isinstance(s, ffu.model.status.IntermediateResult) for s in seen) and smii.SMIIState is ffu.model.status.IntermediateResult
     assert {s.method for s in seen} == {"smii"} and [s.nit for s in seen] == list(range(1, sol.nit + 1))
     certified = [s for s in seen if np.isfinite(s.lower_bound)]
     assert np.isnan(seen[0].gap) and np.isnan(seen[0].lower_bound) and len(certified) >= 2
@@ -624,7 +625,7 @@ def test_whitened_hvp_is_pure_and_float32_close():
 
 def test_options_are_one_frozen_validated_value():
     import dataclasses
-    from ffu_cvx.smii.options import gd_options, smii_options
+    from ffu_cvx.solvers.smii.options import gd_options, smii_options
     opts = smii_options(tol=1e-5, t_shift=None)
     assert opts.t_shift == np.inf and opts.tol == 1e-5
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -667,12 +668,12 @@ def test_gd_short_of_tol_warns_and_advises_smii():
 def test_inaccurate_smii_warns():
     with pytest.warns(RuntimeWarning, match="t_max"):
         sol = ffu.solve(prefix_problem(8), method="smii", t_max=1.0, tol=1e-9)
-    assert sol.status == ffu.status.OPTIMAL_INACCURATE and sol.success and sol.gap > 1e-9
+    assert sol.status == ffu.model.status.OPTIMAL_INACCURATE and sol.success and sol.gap > 1e-9
 
 
 def test_polish_shares_the_main_loop_line_search(monkeypatch):
     # One line search serves SM-II's steps and the polish's barrier levels.
-    from ffu_cvx.smii import newton
+    from ffu_cvx.solvers.smii import newton
     assert driver.line_search is newton.line_search is polish.line_search
     calls = []
 
@@ -689,7 +690,7 @@ def test_polish_shares_the_main_loop_line_search(monkeypatch):
 
 def test_normalise_reuses_a_points_profile_exactly():
     # The driver passes the point's profile g to normalise, saving a factorisation: same result, bit for bit.
-    from ffu_cvx.smii.model import normalise
+    from ffu_cvx.solvers.smii.model import normalise
     rng = np.random.default_rng(5)
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(12, targets="random", seed=2))
     p = evaluate(problem.B, problem.L, problem.c, random_spd(problem.k, rng), 1.0, 1.0)
@@ -706,7 +707,7 @@ def test_normalise_reuses_a_points_profile_exactly():
 def test_renormalise_is_normalise_without_a_factorisation():
     # The driver rescales a point at each sub-problem start: the same point, to rounding,
     # as normalising Sigma and evaluating it afresh, with the cost unchanged.
-    from ffu_cvx.smii.model import normalise, renormalise
+    from ffu_cvx.solvers.smii.model import normalise, renormalise
     rng = np.random.default_rng(5)
     problem = ffu.FitnessProblem.from_workload(workloads.random_ranges(12, targets="random", seed=2))
     p = evaluate(problem.B, problem.L, problem.c, random_spd(problem.k, rng), 1.0, 1.0)
@@ -723,7 +724,7 @@ def test_renormalise_is_normalise_without_a_factorisation():
 
 
 def test_float32_auto_is_single_precision_from_k_256_only():
-    from ffu_cvx.smii.options import FLOAT32_MIN_K, gd_options, smii_options
+    from ffu_cvx.solvers.smii.options import FLOAT32_MIN_K, gd_options, smii_options
     assert FLOAT32_MIN_K == 256
     assert smii_options().float32 == "auto"
     assert smii_options().resolved(FLOAT32_MIN_K).float32 is True

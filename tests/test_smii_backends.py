@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import certificate, workloads
-from ffu_cvx.smii import backend, multipliers
-from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, normalise, unwhiten_dual, variance_ratios, whiten
-from ffu_cvx.smii.newton import line_search, smii_direction
-from ffu_cvx.smii.options import Options
-from ffu_cvx.status import OPTIMAL
+from ffu_cvx import workloads
+from ffu_cvx.model import certificate
+from ffu_cvx.solvers.smii import backend, multipliers
+from ffu_cvx.solvers.smii.model import Whitened, evaluate, initial_sigma, normalise, unwhiten_dual, variance_ratios, whiten
+from ffu_cvx.solvers.smii.newton import line_search, smii_direction
+from ffu_cvx.solvers.smii.options import Options
+from ffu_cvx.model.status import OPTIMAL
 
 #: Relative agreement required between a backend and numpy.
 RTOL = 1e-10

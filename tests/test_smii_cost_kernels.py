@@ -1,14 +1,14 @@
 """The kernels that cut SM-II's cost per Newton step, against float64 references.
 
-- :func:`ffu_cvx.smii.backend.lower_inverse` (LAPACK ``trtri``), which
+- :func:`ffu_cvx.solvers.smii.backend.lower_inverse` (LAPACK ``trtri``), which
   ``Backend.solve_triangular(R, I)`` uses when the right-hand side is the identity (the
   identity basis: prefix and every full-rank workload) of order at least the backend's
   ``large_k`` (``backend.LARGE_K`` on ``backend.NUMPY``), equals the triangular solve
   to rounding and keeps its contract (lower triangular result whatever ``R`` holds above
   its diagonal).
-- :func:`ffu_cvx.smii.newton.conjugate_gradient` updates ``r``, ``p`` and the product in
+- :func:`ffu_cvx.solvers.smii.newton.conjugate_gradient` updates ``r``, ``p`` and the product in
   place: its iterates equal a textbook (out-of-place) Steihaug CG on the same operator;
-  past ``maxcg`` it goes on exactly while :func:`ffu_cvx.smii.newton.extension_pays`.
+  past ``maxcg`` it goes on exactly while :func:`ffu_cvx.solvers.smii.newton.extension_pays`.
 - ``Backend.rotated_single`` (the float32 array ``[Q^T Y, V^T]`` of the turned frame by one
   float32 product) equals the float64 product to single precision.
 """
@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from scipy import linalg
 
-from ffu_cvx.smii import backend
-from ffu_cvx.smii import newton
-from ffu_cvx.smii.newton import conjugate_gradient
+from ffu_cvx.solvers.smii import backend
+from ffu_cvx.solvers.smii import newton
+from ffu_cvx.solvers.smii.newton import conjugate_gradient
 
 NP = backend.NUMPY
 

@@ -1,4 +1,4 @@
-"""SM-II's KKT steps (ffu_cvx.smii.kkt): the exponential sum, the QP's matrix, the step, the driver's use."""
+"""SM-II's KKT steps (ffu_cvx.solvers.smii.kkt): the exponential sum, the QP's matrix, the step, the driver's use."""
 
 import math
 
@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import certificate, workloads
-from ffu_cvx.smii import kkt
-from ffu_cvx.result import OPTIMAL
+from ffu_cvx import workloads
+from ffu_cvx.model import certificate
+from ffu_cvx.solvers.smii import kkt
+from ffu_cvx.model.result import OPTIMAL
 
 
 def decades(d, seed=0):

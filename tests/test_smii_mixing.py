@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import privacy, workloads
-from ffu_cvx.smii import driver, incumbents, mixing, model, newton, options
-from ffu_cvx.status import OPTIMAL
+from ffu_cvx import workloads
+from ffu_cvx.model import privacy
+from ffu_cvx.solvers.smii import driver, incumbents, mixing, model, newton, options
+from ffu_cvx.model.status import OPTIMAL
 
 
 def _ranges(d=24, seed=0):

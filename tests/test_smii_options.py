@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import smii, workloads
-from ffu_cvx.kron import KronOptions
-from ffu_cvx.sdp import SDPOptions
-from ffu_cvx.smii.options import PAPER
-from ffu_cvx.status import OPTIMAL
+from ffu_cvx import workloads
+from ffu_cvx.solvers import smii
+from ffu_cvx.solvers.kron import KronOptions
+from ffu_cvx.solvers.sdp.driver import SDPOptions
+from ffu_cvx.solvers.smii.options import PAPER
+from ffu_cvx.model.status import OPTIMAL
 
 DESIGN = Path(__file__).resolve().parent.parent / "docs" / "design" / "smii.rst"
 
@@ -70,7 +71,7 @@ def test_every_numeric_constant_of_smii_is_in_the_table():
     for info in pkgutil.iter_modules(smii.__path__):
         if info.name == "log":
             continue  # the log's layout
-        module = importlib.import_module(f"ffu_cvx.smii.{info.name}")
+        module = importlib.import_module(f"ffu_cvx.solvers.smii.{info.name}")
         for name, value in vars(module).items():
             if name.isupper() and isinstance(value, Real) and not isinstance(value, bool):
                 assert f"``{name}``" in table, f"{info.name}.{name}"
@@ -126,13 +127,13 @@ def test_kron_options():
 
 
 def test_smii_logs_through_logging(caplog, capsys):
-    with caplog.at_level(logging.DEBUG, logger="ffu_cvx.smii"):
+    with caplog.at_level(logging.DEBUG, logger="ffu_cvx.solvers.smii"):
         ffu.solve(prefix_problem(4), method="smii")
-    lines = [r.getMessage() for r in caplog.records if r.name == "ffu_cvx.smii"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "ffu_cvx.solvers.smii"]
     assert any("objective" in line and "alpha" in line for line in lines)
     assert any(line.strip().startswith("status optimal") for line in lines)
-    assert all(r.levelno == logging.DEBUG for r in caplog.records if r.name == "ffu_cvx.smii")
+    assert all(r.levelno == logging.DEBUG for r in caplog.records if r.name == "ffu_cvx.solvers.smii")
     assert capsys.readouterr().out == ""  # nothing printed without verbose
     caplog.clear()
     ffu.solve(prefix_problem(4), method="smii")  # no handler left behind: silent again
-    assert not [r for r in caplog.records if r.name == "ffu_cvx.smii" and r.levelno < logging.INFO]
+    assert not [r for r in caplog.records if r.name == "ffu_cvx.solvers.smii" and r.levelno < logging.INFO]

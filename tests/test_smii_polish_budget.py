@@ -7,10 +7,10 @@ import pytest
 
 import ffu_cvx as ffu
 from ffu_cvx import workloads
-from ffu_cvx.smii import polish
-from ffu_cvx.smii.log import IterationLog
-from ffu_cvx.smii.options import smii_options
-from ffu_cvx.status import MAX_ITER, OPTIMAL, SolverError
+from ffu_cvx.solvers.smii import polish
+from ffu_cvx.solvers.smii.log import IterationLog
+from ffu_cvx.solvers.smii.options import smii_options
+from ffu_cvx.model.status import MAX_ITER, OPTIMAL, SolverError
 
 from experiments import bench_authors
 

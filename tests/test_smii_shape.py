@@ -6,15 +6,15 @@ import dataclasses
 from pathlib import Path
 
 from experiments import bench_bank
-from ffu_cvx.smii import options
+from ffu_cvx.solvers.smii import options
 
 TESTS = Path(__file__).parent
 #: The modules whose constants tests must not patch.
-SOLVER = ("ffu_cvx.smii", "ffu_cvx.certificate")
+SOLVER = ("ffu_cvx.solvers.smii", "ffu_cvx.model.certificate")
 
 
 def _solver_names(tree: ast.Module) -> set[str]:
-    """The names a test module binds to SM-II's modules (``from ffu_cvx.smii import kkt``, ``import ... as``)."""
+    """The names a test module binds to SM-II's modules (``from ffu_cvx.solvers.smii import kkt``, ``import ... as``)."""
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(SOLVER):
@@ -51,9 +51,9 @@ def test_no_test_patches_a_constant_of_the_solver():
 
 def test_the_detector_sees_a_patched_constant(tmp_path):
     sample = tmp_path / "test_sample.py"
-    sample.write_text("from ffu_cvx.smii import kkt\n\ndef test_x(monkeypatch):\n"
+    sample.write_text("from ffu_cvx.solvers.smii import kkt\n\ndef test_x(monkeypatch):\n"
                       "    monkeypatch.setattr(kkt, 'START', 0.0)\n"
-                      "    monkeypatch.setattr('ffu_cvx.smii.schedule.SETTLE', 1.0)\n"
+                      "    monkeypatch.setattr('ffu_cvx.solvers.smii.schedule.SETTLE', 1.0)\n"
                       "    monkeypatch.setattr(kkt, 'kkt_step', None)\n", encoding="utf-8")
     assert _constant_patches(sample) == ["test_sample.py:4", "test_sample.py:5"]
 

@@ -5,10 +5,10 @@ import pytest
 
 import ffu_cvx as ffu
 from experiments.bench_workloads import build
-from ffu_cvx import certificate
-from ffu_cvx.smii import backend
-from ffu_cvx.smii.model import ascent_start, initial_sigma, variance_ratios
-from ffu_cvx.smii.options import ASCENT_MAX_K, ASCENT_MIN_K, smii_options
+from ffu_cvx.model import certificate
+from ffu_cvx.solvers.smii import backend
+from ffu_cvx.solvers.smii.model import ascent_start, initial_sigma, variance_ratios
+from ffu_cvx.solvers.smii.options import ASCENT_MAX_K, ASCENT_MIN_K, smii_options
 
 
 def decades(d, seed=0):
@@ -16,7 +16,7 @@ def decades(d, seed=0):
 
 
 def cost(problem, sigma):
-    return ffu.privacy.privacy_cost(sigma, problem.B) * variance_ratios(problem.L, sigma, problem.c).max()
+    return ffu.model.privacy.privacy_cost(sigma, problem.B) * variance_ratios(problem.L, sigma, problem.c).max()
 
 
 def test_ascend_raises_a_valid_bound_faster_when_over_relaxed():
@@ -69,7 +69,7 @@ def test_ascent_start_run_begins_at_t_shift_with_its_bound(capsys):
     assert "dual-ascent start: bound" in capsys.readouterr().out
     cheapest = ffu.solve(problem, method="smii", refine=False, start="cheapest")
     for sol in (ascent, cheapest):
-        assert sol.status == ffu.status.OPTIMAL and sol.gap <= 1e-4
+        assert sol.status == ffu.model.status.OPTIMAL and sol.gap <= 1e-4
     assert ascent.history[0]["t1"] == ascent.history[0]["t2"] == 30.0
     assert cheapest.history[0]["t1"] == 1.0
     assert ascent.privacy_cost == pytest.approx(cheapest.privacy_cost, rel=2e-4)
@@ -83,7 +83,7 @@ def test_kkt_steps_may_finish_from_the_first_unshifted_end(monkeypatch):
     # certifies 4e-2, under kkt.START: KKT steps finish from there. (Taken from the first end, they
     # finish mixed scales d = 512 seeds 0-8 in 1-3 Newton steps, where waiting for a shifted end
     # takes 19-25.)
-    from ffu_cvx.smii import driver
+    from ffu_cvx.solvers.smii import driver
     seen, original = [], driver.Run._kkt_finish
 
     def recording(self, p, gap):
@@ -92,7 +92,7 @@ def test_kkt_steps_may_finish_from_the_first_unshifted_end(monkeypatch):
 
     monkeypatch.setattr(driver.Run, "_kkt_finish", recording)
     sol = ffu.solve(build("gaussian", 64, 0), method="smii", refine=False, start="ascent")
-    assert sol.status == ffu.status.OPTIMAL and sol.gap <= 1e-4
+    assert sol.status == ffu.model.status.OPTIMAL and sol.gap <= 1e-4
     assert seen[:1] == [True] and sol.nit <= 3
 
 
@@ -105,7 +105,7 @@ def test_a_start_too_stiff_for_t_shift_goes_one_level_down():
     stiff = ffu.solve(build("mixed", 256, 1), method="smii", refine=False, start="ascent", kkt=False)
     plain = ffu.solve(decades(64), method="smii", refine=False, start="ascent", kkt=False)
     for sol in (stiff, plain):
-        assert sol.status == ffu.status.OPTIMAL and sol.gap <= 1e-4
+        assert sol.status == ffu.model.status.OPTIMAL and sol.gap <= 1e-4
     assert stiff.history[0]["t1"] == 30.0 and stiff.history[0]["step"] < 1
     assert stiff.history[1]["t1"] == 10.0
     assert min(h["t1"] for h in plain.history) == 30.0
@@ -123,16 +123,16 @@ def test_ascent_start_on_an_accelerator_backend_matches_numpy():
     assert runs[0].history[0]["t1"] == runs[1].history[0]["t1"] == 30.0
     for a, b in zip(runs[0].history[:5], runs[1].history[:5]):
         assert b["alpha"] == pytest.approx(a["alpha"], rel=1e-10)
-    assert all(r.status == ffu.status.OPTIMAL for r in runs)
+    assert all(r.status == ffu.model.status.OPTIMAL for r in runs)
     assert abs(runs[1].privacy_cost - runs[0].privacy_cost) <= max(r.gap for r in runs) * runs[0].privacy_cost
 
 
 def test_a_singular_dual_sigma_falls_back_to_the_classic_start(monkeypatch):
     # ascent_start returns None where the dual Sigma is numerically singular; the run then starts
     # from the cheapest classic start at the user's t1, as with start="cheapest".
-    from ffu_cvx.smii import model
+    from ffu_cvx.solvers.smii import model
     problem = decades(32)
     monkeypatch.setattr(model.certificate, "dual_sigma", lambda *a, **k: None)
     assert ascent_start(problem) is None
     sol = ffu.solve(problem, method="smii", refine=False, start="ascent")
-    assert sol.status == ffu.status.OPTIMAL and sol.history[0]["t1"] == 1.0
+    assert sol.status == ffu.model.status.OPTIMAL and sol.history[0]["t1"] == 1.0

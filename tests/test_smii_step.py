@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import smii, workloads
-from ffu_cvx.smii import backend, model
-from ffu_cvx.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
-from ffu_cvx.smii.newton import newton_direction, smii_direction
-from ffu_cvx.status import OPTIMAL
+from ffu_cvx import workloads
+from ffu_cvx.solvers import smii
+from ffu_cvx.solvers.smii import backend, model
+from ffu_cvx.solvers.smii.model import Whitened, evaluate, initial_sigma, variance_ratios
+from ffu_cvx.solvers.smii.newton import newton_direction, smii_direction
+from ffu_cvx.model.status import OPTIMAL
 
 NP = backend.NUMPY
 

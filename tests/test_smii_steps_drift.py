@@ -8,8 +8,8 @@ import pytest
 
 import ffu_cvx as ffu
 from ffu_cvx import workloads
-from ffu_cvx.result import OPTIMAL
-from ffu_cvx.smii import driver, incumbents, model, newton, options, schedule
+from ffu_cvx.model.result import OPTIMAL
+from ffu_cvx.solvers.smii import driver, incumbents, model, newton, options, schedule
 
 # The SDP's six-decimal optimum of prefix(32) (tests/test_sdp.py, tests/test_smii.py).
 PREFIX32_OPT = 3.630723

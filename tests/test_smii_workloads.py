@@ -10,7 +10,7 @@ import pytest
 import ffu_cvx as ffu
 from experiments import bench_authors, bench_workloads
 from ffu_cvx import workloads
-from ffu_cvx.result import OPTIMAL
+from ffu_cvx.model.result import OPTIMAL
 
 CASES = [
     ("prefix-decades", lambda: workloads.prefix(16, targets="decades", seed=1)),

@@ -12,10 +12,11 @@ import pytest
 from scipy import sparse
 
 import ffu_cvx as ffu
-from ffu_cvx import basis, privacy, workloads
-from ffu_cvx.smii import backend
-from ffu_cvx.smii.model import evaluate, initial_sigma, normalise, variance_ratios
-from ffu_cvx.smii.newton import line_search, smii_direction
+from ffu_cvx import workloads
+from ffu_cvx.model import basis, privacy
+from ffu_cvx.solvers.smii import backend
+from ffu_cvx.solvers.smii.model import evaluate, initial_sigma, normalise, variance_ratios
+from ffu_cvx.solvers.smii.newton import line_search, smii_direction
 
 NP = backend.NUMPY
 #: numpy's kernels with the structured ones at every size (CSR for L at most half non-zero).

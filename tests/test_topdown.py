@@ -1,4 +1,4 @@
-"""Top-down estimation of nested count tables (ffu_cvx.topdown): the lattice, the fits, the rounding."""
+"""Top-down estimation of nested count tables (ffu_cvx.estimate.topdown): the lattice, the fits, the rounding."""
 
 import itertools
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ffu_cvx as ffu
-from ffu_cvx import topdown
+from ffu_cvx.estimate import topdown
 
 
 def _workload(sizes, groups):
@@ -17,7 +17,7 @@ def _workload(sizes, groups):
 def test_partition_blocks():
     dom = ffu.Domain({"a": 6})
     a = dom.attributes[0]
-    from ffu_cvx.products import block
+    from ffu_cvx.workloads.products import block
     assert np.array_equal(topdown.partition(block(a, "identity")), np.arange(6))
     assert np.array_equal(topdown.partition(block(a, "total")), np.zeros(6))
     assert np.array_equal(topdown.partition(block(a, {"bands": 4})), [0, 0, 0, 0, 1, 1])

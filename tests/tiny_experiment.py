@@ -15,7 +15,7 @@ import os
 import time
 
 from experiments import runner
-from ffu_cvx.status import SolverError
+from ffu_cvx.model.status import SolverError
 
 NAME = "tiny"
 DRAWN: list[dict] = []

@@ -13,11 +13,11 @@ Notation (used once here, then throughout)
 - ``alpha``: the context assumption ``P(D_i = j) >= alpha`` for every record and
   class, so ``0 < alpha <= 1/k``.
 - ``Delta_1(W) = max_{j,j'} ||w_j - w_j'||_1``: the L1 sensitivity under substitution
-  neighbours (:data:`~ffu_cvx.privacy.SUBSTITUTE`: one record changes class), so the
+  neighbours (:data:`~ffu_cvx.model.privacy.SUBSTITUTE`: one record changes class), so the
   mechanism is ``Delta_1/b``-DP. The PML model is a substitution model too (the record
   is present, its class is the secret), so every bound, ``min_noise_scale`` and
   ``b_DP = Delta_1 / epsilon`` use this ``Delta_1``, and :class:`SignBound` states it.
-  Under add/remove neighbours (:data:`~ffu_cvx.privacy.ADD_REMOVE`, ``||x - x'||_1 = 1``)
+  Under add/remove neighbours (:data:`~ffu_cvx.model.privacy.ADD_REMOVE`, ``||x - x'||_1 = 1``)
   the sensitivity is ``max_j ||w_j||_1`` instead (1 for the histogram, 2 for
   ``differences(8)``, whose substitution value is 4); :func:`l1_sensitivity`,
   :func:`dp_leakage` and :func:`laplace_release` take ``neighbours=`` (default
@@ -33,10 +33,10 @@ structure detection, distances, sensitivities), ``formulas`` (``-log F``, Coroll
 the safe bound), ``signs`` (the sign bound's forced-sign enumeration and the chain and
 tree programmes), ``bounds`` (the public bounds and DP values), ``calibration``
 (:func:`min_noise_scale`), ``release`` (:func:`laplace_release`: a
-:class:`ffu_cvx.release.Release` with Laplace noise, written and verified like every release)
-and ``builders`` (the workload matrices). Mechanism layer: the package imports numpy, scipy,
-the core modules (``privacy``, ``status``, ``validation``), :mod:`ffu_cvx.release` and
-:mod:`ffu_cvx.workloads`.
+:class:`ffu_cvx.release.release.Release` with Laplace noise, written and verified like every release)
+and ``builders`` (the workload matrices). PML layer, above the
+release and estimate layers: the package imports numpy, scipy, the model modules (``privacy``, ``status``,
+``validation``), :mod:`ffu_cvx.release.release` and :mod:`ffu_cvx.workloads`.
 
 The three bounds
 ----------------
@@ -76,7 +76,7 @@ change no bound, and up to a common scale, row order and row signs):
   Beyond ``max_patterns`` it raises :class:`TooManyPatternsError` instead of hanging.
 """
 
-from ..privacy import ADD_REMOVE, SUBSTITUTE
+from ..model.privacy import ADD_REMOVE, SUBSTITUTE
 from .analysis import STRUCTURES
 from .bounds import BOUNDS, SignBound, dp_leakage, l1_sensitivity, leakage, sign_bound
 from .builders import WORKLOADS, all_ranges, differences, haar, histogram, pml_workload, prefix

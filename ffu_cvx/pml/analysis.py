@@ -1,7 +1,7 @@
 """Input checks and structure detection for the PML bounds.
 
-Mechanism layer, bottom of :mod:`ffu_cvx.pml`: imports numpy, scipy and
-:mod:`ffu_cvx.validation`. :func:`analyse` reduces a query matrix to an
+PML layer, bottom of :mod:`ffu_cvx.pml`: imports numpy, scipy,
+:mod:`ffu_cvx.model.privacy` (the neighbouring relations) and :mod:`ffu_cvx.model.validation`. :func:`analyse` reduces a query matrix to an
 :class:`Analysis`: its non-constant rows (constant rows shift every ``c_j`` alike and
 change no bound), the recognised structure and the common entry magnitude of the
 structured kinds, with the sensitivities under both neighbouring relations.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from .. import validation
-from ..privacy import ADD_REMOVE, NEIGHBOURS
+from ..model import validation
+from ..model.privacy import ADD_REMOVE, NEIGHBOURS
 
 __all__ = ["STRUCTURES", "Analysis", "analyse", "check_matrix", "check_alpha", "check_choice",
            "check_neighbours", "l1_distances"]
@@ -62,7 +62,7 @@ def check_choice(value, name: str, allowed) -> str:
 
 
 def check_neighbours(neighbours) -> str:
-    """One of :data:`ffu_cvx.privacy.NEIGHBOURS` (``ADD_REMOVE`` or ``SUBSTITUTE``)."""
+    """One of :data:`ffu_cvx.model.privacy.NEIGHBOURS` (``ADD_REMOVE`` or ``SUBSTITUTE``)."""
     return validation.choice(neighbours, "neighbours", NEIGHBOURS)
 
 

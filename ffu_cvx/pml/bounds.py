@@ -1,7 +1,7 @@
 """The three PML bounds and the DP values of a Laplace release of ``W x``.
 
-Mechanism layer: imports numpy, :mod:`ffu_cvx.privacy` (the neighbouring relations),
-:mod:`ffu_cvx.validation` and the PML modules ``analysis``, ``formulas`` and ``signs``.
+PML layer: imports numpy, :mod:`ffu_cvx.model.privacy` (the neighbouring relations),
+:mod:`ffu_cvx.model.validation` and the PML modules ``analysis``, ``formulas`` and ``signs``.
 Every PML bound is about one record's class among k with the record known to be
 present, i.e. for substitution neighbours; the DP values (:func:`l1_sensitivity`,
 :func:`dp_leakage`) take the relation as ``neighbours=`` because both make sense there.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import validation
-from ..privacy import SUBSTITUTE
+from ..model import validation
+from ..model.privacy import SUBSTITUTE
 from .analysis import Analysis, analyse, check_alpha, check_choice, check_neighbours
 from .formulas import corollary, from_distances
 from .signs import DEFAULT_MAX_PATTERNS, sign_difference, sign_general, sign_haar
@@ -37,7 +37,7 @@ class SignBound:
         Sign patterns evaluated one by one: ``sum_p 2^{r_p}`` for ``"general"``, ``k``
         (one forced pattern per class) for ``"two_valued"``, 0 for the closed form of
         ``"histogram"`` and the dynamic programmes.
-    neighbours : :data:`ffu_cvx.privacy.SUBSTITUTE`
+    neighbours : :data:`ffu_cvx.model.privacy.SUBSTITUTE`
         The relation the bound is for (a property): the record is present and its class
         is the secret, so a neighbour changes that class.
     """
@@ -83,7 +83,7 @@ def l1_sensitivity(W, *, neighbours: str = SUBSTITUTE) -> float:
     Parameters
     ----------
     W : array_like, (m, k)
-    neighbours : :data:`~ffu_cvx.privacy.SUBSTITUTE` (default) or :data:`~ffu_cvx.privacy.ADD_REMOVE`
+    neighbours : :data:`~ffu_cvx.model.privacy.SUBSTITUTE` (default) or :data:`~ffu_cvx.model.privacy.ADD_REMOVE`
         Substitution (one record changes class, the PML model and the spec's DP
         baseline): ``Delta_1(W) = max_{j,j'} ||w_j - w_j'||_1``. Add/remove (one record
         added or removed, ``||x - x'||_1 = 1``): ``max_j ||w_j||_1``.
@@ -106,7 +106,7 @@ def dp_leakage(W, b, *, neighbours: str = SUBSTITUTE) -> float:
     W : array_like, (m, k)
     b : float
         Laplace scale, > 0.
-    neighbours : :data:`~ffu_cvx.privacy.SUBSTITUTE` (default) or :data:`~ffu_cvx.privacy.ADD_REMOVE`
+    neighbours : :data:`~ffu_cvx.model.privacy.SUBSTITUTE` (default) or :data:`~ffu_cvx.model.privacy.ADD_REMOVE`
         The relation of the DP statement; see :func:`l1_sensitivity`.
     """
     an = analyse(W)

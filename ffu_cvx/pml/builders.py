@@ -1,6 +1,6 @@
 """The PML paper's workload matrices (spec § 5), with their sensitivities under both relations.
 
-Mechanism layer: imports numpy, :mod:`ffu_cvx.validation`, :mod:`ffu_cvx.workloads`
+PML layer: imports numpy, :mod:`ffu_cvx.model.validation`, :mod:`ffu_cvx.workloads`
 (the prefix matrix) and :mod:`ffu_cvx.pml.analysis` (the name check).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import validation
+from ..model import validation
 from ..workloads import prefix as _prefix_workload
 from .analysis import check_choice
 

@@ -1,6 +1,6 @@
 """Calibration: the smallest Laplace scale whose PML bound meets a target (spec § 4).
 
-Mechanism layer: imports numpy, scipy, :mod:`ffu_cvx.status`, :mod:`ffu_cvx.validation`
+PML layer: imports numpy, scipy, :mod:`ffu_cvx.model.status`, :mod:`ffu_cvx.model.validation`
 and the PML modules ``analysis``, ``bounds`` and ``signs``. Every bound decreases
 strictly in ``b``, from ``log(1/alpha)`` at ``b -> 0`` to 0, and lies below the DP
 level ``Delta_1 / b``, so ``b_DP = Delta_1 / epsilon`` brackets the root from above.
@@ -14,8 +14,8 @@ import warnings
 import numpy as np
 from scipy.optimize import brentq
 
-from .. import validation
-from ..status import SOLVER_ERROR, SolverError
+from ..model import validation
+from ..model.status import SOLVER_ERROR, SolverError
 from .analysis import Analysis, analyse, check_alpha, check_choice
 from .bounds import BOUNDS, bound_value
 from .signs import DEFAULT_MAX_PATTERNS

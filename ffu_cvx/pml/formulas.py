@@ -1,6 +1,7 @@
 """The value of a PML bound: ``-log F`` under the worst admissible prior (spec § 2, Lemma A).
 
-Mechanism layer: imports numpy only. ``F(g) = alpha sum_j exp(-g_j/b) + (1 - k alpha)
+PML layer: imports numpy only (the release layer checks a Laplace statement
+with :func:`corollary`, inside :meth:`ffu_cvx.release.release.LaplaceAccount.check`). ``F(g) = alpha sum_j exp(-g_j/b) + (1 - k alpha)
 exp(-max_j g_j/b)`` for gaps ``g`` (k,) >= 0; :func:`corollary` is Corollary 1's closed
 form, :func:`from_distances` the safe bound (and the sign bound of two-valued rows).
 Each is evaluated so that small and large leakages both keep full relative accuracy.

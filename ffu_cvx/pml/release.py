@@ -1,8 +1,8 @@
-"""The Laplace release calibrated to a PML target: ``y = W x + Lap(b)^m``, as a :class:`ffu_cvx.release.Release`.
+"""The Laplace release calibrated to a PML target: ``y = W x + Lap(b)^m``, as a :class:`ffu_cvx.release.release.Release`.
 
-Mechanism layer: imports numpy, :mod:`ffu_cvx.privacy` (the neighbouring relations),
-:mod:`ffu_cvx.validation`, :mod:`ffu_cvx.release` (the Release every mechanism returns and
-its :class:`~ffu_cvx.release.LaplaceAccount`) and the PML modules ``analysis``, ``bounds``,
+PML layer: imports numpy, :mod:`ffu_cvx.model.privacy` (the neighbouring relations),
+:mod:`ffu_cvx.model.validation`, :mod:`ffu_cvx.release.release` (the Release every mechanism returns and
+its :class:`~ffu_cvx.release.release.LaplaceAccount`) and the PML modules ``analysis``, ``bounds``,
 ``calibration`` and ``signs``.
 """
 
@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from .. import validation
-from ..privacy import SUBSTITUTE
-from ..release import LaplaceAccount, Release, check_level
+from ..model import validation
+from ..model.privacy import SUBSTITUTE
+from ..release.release import LaplaceAccount, Release, check_level
 from .analysis import Analysis, analyse, check_alpha, check_choice, check_matrix, check_neighbours
 from .bounds import BOUNDS, bound_value
 from .calibration import DEFAULT_RTOL, calibrate
@@ -45,7 +45,7 @@ def laplace_release(x, epsilon, alpha, *, rng, W=None, bound: str = "safe", stru
         The bound used for calibration; the default always holds.
     structure, max_patterns
         As in :func:`sign_bound`.
-    neighbours : :data:`~ffu_cvx.privacy.SUBSTITUTE` (default) or :data:`~ffu_cvx.privacy.ADD_REMOVE`
+    neighbours : :data:`~ffu_cvx.model.privacy.SUBSTITUTE` (default) or :data:`~ffu_cvx.model.privacy.ADD_REMOVE`
         The relation of the release's DP epsilon (``Delta_1/b`` with ``Delta_1 = max_{j,j'}
         ||w_j - w_j'||_1`` under substitution, ``max_j ||w_j||_1`` under add/remove);
         calibration is to the PML target, whatever the relation (the leakage is about one
@@ -59,11 +59,11 @@ def laplace_release(x, epsilon, alpha, *, rng, W=None, bound: str = "safe", stru
     -------
     Release
         ``answers`` (m,) ``W x + Z``; ``variances`` ``2 b^2``; the intervals; ``noise`` a
-        :class:`~ffu_cvx.release.LaplaceAccount` (``scale`` b, 0.0 when no noise is needed,
+        :class:`~ffu_cvx.release.release.LaplaceAccount` (``scale`` b, 0.0 when no noise is needed,
         see :func:`min_noise_scale`; ``leakage``, the bound at b, ``log(1/alpha)`` when b = 0;
         the target, alpha and bound); ``epsilon()`` the pure DP epsilon ``Delta_1/b`` under
         ``neighbours`` (inf when b = 0); ``statement()``, ``to_csv``, ``to_frame`` and
-        :func:`ffu_cvx.release.verify` as for every release.
+        :func:`ffu_cvx.release.release.verify` as for every release.
     """
     try:
         counts = np.array(x, dtype=np.float64)

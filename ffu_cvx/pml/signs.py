@@ -1,6 +1,6 @@
 """Algorithms of Theorem 2's sign bound ``max_s -log F(g(s))`` (spec § 3).
 
-Mechanism layer: imports numpy and the PML modules ``analysis`` and ``formulas``. The
+PML layer: imports numpy and the PML modules ``analysis`` and ``formulas``. The
 general forced-sign reduction enumerates only the free signs of each class
 (:func:`sign_general`, :func:`sign_pattern_count`); the chain of consecutive
 differences (:func:`sign_difference`) and the Haar tree (:func:`sign_haar`) have

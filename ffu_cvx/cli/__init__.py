@@ -1,0 +1,4 @@
+"""The ``ffu-cvx`` command line.
+
+CLI layer: this package imports nothing.
+"""

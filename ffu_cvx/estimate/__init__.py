@@ -1,0 +1,4 @@
+"""Estimates from a release: consistent, non-negative, integer tables.
+
+Estimate layer: this package imports nothing.
+"""

@@ -1,0 +1,274 @@
+"""``solve_kron``: Problem 1 for a product workload, Sigma in factors.
+
+Solver layer, top of ``ffu_cvx.solvers.kron``: imports numpy, ``solvers.options``, ``model`` (``problem``,
+``status``, ``validation``), ``workloads.products``, ``smii`` and the package's ``factors``, ``reduce``, ``simple`` and
+``solution``. Its settings are one frozen value, :class:`KronOptions` (or its fields by keyword).
+The structure is chosen from the workload:
+
+- one product group: the exact product of per-attribute optima (``"product"``);
+- a union whose reduction by exchangeable values (:mod:`ffu_cvx.solvers.kron.exchange`,
+  :mod:`ffu_cvx.solvers.kron.reduce`) has blocks of at most :data:`ffu_cvx.solvers.kron.reduce.DENSE_D_MAX`
+  class tuples (:data:`ONE_BLOCK_D_MAX` when it has a single block): solved exactly with
+  a certified gap (``"symmetric"``; one block is a dense Problem 1 for SM-II, several go to
+  the block dual ascent, with ``max_time`` and progress logs); when it ends above ``tol``
+  the simple structures below are computed too and the cheaper mechanism returned, with
+  the better bound, so the result is never above them;
+- otherwise the better of the two simple structures (one Kronecker Sigma by
+  block-coordinate descent, ``"kronecker"``; independent per-group products,
+  ``"independent"``), certified against the best single-group optimum (a valid bound:
+  dropping groups can only lower the optimum), the honest gap in the Solution.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+
+import numpy as np
+
+from ...model import validation
+from ...model.problem import FitnessProblem
+from ...model.status import OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED
+from ...workloads.products import ProductProblem
+from ..options import build
+from ..smii import solve_smii
+from .factors import FACTOR_METHODS, FactorSolver
+from .reduce import ANDERSON_MEMORY, DENSE_D_MAX, group_grids, ascent, classes_of, reached_patterns, reduce
+from .simple import independent, kronecker_bcd, product_bound, product_term
+from .solution import KronSolution
+
+__all__ = ["STRUCTURES", "ONE_BLOCK_D_MAX", "GUARD_KRONECKER_N_MAX", "KronOptions", "solve_kron", "structure_of"]
+
+#: A union whose reduction has a single block is a dense Problem 1 over its class tuples;
+#: SM-II takes it up to this many.
+ONE_BLOCK_D_MAX = 4096
+
+#: A symmetric solve that ends above ``tol`` is compared with the best simple structure; the
+#: Kronecker descent (a dense per-attribute problem over every block of the attribute) is
+#: part of it only when every attribute has at most this many values, else the independent
+#: per-group products alone (closed forms for identities and totals).
+GUARD_KRONECKER_N_MAX = 1024
+
+#: Structures ``solve_kron(structure=...)`` accepts ("auto" picks as the module docstring says).
+STRUCTURES = ("auto", "product", "symmetric", "kronecker", "independent")
+
+
+def _block_sizes(problem: ProductProblem, classes) -> list:
+    """The size of every block of the reduction (class tuples of its free attributes on their averages)."""
+    grids = group_grids(problem.groups, classes)
+    return [math.prod(c.r for c, k in zip(classes, p) if c.r >= 2 and k < 0) for p in reached_patterns(grids, classes)]
+
+
+def structure_of(problem: ProductProblem, classes=None) -> tuple[str, str]:
+    """``(structure, why)`` that ``structure="auto"`` picks for ``problem`` (``classes``: the
+    exchangeable classes when already known)."""
+    groups = problem.groups
+    if len(groups) == 1:
+        return "product", "one product group: the product of per-attribute optima is exact"
+    classes = classes_of(problem.workload) if classes is None else classes
+    sizes = _block_sizes(problem, classes)
+    D = max(sizes)
+    names = problem.domain.names
+    where = ", ".join(f"{names[i]} {c.r}" for i, c in enumerate(classes) if c.r >= 2) or "none"
+    if D <= (ONE_BLOCK_D_MAX if len(sizes) == 1 else DENSE_D_MAX):
+        return "symmetric", (f"union of {len(groups)} groups; exchangeable classes per attribute ({where}) give "
+                             f"{len(sizes)} block(s), the largest of {D} class tuples: exact reduction")
+    return "best simple", (f"union of {len(groups)} groups; exchangeable classes per attribute ({where}) leave a block "
+                           f"of {D} > {DENSE_D_MAX} class tuples: best of one Kronecker Sigma and independent group "
+                           "mechanisms")
+
+
+def _factor_info(sols) -> list:
+    return [dict(kind=s.problem.name, k=s.problem.k, privacy_cost=s.privacy_cost, lower_bound=s.lower_bound,
+                 method=s.method, gap=s.gap) for s in sols]
+
+
+def _product(problem, solver, t0, why):
+    grp = problem.groups[0]
+    term, sols = product_term(grp, 0, solver)
+    return KronSolution.from_terms(problem, [term], lower_bound=product_bound(sols, grp.target),
+                                   nit=len(sols), time=time.perf_counter() - t0, structure="product", why=why,
+                                   factors=_factor_info(sols))
+
+
+def _one_block(red, tol, max_time):
+    """The reduction with a single block is a dense Problem 1 over its coordinates: query
+    ``sqrt(beta) l`` at the group's target, cell ``t`` with basis column ``sqrt(kappa_t) b_t``."""
+    blk = red.blocks[0]
+    rows, c = [], []
+    for g, L in blk.L.items():
+        shape = np.broadcast_shapes(blk.lshape[g], np.shape(blk.beta[g]))
+        lrows = np.broadcast_to(np.arange(L.shape[0]).reshape(blk.lshape[g]), shape).reshape(-1)
+        beta = np.broadcast_to(blk.beta[g], shape).reshape(-1)
+        keep = beta > 0
+        rows.append(L[lrows[keep]] * np.sqrt(beta[keep])[:, None])
+        c.append(np.full(int(keep.sum()), red.targets[g]))
+    Bk = blk.B * np.sqrt(blk.kappa)
+    L = np.vstack(rows)
+    sol = solve_smii(FitnessProblem(L @ Bk, np.concatenate(c), basis=Bk), tol=tol,
+                     **({} if max_time is None else {"max_time": max_time}))
+    return (sol.sigma,), sol.lower_bound, sol.nit, sol.status, sol.history
+
+
+def _symmetric(problem, tol, callback, max_iter, t0, why, max_time, classes=None, anderson=ANDERSON_MEMORY):
+    red = reduce(problem.workload, classes)
+    left = None if max_time is None else max(max_time - (time.perf_counter() - t0), 1e-3)
+    if len(red.blocks) == 1:
+        sigmas, lb, nit, status, history = _one_block(red, tol, left)
+        message = ""
+    else:
+        res = ascent(red, tol=tol, max_iter=max_iter, callback=callback, max_time=left, anderson=anderson)
+        sigmas, lb, nit, status, history, message = (res.sigmas, res.lower_bound, res.nit, res.status, res.history,
+                                                     res.message)
+    names = problem.domain.names
+    info = dict(time=time.perf_counter() - t0, history=history, structure="symmetric", why=why,
+                classes={names[i]: red.classes[i].r for i in range(len(names))},
+                free=[names[i] for i in red.free], blocks=len(red.blocks), D=red.D)
+    sol = KronSolution.from_terms(problem, red.terms(sigmas), status=status, message=message, lower_bound=lb,
+                                  nit=nit, **info)
+    if status == OPTIMAL and sol.gap > tol:
+        return KronSolution.from_terms(problem, sol.terms, status=OPTIMAL_INACCURATE, lower_bound=lb, nit=nit,
+                                       time=sol.time, history=history, **sol.info)
+    return sol
+
+
+def _simple(problem, solver, which, tol, t0, why):
+    groups = problem.groups
+    terms_ind, bounds = independent(groups, solver)
+    lb = max(bounds)
+    candidates = {}
+    if which in ("best simple", "independent"):
+        candidates["independent"] = terms_ind
+    if which in ("best simple", "kronecker"):
+        term, _, _ = kronecker_bcd(groups, solver)
+        candidates["kronecker"] = (term,)
+    sols = {k: KronSolution.from_terms(problem, t, lower_bound=lb, structure=k) for k, t in candidates.items()}
+    name = min(sols, key=lambda k: sols[k].privacy_cost * sols[k].max_ratio)
+    costs = {k: s.privacy_cost * s.max_ratio for k, s in sols.items()}
+    gap = sols[name].gap
+    status = OPTIMAL if gap <= tol else OPTIMAL_INACCURATE
+    message = "" if status == OPTIMAL else (
+        f"structure {name!r}: certified gap {gap:.3g} against the best single-group bound; the true optimum may "
+        "be anywhere in between")
+    if status != OPTIMAL:
+        warnings.warn(f"solve_kron: {message}", RuntimeWarning, stacklevel=3)
+    return KronSolution.from_terms(problem, sols[name].terms, status=status, message=message, lower_bound=lb,
+                                   nit=solver.n_solves, time=time.perf_counter() - t0, structure=name, why=why,
+                                   costs=costs, bound="best single group")
+
+
+def _no_worse_than_simple(problem, sol, solver, tol, t0):
+    """``sol`` (a symmetric solve that ended above ``tol``), or the best simple structure with
+    ``sol``'s status and the better of the two bounds when that one costs less: the result
+    is never above the simple structures (the independent one alone when an attribute has
+    more than :data:`GUARD_KRONECKER_N_MAX` values)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # its gap is reported through sol
+        which = "best simple" if max(problem.domain.sizes) <= GUARD_KRONECKER_N_MAX else "independent"
+        simple = _simple(problem, solver, which, tol, t0, sol.info["why"])
+    if simple.privacy_cost * simple.max_ratio >= sol.privacy_cost * sol.max_ratio:
+        return sol
+    info = {k: v for k, v in sol.info.items() if k != "structure"}
+    return KronSolution.from_terms(problem, simple.terms, status=sol.status,
+                                   message=f"{sol.message}; the simple structure {simple.info['structure']!r} "
+                                           "costs less than the best iterate",
+                                   lower_bound=max(sol.lower_bound, simple.lower_bound), nit=sol.nit,
+                                   time=time.perf_counter() - t0, history=sol.history,
+                                   structure=simple.info["structure"], **info)
+
+
+@dataclasses.dataclass(frozen=True)
+class KronOptions:
+    """The settings of one Kronecker solve (:func:`solve_kron`); every field is checked when the value is
+    built (a ``ValueError`` names it).
+
+    Attributes
+    ----------
+    tol : float, default 1e-4
+        Certified relative gap to reach (each factor solve gets a share of it).
+    factor_method : {"auto", "sdp", "smii"}, default "auto"
+        Solver of the per-attribute problems ("auto": closed forms for identity and
+        total, the SDP up to rank 8, SM-II above).
+    structure : {"auto", "product", "symmetric", "kronecker", "independent"}, default "auto"
+        See :mod:`ffu_cvx.solvers.kron.driver`; "auto" records its choice in ``info["why"]``.
+    max_iter : int, default 20000
+        Most dual-ascent steps of the symmetric structure.
+    max_time : float or None, default None
+        Seconds the symmetric structure's solve may take (None: no limit); when they run out
+        the result is the best certified iterate with status ``"max_iter"``. Progress is
+        logged (``logging.getLogger("ffu_cvx.solvers.kron.reduce")``, INFO) every few seconds.
+    anderson : int, default 5
+        Memory of the Anderson acceleration of the symmetric structure's ascent once its
+        certified gap is under ``kron.reduce.ANDERSON_FROM`` (0: the plain ascent; see
+        docs/design/kron.rst for the comparison over 22 workloads).
+    """
+
+    tol: float = 1e-4
+    factor_method: str = "auto"
+    structure: str = "auto"
+    max_iter: int = 20_000
+    max_time: float | None = None
+    anderson: int = ANDERSON_MEMORY
+
+    def __post_init__(self):
+        checked = dict(tol=validation.positive(self.tol, "tol"),
+                       factor_method=validation.choice(self.factor_method, "factor_method", FACTOR_METHODS),
+                       structure=validation.choice(self.structure, "structure", STRUCTURES),
+                       max_iter=validation.positive_int(self.max_iter, "max_iter"),
+                       max_time=validation.positive(self.max_time, "max_time", allow_none=True),
+                       anderson=validation.positive_int(self.anderson, "anderson", minimum=0))
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+
+def solve_kron(problem: ProductProblem, *, callback=None, options: KronOptions | None = None,
+               **keywords) -> KronSolution:
+    """Solve Problem 1 for a :class:`ffu_cvx.workloads.products.ProductProblem` with Sigma in factors.
+
+    Parameters
+    ----------
+    problem : ProductProblem
+        From ``FitnessProblem.from_workload(ffu.workloads.product(...))``.
+    callback : callable, optional
+        Called with an :class:`ffu_cvx.model.status.IntermediateResult` per dual-ascent step
+        (``sigma`` is None: the iterate is structured); ``StopIteration`` stops it.
+    options : KronOptions, optional
+        The settings (:class:`KronOptions`, which documents each one).
+    **keywords
+        Fields of :class:`KronOptions` by name, replacing those of ``options``; an unknown
+        name is a ``TypeError``.
+
+    Returns
+    -------
+    KronSolution: ``privacy_cost``, ``variances`` (m,), ``lower_bound``, ``gap``, ``status``,
+    ``terms`` and ``sample_answer_noise(rng)``; ``info["structure"]``, ``info["factors"]``.
+    """
+    if not isinstance(problem, ProductProblem):
+        raise ValueError(f"`problem` must be a ProductProblem (FitnessProblem.from_workload of a product workload), "
+                         f"got {type(problem).__name__}; for a dense FitnessProblem use method='sdp' or 'smii'")
+    opts = build(KronOptions, options, keywords, "solve_kron")
+    tol, structure, max_iter, max_time = opts.tol, opts.structure, opts.max_iter, opts.max_time
+    t0 = time.perf_counter()
+    a = len(problem.domain.sizes)
+    solver = FactorSolver(opts.factor_method, tol=min(1e-6, tol / (4 * a)))
+    classes = classes_of(problem.workload) if len(problem.groups) > 1 else None
+    auto, why = structure_of(problem, classes)
+    if structure == "auto":
+        structure = auto
+    else:
+        why = f"structure={structure!r} requested"
+    if structure == "product":
+        if len(problem.groups) != 1:
+            raise ValueError(f"`structure`='product' needs one product group, the workload has {len(problem.groups)}; "
+                             "use 'auto'")
+        return _product(problem, solver, t0, why)
+    if structure == "symmetric":
+        sol = _symmetric(problem, tol, callback, max_iter, t0, why, max_time, classes, opts.anderson)
+        if sol.status == USER_STOPPED:
+            warnings.warn("solve_kron: stopped by the callback", RuntimeWarning, stacklevel=2)
+        elif sol.status != OPTIMAL:
+            sol = _no_worse_than_simple(problem, sol, solver, tol, t0)
+        return sol
+    return _simple(problem, solver, structure, tol, t0, why)
