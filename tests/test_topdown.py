@@ -156,3 +156,25 @@ def test_conflicting_parents_are_relaxed_and_reported():
         assert atoms.min() >= 0 and info["tables"][3]["violation"] >= 0
         if info["tables"][3]["violation"] == 0:
             assert np.array_equal(np.concatenate(tables), wl.apply(atoms))
+
+
+def test_a_histogram_under_many_conflicting_tables_ends_in_its_time_budget(monkeypatch):
+    """All ten three-way marginals of five attributes: the histogram has ten parents, its 0/1 programme is
+    not integral and branch and bound would not end; HiGHS's best point within the time budget is taken, the
+    conflicts are reported, and the published tables are still the sums of one non-negative integer histogram."""
+    import time
+
+    monkeypatch.setattr(topdown, "ROUNDING_SECONDS", 1.0)
+    names = "abcde"
+    wl = _workload({n: 3 for n in names}, [("".join(t), {n: "identity" for n in t})
+                                           for t in itertools.combinations(names, 3)])
+    lat = topdown.lattice(wl)
+    assert lat.cover is None and len(lat.shapes) == 10 + 10 + 5 + 1
+    rng = np.random.default_rng(7)
+    x = rng.poisson(0.6, wl.d).astype(float)
+    noisy = x + rng.normal(0, 1.5, wl.d)
+    t0 = time.perf_counter()
+    tables, atoms, info = topdown.estimate(lat, [g.apply(noisy) for g in wl.groups], atom_values=noisy)
+    assert time.perf_counter() - t0 < 30
+    assert atoms.min() >= 0 and np.array_equal(atoms, np.round(atoms))
+    assert info["atoms"]["violation"] == np.abs(np.concatenate(tables) - wl.apply(atoms)).sum()

@@ -47,7 +47,7 @@ from scipy import optimize, sparse
 from scipy.sparse import csgraph
 
 __all__ = ["Lattice", "lattice", "partition", "estimate", "project_simplices", "round_in_parents", "DYKSTRA_TOL",
-           "DYKSTRA_MAX_ITER", "CHUNK"]
+           "DYKSTRA_MAX_ITER", "CHUNK", "VIOLATION_PRICE", "ROUNDING_SECONDS"]
 
 #: Largest sum-constraint violation (in counts) at which Dykstra's projections stop.
 DYKSTRA_TOL = 1e-7
@@ -57,6 +57,11 @@ DYKSTRA_MAX_ITER = 5_000
 CHUNK = 20_000
 #: Price of one count of violated sum in the controlled rounding (the 0/1 objective is within +-1 a cell).
 VIOLATION_PRICE = 1e4
+#: Seconds HiGHS may spend on one 0/1 programme of the controlled rounding. Two parents make an interval
+#: matrix whose relaxation is integral (milliseconds); three or more may conflict, and branch and bound on,
+#: say, a histogram under 35 three-way marginals does not end: its best point then is taken (the conflicts
+#: reported), or, without one, the largest parent's sums alone are kept.
+ROUNDING_SECONDS = 5.0
 
 
 def partition(block) -> np.ndarray | None:
@@ -363,12 +368,24 @@ def _round_milp(t: np.ndarray, constraints: list, cells: np.ndarray) -> tuple[np
     integrality = np.r_[np.ones(free.size), np.zeros(2 * k)]
     bounds = optimize.Bounds(np.zeros(free.size + 2 * k), np.r_[np.ones(free.size), np.full(2 * k, np.inf)])
     res = optimize.milp(cost, constraints=optimize.LinearConstraint(system, b, b), integrality=integrality,
-                        bounds=bounds)
+                        bounds=bounds, options={"time_limit": ROUNDING_SECONDS})
     if res.x is None:
-        raise RuntimeError(f"controlled rounding failed: HiGHS says {res.message}")
-    out = base.copy()
-    out[free] += np.rint(res.x[:free.size])
-    return out, float(np.abs(res.x[free.size:]).sum())
+        parent, totals = max(constraints, key=lambda c: c[1].size)
+        out = _round_one(t[cells], parent[cells], totals)
+    else:
+        out = base.copy()
+        out[free] += np.rint(res.x[:free.size])
+    return out, _conflict(out, [(parent[cells], totals) for parent, totals in constraints])
+
+
+def _conflict(values: np.ndarray, constraints: list) -> float:
+    """Counts by which ``values``' sums miss the constraints' totals, over the parent cells they reach."""
+    missed = 0.0
+    for parent, totals in constraints:
+        on = parent >= 0
+        reached = np.unique(parent[on])
+        missed += float(np.abs(np.bincount(parent[on], values[on], totals.size)[reached] - totals[reached]).sum())
+    return missed
 
 
 def round_in_parents(t: np.ndarray, constraints: list) -> tuple[np.ndarray, float]:
