@@ -282,18 +282,27 @@ def project_simplices(v: np.ndarray, parent: np.ndarray, totals: np.ndarray) -> 
     return out
 
 
-def _dykstra(v: np.ndarray, constraints: list) -> tuple[np.ndarray, int, float]:
-    """Projection of ``v`` onto the intersection of the sets of ``constraints`` ((parent, totals) pairs)."""
+def _dykstra(v: np.ndarray, constraints: list, report) -> tuple[np.ndarray, int, float]:
+    """Projection of ``v`` onto the intersection of the sets of ``constraints`` ((parent, totals) pairs);
+    ``report(share)`` after each round, the shares (progress of the violation to its tolerance, on a log
+    scale) adding up to at most 1."""
     x, incr = v.copy(), [np.zeros_like(v) for _ in constraints]
-    violation, it = np.inf, 0
+    violation, it, first, reported = np.inf, 0, None, 0.0
+    target = DYKSTRA_TOL * max(1.0, float(np.abs(v).max(initial=0.0)))
     for it in range(1, DYKSTRA_MAX_ITER + 1):
         for k, (parent, totals) in enumerate(constraints):
             y = project_simplices(x + incr[k], parent, totals)
             incr[k] = x + incr[k] - y
             x = y
         violation = max(_violation(x, parent, totals) for parent, totals in constraints)
-        if violation <= DYKSTRA_TOL * max(1.0, float(np.abs(v).max(initial=0.0))):
+        if violation <= target:
             break
+        first = violation if first is None else first
+        share = math.log(first / violation) / math.log(first / target) if first > target else 0.0
+        if share > reported:
+            report(share - reported)
+            reported = share
+    report(1.0 - reported)
     return x, it, violation
 
 
@@ -302,14 +311,16 @@ def _violation(x: np.ndarray, parent: np.ndarray, totals: np.ndarray) -> float:
     return float(np.abs(np.bincount(parent[on], x[on], totals.shape[0]) - totals).max(initial=0.0))
 
 
-def fit(v: np.ndarray, constraints: list) -> tuple[np.ndarray, dict]:
-    """``(t, info)``: the non-negative values closest to ``v`` whose sums are the ``constraints``' totals."""
-    if not constraints:
-        return np.maximum(v, 0.0), {"rounds": 0, "fit_violation": 0.0}
-    if len(constraints) == 1:
-        t = project_simplices(v, *constraints[0])
-        return t, {"rounds": 1, "fit_violation": _violation(t, *constraints[0])}
-    t, rounds, violation = _dykstra(v, constraints)
+def fit(v: np.ndarray, constraints: list, on_round=None) -> tuple[np.ndarray, dict]:
+    """``(t, info)``: the non-negative values closest to ``v`` whose sums are the ``constraints``' totals;
+    ``on_round(share)``, if given, as the fit progresses (the shares add up to 1)."""
+    report = on_round or (lambda share: None)
+    if len(constraints) < 2:
+        t = project_simplices(v, *constraints[0]) if constraints else np.maximum(v, 0.0)
+        report(1.0)
+        return t, {"rounds": len(constraints), "fit_violation": _violation(t, *constraints[0]) if constraints
+                   else 0.0}
+    t, rounds, violation = _dykstra(v, constraints, report)
     return t, {"rounds": rounds, "fit_violation": violation}
 
 
@@ -388,12 +399,15 @@ def _conflict(values: np.ndarray, constraints: list) -> float:
     return missed
 
 
-def round_in_parents(t: np.ndarray, constraints: list) -> tuple[np.ndarray, float]:
-    """Integers within 1 of ``t`` (n,) >= 0 keeping every constraint's (integer) sums; ``(values, violation)``."""
-    if not constraints:
-        return np.round(t), 0.0
-    if len(constraints) == 1:
-        return _round_one(t, *constraints[0]), 0.0
+def round_in_parents(t: np.ndarray, constraints: list, on_chunk=None) -> tuple[np.ndarray, float]:
+    """Integers within 1 of ``t`` (n,) >= 0 keeping every constraint's (integer) sums; ``(values, violation)``.
+
+    ``on_chunk(share)``, if given, is called as parts of the cells are done (the shares add up to 1)."""
+    report = on_chunk or (lambda share: None)
+    if len(constraints) < 2:
+        out = _round_one(t, *constraints[0]) if constraints else np.round(t)
+        report(1.0)
+        return out, 0.0
     out = np.round(t)
     comp = _components(t.shape[0], constraints)
     order = np.argsort(comp, kind="stable")
@@ -406,21 +420,23 @@ def round_in_parents(t: np.ndarray, constraints: list) -> tuple[np.ndarray, floa
         out[cells], v = _round_milp(t, constraints, cells)
         violation += v
         start = i
+        report(cells.size / t.shape[0])
     return out, violation
 
 
 # ----------------------------------------------------------------------------- the whole lattice
 @dataclass
 class _Progress:
-    """Calls ``report(done, seconds_left, what)`` (fractions of the work, by cells) once a step is done."""
+    """Calls ``report(done, seconds_left, what)`` as work is done: a table's work is its cells times one plus
+    its parents (a fit and a rounding under each), half for the fit, half for the rounding."""
 
     report: object
     total: float
     done: float = 0.0
     start: float = field(default_factory=time.perf_counter)
 
-    def step(self, cells: int, what: str) -> None:
-        self.done += cells
+    def step(self, work: float, what: str) -> None:
+        self.done += work
         if self.report is None:
             return
         elapsed = time.perf_counter() - self.start
@@ -442,31 +458,31 @@ def estimate(lat: Lattice, values: list, atom_values: np.ndarray | None = None, 
     order = lat.order()
     n_atoms = math.prod(lat.atom_shape)
     values = [lat.from_published(g, values) for g in range(len(lat.shapes))]
-    work = sum(len(values[g]) for g in order) + (0 if lat.cover is not None else n_atoms)
+    maximal = [g for g in order if not any(g in lat.parents[k] for k in order)]
+    work = sum(len(values[g]) * (1 + len(lat.parents[g])) for g in order)
+    work += 0 if lat.cover is not None else n_atoms * (1 + len(maximal))
     track = _Progress(progress, float(work))
     fixed, info = {}, {"tables": {}}
     t0 = time.perf_counter()
     for g in order:
         constraints = [(lat.parent_index(g, h), fixed[h]) for h in lat.parents[g]]
-        fixed[g], info["tables"][g] = _one(np.asarray(values[g], dtype=float), constraints)
-        track.step(len(values[g]), f"table {g}")
+        fixed[g], info["tables"][g] = _one(np.asarray(values[g], dtype=float), constraints, track, f"table {g}")
     if lat.cover is not None:
         atoms = fixed[lat.cover].copy()
     else:
         if atom_values is None:
             raise ValueError("no table covers every atom: `atom_values` (an unbiased histogram over the atoms) "
                              "is needed to fit one")
-        maximal = [g for g in order if not any(g in lat.parents[k] for k in order)]
         constraints = [(lat.atom_index(h), fixed[h]) for h in maximal]
-        atoms, info["atoms"] = _one(np.asarray(atom_values, dtype=float), constraints)
-        track.step(n_atoms, "histogram")
+        atoms, info["atoms"] = _one(np.asarray(atom_values, dtype=float), constraints, track, "histogram")
     tables = [fixed[lat.same[g]] for g in range(lat.published)]
     info["seconds"] = time.perf_counter() - t0
     return tables, atoms, info
 
 
-def _one(v: np.ndarray, constraints: list) -> tuple[np.ndarray, dict]:
-    t, info = fit(v, constraints)
-    out, violation = round_in_parents(t, constraints)
+def _one(v: np.ndarray, constraints: list, track: _Progress, what: str) -> tuple[np.ndarray, dict]:
+    half = v.size * (1 + len(constraints)) / 2
+    t, info = fit(v, constraints, lambda share: track.step(half * share, f"{what}: fitting"))
+    out, violation = round_in_parents(t, constraints, lambda share: track.step(half * share, f"{what}: rounding"))
     info["violation"] = violation
     return out, info
