@@ -1,7 +1,7 @@
 """A person-level census table set, certified: ours against today's simple structures, an HDMM-style
 Kronecker strategy and the identity.
 
-``python -m experiments.census_tables [--quick] [--force] [--cases national states counties ordered sf1]``
+``python -m experiments.census_tables [--quick] [--force] [--cases national states counties ordered sf1 ...]``
 
 ``python -m experiments.census_tables --compare-ascent [--quick]`` compares the plain and the
 accelerated block ascent on a bank (:func:`compare_ascent`, docs/design/kron.rst).
@@ -19,7 +19,10 @@ sex by the 23 published age bands, sex by single year of age (0-99, 100-104, 105
 110+), relationship, the population 18 and over; totals tight, detail loose. ``ordered``
 is age 0-115 with prefix sums crossed with race aggregations and sex. ``sf1`` (run only when
 named) is HDMM's SF1 Persons workload on the national domain, 33 groups and 4,151 queries of
-target 1 (:func:`sf1_tables`).
+target 1 (:func:`sf1_tables`); ``sf1_states`` and ``sf1_counties`` add its 33 groups by state and by
+county (target 1). ``hierarchy`` is the person tables (relationship left out) at nation, state and
+county level over 3,143 counties grouped into their 51 states (:func:`hierarchy_tables`), beside
+``independent levels``: each level solved alone, the privacy costs added (zCDP composes by adding).
 
 Every mechanism is compared at the same privacy cost: the column ``worst`` is its
 largest variance over target when scaled to the privacy cost of ours (1 for ours,
@@ -42,6 +45,7 @@ import functools
 import itertools
 import math
 import os
+import signal
 import threading
 import time
 import warnings
@@ -131,9 +135,10 @@ SF1_AGE_BANDS = tuple(zip((0, 5, 10, 15, 18, 20, 21, 22, 25, 30, 35, 40, 45, 50,
                           (4, 9, 14, 17, 19, 20, 21, 24, 29, 34, 39, 44, 49, 54, 59, 61, 64, 66, 69, 74, 79, 84, 114)))
 
 
-def sf1_tables() -> list:
+def sf1_tables(geography: str | None = None) -> list:
     """HDMM's SF1 Persons workload (its census example, age identity left out): 33 product groups,
-    4,151 queries over :func:`domain`, target 1 for every query.
+    4,151 queries over :func:`domain`, target 1 for every query; with a ``geography`` (a key of
+    :data:`GEOGRAPHY`) the 33 groups also by it, target 1.
 
     Race blocks as HDMM defines them: ``race1`` the six races alone and one row for the rest
     (none included), ``race2`` the 63 combinations, the numbers of races 1-6 and two or more.
@@ -173,7 +178,43 @@ def sf1_tables() -> list:
         if table == "P12A-I":
             spec["PCT12"] = [{"sex": "identity", "age": single}, sex_totals]
     order = ("P1", "P3", "P4", "P5", "P8", "P9", "P10", "P11", "P12", "P12A-I", "PCT12", "PCT12A-O")
-    return [(blocks, 1.0, f"{table} {k}") for table in order for k, blocks in enumerate(spec[table])]
+    out = [(blocks, 1.0, f"{table} {k}") for table in order for k, blocks in enumerate(spec[table])]
+    if geography is not None:
+        out += [({**blocks, geography: "identity"}, 1.0, f"{name} by {geography}") for blocks, _, name in out]
+    return out
+
+
+#: Counties per state, the 50 states and DC in the order of their FIPS codes (3,143 in all).
+#: Source: US Census Bureau county counts, 2020 (county equivalents: Alaska's boroughs and census
+#: areas, Louisiana's parishes, the independent cities of Virginia, Maryland, Missouri and Nevada).
+STATE_COUNTIES = (("AL", 67), ("AK", 30), ("AZ", 15), ("AR", 75), ("CA", 58), ("CO", 64), ("CT", 8), ("DE", 3),
+                  ("DC", 1), ("FL", 67), ("GA", 159), ("HI", 5), ("ID", 44), ("IL", 102), ("IN", 92), ("IA", 99),
+                  ("KS", 105), ("KY", 120), ("LA", 64), ("ME", 16), ("MD", 24), ("MA", 14), ("MI", 83),
+                  ("MN", 87), ("MS", 82), ("MO", 115), ("MT", 56), ("NE", 93), ("NV", 17), ("NH", 10), ("NJ", 21),
+                  ("NM", 33), ("NY", 62), ("NC", 100), ("ND", 53), ("OH", 88), ("OK", 77), ("OR", 36), ("PA", 67),
+                  ("RI", 5), ("SC", 46), ("SD", 66), ("TN", 95), ("TX", 254), ("UT", 29), ("VT", 14), ("VA", 133),
+                  ("WA", 39), ("WV", 55), ("WI", 72), ("WY", 23))
+#: Variance targets of the geography hierarchy per level: totals tight, detail loose.
+LEVEL_TARGETS = {"nation": 1.0, "state": 4.0, "county": 16.0}
+
+
+def state_ranges() -> list:
+    """The 51 states as ``[first, last]`` county codes: counties are numbered state by state."""
+    ends = list(itertools.accumulate(n for _, n in STATE_COUNTIES))
+    return [[end - n, end - 1] for (_, n), end in zip(STATE_COUNTIES, ends)]
+
+
+def hierarchy_tables() -> tuple:
+    """The person tables of :func:`tables` without relationship, at nation, state and county level
+    (targets :data:`LEVEL_TARGETS`), over sex x Hispanic origin x race x age x 3,143 counties:
+    ``(domain, groups)``; a group's name ends with its level."""
+    attrs = {"sex": ["F", "M"], "hispanic": ["not Hispanic", "Hispanic"], "race": race_labels(), "age": 115,
+             "county": GEOGRAPHY["county"]}
+    person = [(blocks, name) for blocks, _, name in tables() if "relationship" not in blocks]
+    geo = {"nation": {}, "state": {"county": {"ranges": state_ranges()}}, "county": {"county": "identity"}}
+    groups = [({**blocks, **geo[level]}, target, f"{name}, {level}")
+              for level, target in LEVEL_TARGETS.items() for blocks, name in person]
+    return ffu.Domain(attrs), groups
 
 
 def domain(geography: str | None = None) -> ffu.Domain:
@@ -199,8 +240,11 @@ def ordered_tables() -> tuple:
 def problem(case: str):
     if case == "ordered":
         dom, groups = ordered_tables()
-    elif case == "sf1":
-        dom, groups = domain(), sf1_tables()
+    elif case in ("sf1", "sf1_states", "sf1_counties"):
+        geography = {"sf1_states": "state", "sf1_counties": "county"}.get(case)
+        dom, groups = domain(geography), sf1_tables(geography)
+    elif case == "hierarchy":
+        dom, groups = hierarchy_tables()
     else:
         geography = {"states": "state", "counties": "county"}.get(case)
         dom, groups = domain(geography), tables(geography)
@@ -321,9 +365,61 @@ def _best_simple_of(prob, structures=("kronecker", "independent")):
 
 @functools.lru_cache(maxsize=None)
 def _ours(case: str):
-    """``(solution, seconds, peak MB)`` of ``method="kron"`` on ``case``, once per process."""
+    """``(solution, seconds, peak MB)`` of ``method="kron"`` on ``case``, once per process; the
+    solution is None when the solve ran past :data:`MAX_TIME` (plus a tenth)."""
     prob = problem(case)
-    return _measured(lambda: solve_kron(prob, tol=1e-3 if case == "ordered" else 1e-4, max_time=MAX_TIME))
+
+    def solve():
+        try:
+            return _within(lambda: solve_kron(prob, tol=1e-3 if case == "ordered" else 1e-4, max_time=MAX_TIME),
+                           1.1 * MAX_TIME)
+        except OutOfTime:
+            return None
+    return _measured(solve)
+
+
+def independent_levels():
+    """``(privacy cost, lower bound, seconds, peak MB, statuses)`` of the hierarchy's levels each solved
+    alone by ``method="kron"`` (defaults), the normalised privacy costs added (sequential composition of
+    zCDP), the seconds added; the bound is the largest level's (each level's queries are a subset).
+
+    A level is solved on the geography it reads: the nation's tables without the county attribute,
+    the states' over 51 states (a state's count is the sum of its counties', so the cost is the same).
+    """
+    dom, groups = hierarchy_tables()
+    attrs = {a.name: a.size for a in dom.attributes}
+    nation = {k: v for k, v in attrs.items() if k != "county"}
+    spaces = {"nation": (nation, lambda b: b), "state": ({**nation, "state": len(STATE_COUNTIES)},
+                                                         lambda b: {**b, "state": "identity"}),
+              "county": (attrs, lambda b: b)}
+    cost, bound, seconds, peak, statuses = 0.0, 0.0, 0.0, 0.0, []
+    for level, (space, blocks_of) in spaces.items():
+        level_groups = [(blocks_of({k: v for k, v in b.items() if level == "county" or k != "county"}), t)
+                        for b, t, name in groups if name.endswith(f", {level}")]
+        sub = ffu.FitnessProblem.from_workload(ffu.workloads.product(ffu.Domain(space), level_groups))
+        sol, elapsed, mb = _measured(lambda: solve_kron(sub, max_time=MAX_TIME))
+        cost, bound = cost + _normalised(sol), max(bound, sol.lower_bound)
+        seconds, peak = seconds + elapsed, max(peak, mb)
+        statuses.append(f"{level} {sol.status} in {elapsed:.0f} s")
+    return cost, bound, seconds, peak, statuses
+
+
+class OutOfTime(Exception):
+    """A solve ran past its seconds (:func:`_within`)."""
+
+
+def _within(fn, seconds: float):
+    """``fn()``, or :class:`OutOfTime` after ``seconds`` (a timer signal: the default fallback of
+    ``method="kron"`` to the simple structures does not read ``max_time``)."""
+    def stop(*_):
+        raise OutOfTime
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @functools.lru_cache(maxsize=None)
@@ -365,6 +461,15 @@ def cell(case: str, mechanism: str, quick: bool = False) -> dict:
     load = _load()
     prob = problem(case)
     ours = _ours(case)[0]
+    if ours is None:
+        return _unfinished_row(case, mechanism, prob, load)
+    simple = _normalised(_best_simple(case)[0]) if "best simple" not in SKIPPED.get(case, ()) else None
+    if mechanism == LEVELS:
+        cost, bound, elapsed, peak, statuses = independent_levels()
+        return {"cells": prob.d, "queries": prob.m, "privacy_cost": cost, "worst": cost / _normalised(ours),
+                "lower_bound": ours.lower_bound, "gap": cost / ours.lower_bound - 1.0, "time_s": elapsed,
+                "peak_MB": peak, "status": "baseline: " + ", ".join(statuses),
+                "vs_simple": None if simple is None else cost / simple, "load": load}
     if mechanism == "ours":
         sol, elapsed, peak = _ours(case)
     elif mechanism == "best simple":
@@ -376,27 +481,54 @@ def cell(case: str, mechanism: str, quick: bool = False) -> dict:
     cost = _normalised(sol)
     return {"cells": prob.d, "queries": prob.m, "privacy_cost": cost, "worst": cost / _normalised(ours),
             "lower_bound": sol.lower_bound, "gap": cost / ours.lower_bound - 1.0, "time_s": elapsed,
-            "peak_MB": peak, "status": sol.status, "vs_simple": cost / _normalised(_best_simple(case)[0]),
+            "peak_MB": peak, "status": sol.status, "vs_simple": None if simple is None else cost / simple,
             "load": load}
 
 
+def _unfinished_row(case: str, mechanism: str, prob, load) -> dict:
+    """A row of ``case`` when ours did not finish in :data:`MAX_TIME`: ours says why, the identity
+    and the independent levels are priced alone (the gap of the levels against their own bound)."""
+    from ffu_cvx.solvers.kron import structure_of
+    _, elapsed, peak = _ours(case)
+    row = {"cells": prob.d, "queries": prob.m, "privacy_cost": None, "worst": None, "lower_bound": None,
+           "gap": None, "time_s": elapsed, "peak_MB": peak, "vs_simple": None, "load": load}
+    if mechanism == "ours":
+        return {**row, "status": f"not finished in {1.1 * MAX_TIME:.0f} s: {structure_of(prob)[1]}"}
+    if mechanism == LEVELS:
+        cost, bound, elapsed, peak, statuses = independent_levels()
+        return {**row, "privacy_cost": cost, "lower_bound": bound, "gap": cost / bound - 1.0, "time_s": elapsed,
+                "peak_MB": peak, "status": "baseline: " + ", ".join(statuses)}
+    sol, elapsed, peak = _measured(lambda: identity_solution(prob, 0.0))
+    return {**row, "privacy_cost": _normalised(sol), "time_s": elapsed, "peak_MB": peak, "status": sol.status}
+
+
 RELEASE = "ours: release"
+LEVELS = "independent levels"
 NOTES = ("`worst`: the largest variance over target at the privacy cost of ours; `vs_simple`: the privacy cost "
          "over the best simple structure's, both meeting every target (never above 1 for ours); `gap`: the "
          "privacy cost over the certified lower bound of ours, minus 1; `load`: the one-minute load average when "
          "the cell started (2 cores). The release row draws its records uniformly over the domain: `worst` is "
          "the largest released variance over its target, `time_s` the release from sparse counts. On counties the "
          "best simple structure is the independent one alone and the HDMM-style strategy is not run (each takes "
-         "more than 400 s there).")
+         "more than 400 s there); on sf1_states, sf1_counties and hierarchy only ours and the identity are run. "
+         "`hierarchy`: the person tables at nation (target 1), state (4) and county (16) level, 3,143 counties in "
+         "51 states of their real sizes; `independent levels` solves each level alone and adds the privacy costs "
+         "(sequential composition of zCDP), its time the sum, its status each level's; with ours unfinished its "
+         "`gap` is over the largest level's certified bound (a bound for the hierarchy too). Ours on the "
+         "hierarchy is stopped after 1.1 x MAX_TIME: the default falls back to the simple structures there, "
+         "which do not read `max_time`.")
 MECHANISMS = ("ours", "best simple", "HDMM-style", "identity")
 CASES = ("national", "states", "counties", "ordered")
-#: Cases run only when named (``--cases sf1``): HDMM's SF1 Persons workload (:func:`sf1_tables`).
-NAMED_CASES = ("sf1",)
+#: Cases run only when named (``--cases sf1``): HDMM's SF1 Persons workload (:func:`sf1_tables`), by state and
+#: by county, and the geography hierarchy (:func:`hierarchy_tables`).
+NAMED_CASES = ("sf1", "sf1_states", "sf1_counties", "hierarchy")
 #: Simple structures and baselines left out per case: on 3,143 counties the Kronecker
 #: descent's per-attribute SM-II over the stacked county blocks and the HDMM-style factor
-#: (dense eigendecompositions of order 3,143, 300 per sweep) take more than 400 s.
+#: (dense eigendecompositions of order 3,143, 300 per sweep) take more than 400 s. On SF1 by state or
+#: county and on the hierarchy only ours, the identity (and the independent levels) are run.
 SIMPLE = {"counties": ("independent",)}
-SKIPPED = {"counties": ("HDMM-style",)}
+SKIPPED = {"counties": ("HDMM-style",), "sf1_states": ("best simple", "HDMM-style"),
+           "sf1_counties": ("best simple", "HDMM-style"), "hierarchy": ("best simple", "HDMM-style")}
 #: Records drawn for the release row (``--quick``: the smaller number).
 RECORDS, QUICK_RECORDS = 1_000_000, 10_000
 
@@ -479,6 +611,8 @@ def main(argv=None):
     cells = [runner.Cell({"case": c, "mechanism": m, "quick": args.quick}, label=f"{c}: {m}",
                          row={"case": c, "mechanism": m})
              for c, m in itertools.product(cases, MECHANISMS) if m not in SKIPPED.get(c, ())]
+    cells += [runner.Cell({"case": c, "mechanism": LEVELS, "quick": args.quick}, label=f"{c}: {LEVELS}",
+                          row={"case": c, "mechanism": LEVELS}) for c in cases if c == "hierarchy"]
     cells += [runner.Cell({"case": c, "mechanism": RELEASE, "quick": args.quick}, label=f"{c}: {RELEASE}",
                           row={"case": c, "mechanism": RELEASE}) for c in cases if c in ("national", "counties")]
     return runner.run_grid(NAME, cells, cell, args, version=CELL_VERSION,

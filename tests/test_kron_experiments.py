@@ -91,3 +91,23 @@ def test_sf1_persons_is_hdmms_workload_and_reduces():
     classes = kron_reduce.classes_of(problem.workload)
     assert [c.r for c in classes] == [1, 2, 8, 1, 25]
     assert kron_reduce.reduce(problem.workload, classes).D <= 400
+
+
+def test_census_tables_sf1_geographies_and_hierarchy_build():
+    """Sizes only, no solve: SF1 by state and county, the hierarchy over 51 states of real sizes."""
+    from experiments import census_tables as ct
+    sf1 = ct.problem("sf1")
+    assert (sf1.d, sf1.m, len(sf1.groups)) == (500_480, 4_151, 33)
+    for case, n in (("sf1_states", 51), ("sf1_counties", 3_143)):
+        prob = ct.problem(case)
+        assert (prob.d, prob.m, len(prob.groups)) == (500_480 * n, 4_151 * (1 + n), 66)
+    ranges = ct.state_ranges()
+    assert len(ranges) == 51 and ranges[0][0] == 0 and ranges[-1][1] == 3_142
+    assert all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:]))
+    assert sum(hi - lo + 1 for lo, hi in ranges) == 3_143 == sum(n for _, n in ct.STATE_COUNTIES)
+    assert dict(ct.STATE_COUNTIES)["TX"] == 254 and dict(ct.STATE_COUNTIES)["DC"] == 1
+    dom, groups = ct.hierarchy_tables()
+    prob = ct.problem("hierarchy")
+    per_level = prob.m // (1 + 51 + 3_143)
+    assert prob.d == 2 * 2 * 64 * 115 * 3_143 and prob.m == per_level * (1 + 51 + 3_143)
+    assert len(prob.groups) == 33 and sorted({g[1] for g in groups}) == [1.0, 4.0, 16.0]
