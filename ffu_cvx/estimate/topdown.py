@@ -25,8 +25,9 @@ longest chain of tables nested in it):
    largest fractional parts in each parent cell round up; with several, a 0/1 programme
    (HiGHS through :func:`scipy.optimize.milp`; the constraint matrix of two parents is an
    interval matrix, totally unimodular, so the relaxation is already integral) per
-   connected set of cells. Constraints the integers cannot meet (three or more parents that
-   disagree) are relaxed at a large price and reported in ``info["violation"]``.
+   connected set of cells, within :data:`ROUNDING_SECONDS`. Constraints the integers cannot meet
+   (three or more parents that disagree) are relaxed at a large price and reported in
+   ``info["violation"]``.
 
 The aggregates keep the accuracy of their own unbiased values (a deep table only moves
 within the sums its parents fix, and where the truth is inside that set the projection
@@ -77,7 +78,7 @@ def partition(block) -> np.ndarray | None:
 class Lattice:
     """The nesting of a workload's count tables.
 
-    classes : per table, per attribute, the class of each value (n_a,) (-1: uncounted);
+    classes : per published table, per attribute, the class of each value (n_a,) (-1: uncounted);
     atoms : per attribute, the atom of each value (n_a,); atom_classes : per table, per
     attribute, the class of each atom; shapes : per table, its shape (classes per attribute);
     same : per table, the first table equal to it (itself if none); parents : per table,
