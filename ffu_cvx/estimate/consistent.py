@@ -277,7 +277,7 @@ def _spread(counts: np.ndarray, lat, shape: tuple) -> np.ndarray:
 
 
 def _topdown(lat, op_of, workload, unbiased, x_tilde, gtol, solver, progress):
-    """``(integer histogram (d,), info)`` of the top-down tables."""
+    """``(integer histogram (d,) int64, the top-down tables (m,), info)``."""
     off = workload.offsets
     shape = tuple(a.size for a in workload.domain.attributes)
     if lat.cover is None and x_tilde is None:
