@@ -3,7 +3,7 @@
 Estimate layer, its top: imports numpy, ``model`` (``fingerprint``, ``memory``, ``validation``),
 ``workloads.products``, ``release`` (``product_release`` (the noise source of a solution), ``release``) and the
 estimate modules ``gls`` (the whitened operators), ``nonneg`` (the bound-constrained fit) and ``topdown`` (nested
-count tables); ``scipy.stats`` when intervals are made.
+count tables).
 
 :func:`estimate` turns the released answers ``a`` of a product workload into published tables in
 three steps, each checked after the fact:
@@ -53,7 +53,7 @@ import numpy as np
 from ..model import fingerprint, validation
 from ..model.memory import human_bytes
 from ..release.product_release import noise_source
-from ..release.release import Release, check_level
+from ..release.release import Release, check_level, half_width
 from ..workloads.products import ProductWorkload
 from . import gls, nonneg, topdown
 
@@ -191,8 +191,7 @@ def _check(release, solution, workload, max_cells: int):
     """The noise source of ``solution`` for ``workload``, after checking the release is its and the size."""
     if not isinstance(workload, ProductWorkload):
         raise ValueError(f"`workload` must be a ProductWorkload (ffu.workloads.product), got {type(workload).__name__}")
-    if not isinstance(release, Release):
-        raise ValueError(f"`release` must be a Release (ffu.release_product), got {type(release).__name__}")
+    _release(release)
     if workload.d > max_cells:
         raise ValueError(
             f"the domain has {workload.d:,} cells, more than max_cells = {max_cells:,}: one histogram would take "
@@ -304,12 +303,10 @@ def _check_topdown(published: np.ndarray, tables: np.ndarray, info: dict) -> Non
                       "from the top-down values", RuntimeWarning, stacklevel=3)
 
 
-def _intervals(unbiased, variances, published, level):
-    """The exact Gaussian interval of each unbiased value, floored at 0, widened to integers and to
-    contain the published value."""
-    from scipy import stats
-
-    half = stats.norm.ppf(0.5 + 0.5 * level) * np.sqrt(variances)
+def _intervals(unbiased, release: Release, published, level):
+    """The exact interval of each unbiased value (the release's own half-widths, :func:`half_width`), floored at
+    0, widened to integers and to contain the published value."""
+    half = half_width(release.variances, level, release.noise)
     lower = np.floor(np.maximum(unbiased - half, 0.0))
     upper = np.ceil(np.maximum(unbiased + half, 0.0))
     return np.minimum(lower, published), np.maximum(upper, published)
@@ -390,7 +387,7 @@ def estimate(release: Release, solution, workload: ProductWorkload, *, method: s
         x_int = systematic_round(x)
         published = workload.apply(x_int.astype(float))
     report(1.0, 0.0, "done")
-    lower, upper = _intervals(unbiased, release.variances, published, level)
+    lower, upper = _intervals(unbiased, release, published, level)
     info["seconds"] = time.perf_counter() - t0
     return Consistent(published=published, integer_histogram=x_int, unbiased=unbiased, lower=lower, upper=upper,
                       level=level, method=method, steps=_steps(method, workload.d, info["unbiased"], level),
