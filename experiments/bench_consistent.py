@@ -128,6 +128,12 @@ def _coverage_row(hits: np.ndarray) -> dict:
     return {"coverage": k / n, "coverage_low": float(low), "coverage_high": float(high)}
 
 
+def _errors(raw: np.ndarray, pub: np.ndarray) -> dict:
+    """RMSE of the raw and the published values and their ratio."""
+    mse_raw, mse_pub = float(np.mean(raw ** 2)), float(np.mean(pub ** 2))
+    return {"rmse_raw": np.sqrt(mse_raw), "rmse_published": np.sqrt(mse_pub), "ratio": np.sqrt(mse_pub / mse_raw)}
+
+
 def _rows(case, name, raw, pub, hits, true, sd, releases) -> list:
     """One row per cell-size class (and all) of one table: raw and published errors (releases, q)."""
     rows = []
@@ -138,9 +144,7 @@ def _rows(case, name, raw, pub, hits, true, sd, releases) -> list:
         r, p = raw[:, on], pub[:, on]
         bias = np.abs(p.mean(axis=0)) / sd[on]
         rows.append({"case": case, "part": "accuracy", "table": name, "size": size, "values": int(on.sum()),
-                     "releases": releases, "rmse_raw": float(np.sqrt(np.mean(r ** 2))),
-                     "rmse_published": float(np.sqrt(np.mean(p ** 2))),
-                     "ratio": float(np.sqrt(np.mean(p ** 2) / np.mean(r ** 2))), "bias_sd_max": float(bias.max()),
+                     "releases": releases, **_errors(r, p), "bias_sd_max": float(bias.max()),
                      **_coverage_row(hits[:, on])})
     return rows
 
@@ -165,9 +169,7 @@ def accuracy_cell(case: str, releases: int) -> list:
     grand_raw, grand_pub = raw[:, first].sum(axis=1), pub[:, first].sum(axis=1)
     grand_sd = float(np.sqrt(np.sum(wl.c[first])))
     rows.append({"case": case, "part": "accuracy", "table": "grand total", "size": "all", "values": 1,
-                 "releases": releases, "rmse_raw": float(np.sqrt(np.mean(grand_raw ** 2))),
-                 "rmse_published": float(np.sqrt(np.mean(grand_pub ** 2))),
-                 "ratio": float(np.sqrt(np.mean(grand_pub ** 2) / np.mean(grand_raw ** 2))),
+                 "releases": releases, **_errors(grand_raw, grand_pub),
                  "bias_sd_max": float(abs(grand_pub.mean()) / grand_sd)})
     return rows
 
