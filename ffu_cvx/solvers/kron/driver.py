@@ -31,13 +31,16 @@ import numpy as np
 from ...model import validation
 from ...model.problem import FitnessProblem
 from ...model.status import OPTIMAL, OPTIMAL_INACCURATE, USER_STOPPED
-from ...workloads.products import ProductProblem
+from ...workloads.products import ProductProblem, ProductWorkload
 from ..options import build
 from ..smii import solve_smii
 from .factors import FACTOR_METHODS, FactorSolver
 from .reduce import ANDERSON_MEMORY, DENSE_D_MAX, group_grids, ascent, classes_of, reached_patterns, reduce
 from .simple import independent, kronecker_bcd, product_bound, product_term
+from .hierarchy import UNIFORM_TOL, best_sub_hierarchy, frontier, nested_parts, uniform_hierarchy
+from .quotient import class_sum_attributes, lift, quotient
 from .solution import KronSolution
+from .terms import Term
 
 __all__ = ["STRUCTURES", "ONE_BLOCK_D_MAX", "GUARD_KRONECKER_N_MAX", "KronOptions", "solve_kron", "structure_of"]
 
@@ -52,13 +55,13 @@ ONE_BLOCK_D_MAX = 4096
 GUARD_KRONECKER_N_MAX = 1024
 
 #: Structures ``solve_kron(structure=...)`` accepts ("auto" picks as the module docstring says).
-STRUCTURES = ("auto", "product", "symmetric", "kronecker", "independent")
+STRUCTURES = ("auto", "product", "symmetric", "levels", "kronecker", "independent")
 
 
 def _block_sizes(problem: ProductProblem, classes) -> list:
     """The size of every block of the reduction (class tuples of its free attributes on their averages)."""
     grids = group_grids(problem.groups, classes)
-    return [math.prod(c.r for c, k in zip(classes, p) if c.r >= 2 and k < 0) for p in reached_patterns(grids, classes)]
+    return [math.prod(c.r for c, k in zip(classes, p) if c.r >= 2 and k == -1) for p in reached_patterns(grids, classes)]
 
 
 def structure_of(problem: ProductProblem, classes=None) -> tuple[str, str]:
@@ -170,13 +173,141 @@ def _no_worse_than_simple(problem, sol, solver, tol, t0):
         simple = _simple(problem, solver, which, tol, t0, sol.info["why"])
     if simple.privacy_cost * simple.max_ratio >= sol.privacy_cost * sol.max_ratio:
         return sol
-    info = {k: v for k, v in sol.info.items() if k != "structure"}
+    costs = {**simple.info["costs"], sol.info["structure"]: sol.privacy_cost * sol.max_ratio}
+    info = {k: v for k, v in sol.info.items() if k not in ("structure", "costs")}
     return KronSolution.from_terms(problem, simple.terms, status=sol.status,
                                    message=f"{sol.message}; the simple structure {simple.info['structure']!r} "
                                            "costs less than the best iterate",
                                    lower_bound=max(sol.lower_bound, simple.lower_bound), nit=sol.nit,
                                    time=time.perf_counter() - t0, history=sol.history,
-                                   structure=simple.info["structure"], **info)
+                                   structure=simple.info["structure"], costs=costs, **info)
+
+
+def _exact(part: ProductProblem) -> bool:
+    return structure_of(part)[0] in ("product", "symmetric")
+
+
+def quotient_of(problem: ProductProblem, classes) -> tuple | None:
+    """``(quotient problem, attributes)`` when some attributes are read through class sums only
+    (:mod:`ffu_cvx.solvers.kron.quotient`) and the quotient reduces exactly; else None."""
+    attrs = class_sum_attributes(group_grids(problem.groups, classes), classes)
+    if not attrs:
+        return None
+    q = quotient(problem, classes, attrs)
+    return (q, attrs) if _exact(q) else None
+
+
+def _part(problem: ProductProblem, part: list) -> ProductProblem:
+    return ProductProblem(ProductWorkload(problem.domain, [problem.groups[g] for g in part],
+                                          name=f"{problem.name} ({len(part)} of its groups)"))
+
+
+def levels_of(problem: ProductProblem, classes) -> tuple | None:
+    """``(attribute, parts)``: the group indices of a union split by their block on one attribute
+    (most classes first), every part reducing exactly (directly or on its classes,
+    :func:`quotient_of`); None when no attribute splits it so.
+
+    Geography hierarchies are the case in point: the national, state and county tables
+    (blocks total, state ranges and identity on the county attribute) each reduce, while
+    in one union the states' class averages form one block too large to solve dense.
+    """
+    groups = problem.groups
+    for i in sorted(range(len(classes)), key=lambda i: -classes[i].r):
+        if classes[i].r < 2:
+            break
+        parts = {}
+        for g, grp in enumerate(groups):
+            b = grp.blocks[i].matrix
+            parts.setdefault((b.shape, b.tobytes()), []).append(g)
+        parts = list(parts.values())
+        if len(parts) >= 2 and all(_exact(p) or quotient_of(p, classes_of(p.workload)) is not None
+                                   for p in (_part(problem, part) for part in parts)):
+            return i, parts
+    return None
+
+
+def _quotiented(problem, found, classes, opts, t0, why, callback) -> KronSolution | None:
+    """The solve of :func:`quotient_of`'s problem, lifted to ``problem`` (None when its factors do
+    not lift: a quotient attribute joint with others)."""
+    qprob, attrs = found
+    left = None if opts.max_time is None else max(opts.max_time - (time.perf_counter() - t0), 1e-3)
+    sub = solve_kron(qprob, callback=callback, options=dataclasses.replace(opts, structure="auto", max_time=left))
+    terms = lift(sub.terms, classes, attrs)
+    if terms is None:
+        return None
+    names = problem.domain.names
+    info = {k: v for k, v in sub.info.items() if k not in ("why", "time")}
+    return KronSolution.from_terms(problem, terms, status=sub.status, message=sub.message,
+                                   lower_bound=sub.lower_bound, nit=sub.nit, history=sub.history,
+                                   time=time.perf_counter() - t0, why=f"{why}; {sub.info.get('why', '')}",
+                                   quotient={names[i]: classes[i].r for i in attrs}, **info)
+
+
+def _hierarchy(problem, i: int, opts, t0) -> dict | None:
+    """When attribute ``i`` carries a hierarchy (:func:`ffu_cvx.solvers.kron.hierarchy.nested_parts`):
+    the best certified bound of the uniform sub-hierarchies searched
+    (``lower_bound``, and ``sub_bounds`` as ``[parts, members, bound]``) and the padded
+    hierarchy's privacy cost (``optimum_at_most``: a mechanism that meets every target at that
+    cost exists), within what is left of ``max_time``; None otherwise."""
+    parts = nested_parts(problem, i)
+    if parts is None:
+        return None
+
+    def solved(S, m):
+        left = None if opts.max_time is None else opts.max_time - (time.perf_counter() - t0)
+        if left is not None and left <= 0:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # a sub-hierarchy's own gap is not reported
+            return solve_kron(uniform_hierarchy(problem, i, S, m),
+                              options=dataclasses.replace(opts, structure="auto", max_time=left,
+                                                          tol=max(opts.tol, UNIFORM_TOL)))
+
+    bounds = best_sub_hierarchy(lambda S, m: getattr(solved(S, m), "lower_bound", None), frontier(parts))
+    sizes = np.bincount(parts)
+    padded = solved(sizes.size, int(sizes.max()))
+    if not bounds or padded is None:
+        return None
+    return dict(lower_bound=max(bounds.values()), sub_bounds=[[S, m, b] for (S, m), b in sorted(bounds.items())],
+                optimum_at_most=padded.privacy_cost * padded.max_ratio)
+
+
+def _levels(problem, split, opts, t0, why, callback) -> KronSolution:
+    """The parts of :func:`levels_of` solved apart (each by :func:`solve_kron`, ``max_time``
+    shared out) and released together: each part's terms scaled to meet its own targets, the
+    profiles added (sequential composition: the privacy cost is at most the sum of the
+    parts'), the largest of the parts' certified bounds the bound (each part's queries are a
+    subset of the whole's)."""
+    attribute, parts = split
+    subs, terms = [], []
+    for k, part in enumerate(parts):
+        left = None if opts.max_time is None else max((opts.max_time - (time.perf_counter() - t0)) / (len(parts) - k),
+                                                     1e-3)
+        sub = solve_kron(_part(problem, part), callback=callback,
+                         options=dataclasses.replace(opts, structure="auto", max_time=left))
+        subs.append(sub)
+        terms += [Term(t.factors, {part[g]: r for g, r in t.recon.items()}).scaled(1.0 / sub.max_ratio)
+                  for t in sub.terms]
+    lb = max(sub.lower_bound for sub in subs)
+    hierarchy = _hierarchy(problem, attribute, opts, t0)
+    if hierarchy is not None:
+        lb = max(lb, hierarchy["lower_bound"])
+    info = dict(hierarchy=hierarchy, parts=[dict(groups=[problem.groups[g].name for g in part], privacy_cost=sub.privacy_cost * sub.max_ratio,
+                            lower_bound=sub.lower_bound, gap=sub.gap, status=sub.status,
+                            structure=sub.info.get("structure"), time=sub.time) for part, sub in zip(parts, subs)])
+    sol = KronSolution.from_terms(problem, terms, lower_bound=lb, nit=sum(sub.nit or 0 for sub in subs),
+                                  time=time.perf_counter() - t0, structure="levels", why=why,
+                                  split_on=problem.domain.names[attribute], **info)
+    if sol.gap <= opts.tol:
+        return sol
+    message = (f"the groups of each block on {problem.domain.names[attribute]!r} are solved apart and composed: "
+               f"certified gap {sol.gap:.3g} against the best of the parts' bounds"
+               f"{' and the sub-hierarchies' if hierarchy is not None else ''}; the true optimum may be anywhere in "
+               "between" + ("" if hierarchy is None else f" (at most {hierarchy['optimum_at_most']:.6g}, the padded "
+                                                         "hierarchy's cost)"))
+    warnings.warn(f"solve_kron: {message}", RuntimeWarning, stacklevel=3)
+    return KronSolution.from_terms(problem, terms, status=OPTIMAL_INACCURATE, message=message, lower_bound=lb,
+                                   nit=sol.nit, time=sol.time, history=sol.history, **sol.info)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,10 +386,28 @@ def solve_kron(problem: ProductProblem, *, callback=None, options: KronOptions |
     solver = FactorSolver(opts.factor_method, tol=min(1e-6, tol / (4 * a)))
     classes = classes_of(problem.workload) if len(problem.groups) > 1 else None
     auto, why = structure_of(problem, classes)
+    if structure == "auto" and classes is not None:
+        found = quotient_of(problem, classes)
+        sol = None if found is None else _quotiented(problem, found, classes, opts, t0,
+                                                     f"{why}; read through class sums only", callback)
+        if sol is not None:
+            return sol
+    split = None
+    if structure in ("auto", "levels") and auto == "best simple":
+        split = levels_of(problem, classes)
+        if split is not None:
+            auto, why = "levels", (f"{why}; the groups of each of the {len(split[1])} blocks on "
+                                   f"{problem.domain.names[split[0]]!r} reduce exactly: solved apart and composed")
     if structure == "auto":
         structure = auto
+    elif structure == "levels" and split is None:
+        raise ValueError("`structure`='levels' needs a union whose groups, split by their block on one attribute, "
+                         f"each reduce exactly; this one does not ({why}); use 'auto'")
     else:
         why = f"structure={structure!r} requested"
+    if structure == "levels":
+        sol = _levels(problem, split, opts, t0, why, callback)
+        return sol if sol.status == OPTIMAL else _no_worse_than_simple(problem, sol, solver, tol, t0)
     if structure == "product":
         if len(problem.groups) != 1:
             raise ValueError(f"`structure`='product' needs one product group, the workload has {len(problem.groups)}; "

@@ -197,10 +197,32 @@ def group_grids(groups, classes) -> tuple:
     return tuple(out)
 
 
-def _options(orbit, classes: Classes) -> list:
-    """The sides of one attribute a block reaches: -1 if some row has a class sum, class k if some
-    row has a residual on it."""
-    out = [-1] if np.any(orbit.U != 0) else []
+def pinned(k: int) -> int:
+    """The side of an attribute taken on the average of its class ``k`` alone (a pattern entry)."""
+    return -2 - k
+
+
+def pinned_class(side: int) -> int:
+    """The class of a :func:`pinned` side."""
+    return -2 - side
+
+
+def separable(grids, classes) -> tuple:
+    """Per attribute, whether it has two or more classes and no block row on it sums over two of
+    them (every row's class sums ``U`` have at most one non-zero): its class-average space then
+    splits class by class (see the module docstring)."""
+    return tuple(c.r >= 2 and all(bool(np.all(np.count_nonzero(g.orbits[i].U, axis=1) <= 1)) for g in grids)
+                 for i, c in enumerate(classes))
+
+
+def _options(orbit, classes: Classes, split: bool) -> list:
+    """The sides of one attribute a block reaches: its class averages (-1; on a ``split``
+    attribute, the :func:`pinned` average of each class some row sums over), the residual of
+    class k if some row has a residual on it."""
+    if split:
+        out = [pinned(int(k)) for k in np.flatnonzero(np.any(orbit.U != 0, axis=0))]
+    else:
+        out = [-1] if np.any(orbit.U != 0) else []
     return out + [int(k) for k in np.flatnonzero(orbit.res.max(axis=0) > 0)]
 
 
@@ -211,10 +233,12 @@ def reached_patterns(grids, classes) -> dict:
     Group ``g`` reaches the products of its per-attribute options (:func:`_options`): per group
     ``prod_i`` (options of its block on ``i``) patterns, never all of them. A pattern no group
     reaches has ``Q_s = 0``: it is not released (no profile, no variance, ``F(P_s, 0) = 0``).
+    A :func:`separable` attribute is taken class by class (:func:`pinned` sides).
     """
     reach = {}
+    split = separable(grids, classes)
     for gi, grid in enumerate(grids):
-        for pattern in itertools.product(*[_options(o, c) for o, c in zip(grid.orbits, classes)]):
+        for pattern in itertools.product(*[_options(o, c, sp) for o, c, sp in zip(grid.orbits, classes, split)]):
             reach.setdefault(pattern, []).append(gi)
     def order(s):
         part = tuple(i for i, k in enumerate(s) if k >= 0)
@@ -250,11 +274,16 @@ class Reduction:
         return max(b.D for b in self.blocks)
 
     def _side(self, i: int, side: int, implicit_min: int):
-        """Attribute ``i`` on its class average (one class) or on the residual of class ``side``
+        """Attribute ``i`` on its class average (one class), on the average of one class (a
+        :func:`pinned` side) or on the residual of class ``side``
         (a :class:`ResidualFactor` from ``implicit_min`` values on, else dense)."""
         c = self.classes[i]
-        if side < 0:
+        if side == -1:
             return Factor.build((i,), c.average_basis(), np.eye(1), profile=np.full(c.n, 1.0 / c.n))
+        if side <= -2:
+            k = pinned_class(side)
+            return Factor.build((i,), c.average_basis()[k:k + 1], np.eye(1),
+                                profile=np.where(c.of == k, 1.0 / c.sizes[k], 0.0))
         if c.sizes[side] >= implicit_min:
             return ResidualFactor((i,), c.members(side), c.n)
         prof = np.where(c.of == side, 1.0 - 1.0 / c.sizes[side], 0.0)
@@ -304,13 +333,33 @@ class Reduction:
         return index
 
 
+def _side_class(side: int) -> int:
+    """The class a fixed side sits on: a residual's own, a :func:`pinned` average's."""
+    return side if side >= 0 else pinned_class(side)
+
+
+def _side_weight(c: Classes, side: int) -> float:
+    """The profile weight of a side not among the block's coordinates: ``1 - 1/|C_k|`` on the
+    residual of class k, ``1/|C_k|`` on class k's average alone, ``1/n`` on the average of an
+    attribute of one class."""
+    if side >= 0:
+        return 1.0 - 1.0 / c.sizes[side]
+    return 1.0 / (c.sizes[pinned_class(side)] if side <= -2 else c.n)
+
+
+def _row_weights(orbit, side: int) -> np.ndarray:
+    """Per reduced row of a block, its factor of ``beta`` on a side not among the coordinates."""
+    if side >= 0:
+        return orbit.res[:, side]
+    return orbit.U[:, pinned_class(side) if side <= -2 else 0] ** 2
+
+
 def _pattern_block(pattern, used, grids, classes, free) -> ReducedBlock:
-    avg = tuple(i for i in free if pattern[i] < 0)
+    avg = tuple(i for i in free if pattern[i] == -1)
     grid = tuple(classes[i].r for i in free)
-    ranges = [np.arange(classes[i].r) if pattern[i] < 0 else np.array([pattern[i]]) for i in free]
+    ranges = [np.arange(classes[i].r) if pattern[i] == -1 else np.array([_side_class(pattern[i])]) for i in free]
     idx = np.ravel_multi_index(np.meshgrid(*ranges, indexing="ij"), grid).reshape(-1) if free else np.zeros(1, int)
-    scalar = math.prod((1.0 - 1.0 / classes[i].sizes[s]) if s >= 0 else (1.0 / classes[i].n if i not in avg else 1.0)
-                       for i, s in enumerate(pattern))
+    scalar = math.prod(_side_weight(classes[i], s) for i, s in enumerate(pattern) if i not in avg)
     kappa = scalar * _kron_all([1.0 / classes[i].sizes[None, :] for i in avg]).reshape(-1)
     raw, lshape, beta = [], {}, {}
     for g in used:
@@ -320,8 +369,7 @@ def _pattern_block(pattern, used, grids, classes, free) -> ReducedBlock:
         b = np.ones([1] * len(grid_g.axes))
         for i, s in enumerate(pattern):
             if i not in avg:
-                o = grid_g.orbits[i]
-                b = b * grid_g.placed(i, o.res[:, s] if s >= 0 else o.U[:, 0] ** 2)
+                b = b * grid_g.placed(i, _row_weights(grid_g.orbits[i], s))
         beta[g] = b
     B, L, _ = _basis.decompose(np.vstack(raw), "rows")
     splits = np.cumsum([R.shape[0] for R in raw])[:-1]
