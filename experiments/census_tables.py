@@ -479,9 +479,13 @@ def cell(case: str, mechanism: str, quick: bool = False) -> dict:
                "identity": lambda: identity_solution(prob, ours.lower_bound)}[mechanism]
         sol, elapsed, peak = _measured(run)
     cost = _normalised(sol)
+    status, h = sol.status, sol.info.get("hierarchy") if mechanism == "ours" else None
+    if h:
+        status += (f": {sol.info['structure']}, bound from the {'/'.join(f'{S}x{m}' for S, m, _ in h['sub_bounds'])} "
+                   f"uniform sub-hierarchies; optimum at most {h['optimum_at_most']:.4g} (the padded hierarchy)")
     return {"cells": prob.d, "queries": prob.m, "privacy_cost": cost, "worst": cost / _normalised(ours),
             "lower_bound": sol.lower_bound, "gap": cost / ours.lower_bound - 1.0, "time_s": elapsed,
-            "peak_MB": peak, "status": sol.status, "vs_simple": None if simple is None else cost / simple,
+            "peak_MB": peak, "status": status, "vs_simple": None if simple is None else cost / simple,
             "load": load}
 
 
@@ -513,10 +517,10 @@ NOTES = ("`worst`: the largest variance over target at the privacy cost of ours;
          "more than 400 s there); on sf1_states, sf1_counties and hierarchy only ours and the identity are run. "
          "`hierarchy`: the person tables at nation (target 1), state (4) and county (16) level, 3,143 counties in "
          "51 states of their real sizes; `independent levels` solves each level alone and adds the privacy costs "
-         "(sequential composition of zCDP), its time the sum, its status each level's; with ours unfinished its "
-         "`gap` is over the largest level's certified bound (a bound for the hierarchy too). Ours on the "
-         "hierarchy is stopped after 1.1 x MAX_TIME: the default falls back to the simple structures there, "
-         "which do not read `max_time`.")
+         "(sequential composition of zCDP), its time the sum, its status each level's. Ours on the hierarchy solves "
+         "the levels apart too (`structure` \"levels\": the states' unequal sizes leave a block too large to solve "
+         "dense) and bounds the optimum from below by uniform sub-hierarchies (S states of m counties) and from "
+         "above by the padded one (51 states of 254 counties).")
 MECHANISMS = ("ours", "best simple", "HDMM-style", "identity")
 CASES = ("national", "states", "counties", "ordered")
 #: Cases run only when named (``--cases sf1``): HDMM's SF1 Persons workload (:func:`sf1_tables`), by state and

@@ -1,8 +1,8 @@
 """``solve_kron``: Problem 1 for a product workload, Sigma in factors.
 
 Solver layer, top of ``ffu_cvx.solvers.kron``: imports numpy, ``solvers.options``, ``model`` (``problem``,
-``status``, ``validation``), ``workloads.products``, ``smii`` and the package's ``factors``, ``reduce``, ``simple`` and
-``solution``. Its settings are one frozen value, :class:`KronOptions` (or its fields by keyword).
+``status``, ``validation``), ``workloads.products``, ``smii`` and the package's ``factors``, ``hierarchy``,
+``quotient``, ``reduce``, ``simple``, ``solution`` and ``terms``. Its settings are one frozen value, :class:`KronOptions` (or its fields by keyword).
 The structure is chosen from the workload:
 
 - one product group: the exact product of per-attribute optima (``"product"``);
@@ -13,6 +13,13 @@ The structure is chosen from the workload:
   the block dual ascent, with ``max_time`` and progress logs); when it ends above ``tol``
   the simple structures below are computed too and the cheaper mechanism returned, with
   the better bound, so the result is never above them;
+- an attribute read through class sums only (:mod:`ffu_cvx.solvers.kron.quotient`) is first replaced by
+  its classes when that quotient reduces exactly, and the solution lifted back;
+- a union still too large whose groups, split by their block on one attribute, each reduce
+  (the national, state and county tables of a geography hierarchy): the parts solved apart and
+  composed (``"levels"``), bounded by the best part and, for a nested partition hierarchy, by
+  uniform sub-hierarchies (:mod:`ffu_cvx.solvers.kron.hierarchy`), then compared with the simple
+  structures below;
 - otherwise the better of the two simple structures (one Kronecker Sigma by
   block-coordinate descent, ``"kronecker"``; independent per-group products,
   ``"independent"``), certified against the best single-group optimum (a valid bound:
@@ -322,8 +329,9 @@ class KronOptions:
     factor_method : {"auto", "sdp", "smii"}, default "auto"
         Solver of the per-attribute problems ("auto": closed forms for identity and
         total, the SDP up to rank 8, SM-II above).
-    structure : {"auto", "product", "symmetric", "kronecker", "independent"}, default "auto"
-        See :mod:`ffu_cvx.solvers.kron.driver`; "auto" records its choice in ``info["why"]``.
+    structure : {"auto", "product", "symmetric", "levels", "kronecker", "independent"}, default "auto"
+        See :mod:`ffu_cvx.solvers.kron.driver`; "auto" records its choice in ``info["why"]``
+        ("levels" only where "auto" would fall back to the simple structures).
     max_iter : int, default 20000
         Most dual-ascent steps of the symmetric structure.
     max_time : float or None, default None

@@ -25,6 +25,16 @@ ResidualPlanner's ``span(1) (+) 1^perp``: one class per attribute is the reducti
 symmetric attributes, an attribute of singleton classes (a prefix) has no residual and is
 dense in every block.
 
+**Attributes split class by class.** When no block row on a free attribute sums over two of
+its classes (:func:`separable`: identities and partitions into class sums, the state and
+county tables of a geography without the national ones), every block is block-diagonal
+over that attribute's classes: ``P_s`` (the cells of one class tuple sit in one class) and
+``Q_s`` (every row sits in one class) both are, so ``F`` and the optimal ``Sigma_s`` split
+class by class. The attribute is then taken on one class's average at a time (a
+:func:`pinned` side, a one-dimensional coordinate with the profile weight ``1/|C_k|``
+and the rows' factor ``u_k^2``) instead of on all class averages at once: blocks of
+(states x other class tuples) become one block per state.
+
 **Profile and variances.** A cell ``x`` in class tuple ``t`` (over the free attributes)
 has::
 
