@@ -255,6 +255,22 @@ def test_large_structured_union_falls_back_to_the_better_simple_structure(monkey
     assert min(sol.info["costs"].values()) == pytest.approx(sol.privacy_cost * sol.max_ratio)
 
 
+def test_the_kronecker_descent_stops_at_max_time():
+    import time
+    from ffu_cvx.solvers.kron.factors import FactorSolver
+    from ffu_cvx.solvers.kron.simple import kronecker_bcd
+    domain, groups, _, _ = ISSUE["(12,2)"]
+    problem = product_problem(domain, groups)
+    solver = FactorSolver("auto", tol=1e-6)
+    assert kronecker_bcd(problem.groups, solver, deadline=time.perf_counter() - 1.0)[0] is None
+    term, cost, done = kronecker_bcd(problem.groups, solver)
+    assert term is not None and done >= 1 and math.isfinite(cost)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        sol = solve_kron(problem, structure="kronecker", max_time=1e-9)
+    assert sol.info["structure"] == "independent"     # no Kronecker factors by then: the products alone
+
+
 def test_gaussian_mechanism_points_a_factored_solution_to_release_product():
     dom = ffu.Domain({"a": 6, "b": 3})
     wl = ffu.workloads.product(dom, [({"a": "prefix", "b": "identity"}, 1.0)])

@@ -144,7 +144,9 @@ def _symmetric(problem, tol, callback, max_iter, t0, why, max_time, classes=None
     return sol
 
 
-def _simple(problem, solver, which, tol, t0, why):
+def _simple(problem, solver, which, tol, t0, why, max_time=None):
+    """The simple structures ``which`` asks for; the Kronecker descent stops at ``max_time`` (from
+    ``t0``) with its last factors, and is left out when it has none by then."""
     groups = problem.groups
     terms_ind, bounds = independent(groups, solver)
     lb = max(bounds)
@@ -152,8 +154,11 @@ def _simple(problem, solver, which, tol, t0, why):
     if which in ("best simple", "independent"):
         candidates["independent"] = terms_ind
     if which in ("best simple", "kronecker"):
-        term, _, _ = kronecker_bcd(groups, solver)
-        candidates["kronecker"] = (term,)
+        term, _, _ = kronecker_bcd(groups, solver, deadline=None if max_time is None else t0 + max_time)
+        if term is not None:
+            candidates["kronecker"] = (term,)
+    if not candidates:
+        candidates["independent"] = terms_ind
     sols = {k: KronSolution.from_terms(problem, t, lower_bound=lb, structure=k) for k, t in candidates.items()}
     name = min(sols, key=lambda k: sols[k].privacy_cost * sols[k].max_ratio)
     costs = {k: s.privacy_cost * s.max_ratio for k, s in sols.items()}
@@ -169,7 +174,7 @@ def _simple(problem, solver, which, tol, t0, why):
                                    costs=costs, bound="best single group")
 
 
-def _no_worse_than_simple(problem, sol, solver, tol, t0):
+def _no_worse_than_simple(problem, sol, solver, tol, t0, max_time=None):
     """``sol`` (a symmetric solve that ended above ``tol``), or the best simple structure with
     ``sol``'s status and the better of the two bounds when that one costs less: the result
     is never above the simple structures (the independent one alone when an attribute has
@@ -177,7 +182,7 @@ def _no_worse_than_simple(problem, sol, solver, tol, t0):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # its gap is reported through sol
         which = "best simple" if max(problem.domain.sizes) <= GUARD_KRONECKER_N_MAX else "independent"
-        simple = _simple(problem, solver, which, tol, t0, sol.info["why"])
+        simple = _simple(problem, solver, which, tol, t0, sol.info["why"], max_time)
     if simple.privacy_cost * simple.max_ratio >= sol.privacy_cost * sol.max_ratio:
         return sol
     costs = {**simple.info["costs"], sol.info["structure"]: sol.privacy_cost * sol.max_ratio}
@@ -335,8 +340,9 @@ class KronOptions:
     max_iter : int, default 20000
         Most dual-ascent steps of the symmetric structure.
     max_time : float or None, default None
-        Seconds the symmetric structure's solve may take (None: no limit); when they run out
-        the result is the best certified iterate with status ``"max_iter"``. Progress is
+        Seconds the solve may take (None: no limit): the symmetric structure's ascent, the
+        levels' parts and the Kronecker descent read it (the per-group products do not); when
+        they run out the result is the best certified iterate with status ``"max_iter"``. Progress is
         logged (``logging.getLogger("ffu_cvx.solvers.kron.reduce")``, INFO) every few seconds.
     anderson : int, default 5
         Memory of the Anderson acceleration of the symmetric structure's ascent once its
@@ -415,7 +421,7 @@ def solve_kron(problem: ProductProblem, *, callback=None, options: KronOptions |
         why = f"structure={structure!r} requested"
     if structure == "levels":
         sol = _levels(problem, split, opts, t0, why, callback)
-        return sol if sol.status == OPTIMAL else _no_worse_than_simple(problem, sol, solver, tol, t0)
+        return sol if sol.status == OPTIMAL else _no_worse_than_simple(problem, sol, solver, tol, t0, max_time)
     if structure == "product":
         if len(problem.groups) != 1:
             raise ValueError(f"`structure`='product' needs one product group, the workload has {len(problem.groups)}; "
@@ -426,6 +432,6 @@ def solve_kron(problem: ProductProblem, *, callback=None, options: KronOptions |
         if sol.status == USER_STOPPED:
             warnings.warn("solve_kron: stopped by the callback", RuntimeWarning, stacklevel=2)
         elif sol.status != OPTIMAL:
-            sol = _no_worse_than_simple(problem, sol, solver, tol, t0)
+            sol = _no_worse_than_simple(problem, sol, solver, tol, t0, max_time)
         return sol
-    return _simple(problem, solver, structure, tol, t0, why)
+    return _simple(problem, solver, structure, tol, t0, why, max_time)

@@ -1,6 +1,7 @@
 """The Kronecker structures built from per-attribute Problem 1 solves.
 
-Solver layer (``ffu_cvx.solvers.kron``): imports numpy and the package's ``factors`` and ``terms``.
+Solver layer (``ffu_cvx.solvers.kron``): imports the standard library, numpy and the package's ``factors`` and
+``terms``.
 
 - :func:`product_term`: one product group, exactly. With ``Sigma = Sigma_1 (x) ... (x) Sigma_a``
   the profile is ``p_1 (x) ... (x) p_a`` and the variances ``v_1 (x) ... (x) v_a``, so the
@@ -18,6 +19,7 @@ Solver layer (``ffu_cvx.solvers.kron``): imports numpy and the package's ``facto
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -55,11 +57,21 @@ def _stacked_term(groups, sols) -> Term:
     return Term(tuple(factors), {g: tuple(r) for g, r in recon.items()})
 
 
-def kronecker_bcd(groups, solver, sweeps: int = BCD_SWEEPS):
-    """``(term, cost, sweeps done)``: the best single Kronecker Sigma found by block-coordinate descent."""
+def kronecker_bcd(groups, solver, sweeps: int = BCD_SWEEPS, deadline: float | None = None):
+    """``(term, cost, sweeps done)``: the best single Kronecker Sigma found by block-coordinate descent.
+
+    ``deadline`` (a ``time.perf_counter()`` value) is checked after every per-attribute solve:
+    past it the descent stops with the factors it has (any set of them is a mechanism; the
+    caller prices it), or returns ``(None, inf, 0)`` before it has one per attribute.
+    """
     a = len(groups[0].blocks)
     targets = np.array([g.target for g in groups])
-    sols = [solver.solve([g.blocks[i] for g in groups], [1.0] * len(groups)) for i in range(a)]
+    late = (lambda: False) if deadline is None else (lambda: time.perf_counter() >= deadline)
+    sols = []
+    for i in range(a):
+        if late():
+            return None, math.inf, 0
+        sols.append(solver.solve([g.blocks[i] for g in groups], [1.0] * len(groups)))
 
     def group_max(i, sol):
         splits = np.cumsum([grp.blocks[i].matrix.shape[0] for grp in groups])[:-1]
@@ -69,6 +81,8 @@ def kronecker_bcd(groups, solver, sweeps: int = BCD_SWEEPS):
     for done in range(1, sweeps + 1):
         prev = cost
         for i in range(a):
+            if late():
+                return _stacked_term(groups, sols), cost, done
             others = np.prod([group_max(j, sols[j]) for j in range(a) if j != i], axis=0) if a > 1 else 1.0
             sols[i] = solver.solve([g.blocks[i] for g in groups], targets / others)
         ratio = float(np.max(np.prod([group_max(j, sols[j]) for j in range(a)], axis=0) / targets))
