@@ -409,8 +409,8 @@ class OutOfTime(Exception):
 
 
 def _within(fn, seconds: float):
-    """``fn()``, or :class:`OutOfTime` after ``seconds`` (a timer signal: the default fallback of
-    ``method="kron"`` to the simple structures does not read ``max_time``)."""
+    """``fn()``, or :class:`OutOfTime` after ``seconds`` (a timer signal: ``max_time`` is read between
+    steps, and one per-attribute factor solve or per-group product runs to its end)."""
     def stop(*_):
         raise OutOfTime
     previous = signal.signal(signal.SIGALRM, stop)
