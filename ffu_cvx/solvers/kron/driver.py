@@ -304,9 +304,10 @@ def _levels(problem, split, opts, t0, why, callback) -> KronSolution:
     hierarchy = _hierarchy(problem, attribute, opts, t0)
     if hierarchy is not None:
         lb = max(lb, hierarchy["lower_bound"])
-    info = dict(hierarchy=hierarchy, parts=[dict(groups=[problem.groups[g].name for g in part], privacy_cost=sub.privacy_cost * sub.max_ratio,
-                            lower_bound=sub.lower_bound, gap=sub.gap, status=sub.status,
-                            structure=sub.info.get("structure"), time=sub.time) for part, sub in zip(parts, subs)])
+    summary = [dict(groups=[problem.groups[g].name for g in part], privacy_cost=sub.privacy_cost * sub.max_ratio,
+                    lower_bound=sub.lower_bound, gap=sub.gap, status=sub.status,
+                    structure=sub.info.get("structure"), time=sub.time) for part, sub in zip(parts, subs)]
+    info = dict(hierarchy=hierarchy, parts=summary)
     sol = KronSolution.from_terms(problem, terms, lower_bound=lb, nit=sum(sub.nit or 0 for sub in subs),
                                   time=time.perf_counter() - t0, structure="levels", why=why,
                                   split_on=problem.domain.names[attribute], **info)
