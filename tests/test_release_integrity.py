@@ -334,3 +334,18 @@ def test_a_release_over_a_hundred_attributes():
     exact = wl.apply(dom.counts(rec))
     assert draws.shape == (60, 200) and np.all(np.abs(draws.mean(axis=0) - exact) < 5 * np.sqrt(sol.variances / 60))
     np.testing.assert_allclose(draws.var(axis=0).mean(), sol.variances.mean(), rtol=0.1)
+
+
+def test_an_error_a_swallowed_signal_caused_ends_as_the_signal(monkeypatch):
+    """A library that turns the KeyboardInterrupt of a Ctrl-C into another error (numpy comparing
+    structured arrays does) must not make the command report bad input: it ends as interrupted."""
+    import argparse
+    from ffu_cvx.cli import cli
+    from ffu_cvx.io import files
+
+    def command(args, run):
+        raise ValueError("Cannot compare structured arrays unless they have a common dtype")
+    monkeypatch.setattr(files, "_RECEIVED", {signal.SIGINT})
+    assert cli._run_command(argparse.Namespace(func=command, quiet=True)) == cli.EXIT_INTERRUPTED
+    monkeypatch.setattr(files, "_RECEIVED", set())
+    assert cli._run_command(argparse.Namespace(func=command, quiet=True)) == cli.EXIT_BAD_INPUT

@@ -672,7 +672,11 @@ def forget_unhandled_interrupt() -> None:
 def _run_command(args) -> int:
     run = _Run(args.quiet)
     try:
-        code = args.func(args, run)
+        try:
+            code = args.func(args, run)
+        except Exception:
+            raise_if_signalled()  # an error raised where a library turned a signal's exception into it
+            raise
         raise_if_signalled()  # a signal whose exception a library swallowed still stops the command
         return code
     except KeyboardInterrupt:
