@@ -195,8 +195,8 @@ def _no_worse_than_simple(problem, sol, solver, tol, t0, max_time=None):
                                    structure=simple.info["structure"], costs=costs, **info)
 
 
-def _exact(part: ProductProblem) -> bool:
-    return structure_of(part)[0] in ("product", "symmetric")
+def _exact(part: ProductProblem, classes=None) -> bool:
+    return structure_of(part, classes)[0] in ("product", "symmetric")
 
 
 def quotient_of(problem: ProductProblem, classes) -> tuple | None:
@@ -232,10 +232,15 @@ def levels_of(problem: ProductProblem, classes) -> tuple | None:
             b = grp.blocks[i].matrix
             parts.setdefault((b.shape, b.tobytes()), []).append(g)
         parts = list(parts.values())
-        if len(parts) >= 2 and all(_exact(p) or quotient_of(p, classes_of(p.workload)) is not None
-                                   for p in (_part(problem, part) for part in parts)):
+        if len(parts) >= 2 and all(_reduces(_part(problem, part)) for part in parts):
             return i, parts
     return None
+
+
+def _reduces(part: ProductProblem) -> bool:
+    """Whether ``part`` reduces exactly, directly or on its classes (its classes found once)."""
+    classes = classes_of(part.workload) if len(part.groups) > 1 else None
+    return _exact(part, classes) or (classes is not None and quotient_of(part, classes) is not None)
 
 
 def _quotiented(problem, found, classes, opts, t0, why, callback) -> KronSolution | None:

@@ -1,6 +1,6 @@
 """Attributes read only through class sums, solved on their classes.
 
-Solver layer (``ffu_cvx.solvers.kron``): imports numpy, ``workloads`` (``domain``, ``products``) and the
+Solver layer (``ffu_cvx.solvers.kron``): imports the standard library, numpy, ``workloads`` (``domain``, ``products``) and the
 package's ``terms``.
 
 **The quotient.** When no block row on attribute ``i`` tells two values of one
@@ -19,6 +19,8 @@ states.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -70,7 +72,10 @@ def lift(terms, classes, attrs) -> tuple | None:
             if not isinstance(f, Factor) or len(f.attrs) != 1 or f.classes is not None:
                 return None
             of = classes[hit[0]].of
-            known = None if f.known_profile is None else f.known_profile[of]
-            factors.append(Factor.build(f.attrs, f.B[:, of], f.sigma, profile=known))
+            B, known = f.B[:, of], None if f.known_profile is None else f.known_profile[of]
+            for a in (B, known):
+                if a is not None:
+                    a.setflags(write=False)
+            factors.append(dataclasses.replace(f, B=B, known_profile=known))   # the same sigma and Cholesky factor
         out.append(Term(tuple(factors), t.recon))
     return tuple(out)
