@@ -19,7 +19,8 @@ sex by the 23 published age bands, sex by single year of age (0-99, 100-104, 105
 110+), relationship, the population 18 and over; totals tight, detail loose. ``ordered``
 is age 0-115 with prefix sums crossed with race aggregations and sex. ``sf1`` (run only when
 named) is HDMM's SF1 Persons workload on the national domain, 33 groups and 4,151 queries of
-target 1 (:func:`sf1_tables`); ``sf1_states`` and ``sf1_counties`` add its 33 groups by state and by
+target 1 (:func:`sf1_tables`), ``sf1_targets`` the same with per-table targets
+(:data:`SF1_TABLE_TARGETS`); ``sf1_states`` and ``sf1_counties`` add its 33 groups by state and by
 county (target 1). ``hierarchy`` is the person tables (relationship left out) at nation, state and
 county level over 3,143 counties grouped into their 51 states (:func:`hierarchy_tables`), beside
 ``independent levels``: each level solved alone, the privacy costs added (zCDP composes by adding).
@@ -135,10 +136,16 @@ SF1_AGE_BANDS = tuple(zip((0, 5, 10, 15, 18, 20, 21, 22, 25, 30, 35, 40, 45, 50,
                           (4, 9, 14, 17, 19, 20, 21, 24, 29, 34, 39, 44, 49, 54, 59, 61, 64, 66, 69, 74, 79, 84, 114)))
 
 
-def sf1_tables(geography: str | None = None) -> list:
+#: Per-table variance targets of SF1 Persons for ``sf1_targets``: totals tight, detail loose.
+SF1_TABLE_TARGETS = {"P1": 1.0, "P3": 4.0, "P4": 4.0, "P5": 10.0, "P8": 50.0, "P9": 50.0, "P10": 50.0, "P11": 50.0,
+                     "P12": 20.0, "P12A-I": 40.0, "PCT12": 100.0, "PCT12A-O": 100.0}
+
+
+def sf1_tables(geography: str | None = None, targets: dict | None = None) -> list:
     """HDMM's SF1 Persons workload (its census example, age identity left out): 33 product groups,
-    4,151 queries over :func:`domain`, target 1 for every query; with a ``geography`` (a key of
-    :data:`GEOGRAPHY`) the 33 groups also by it, target 1.
+    4,151 queries over :func:`domain`, target 1 for every query or ``targets[table]`` (a table's
+    groups share its target); with a ``geography`` (a key of :data:`GEOGRAPHY`) the 33 groups also
+    by it, their targets the same.
 
     Race blocks as HDMM defines them: ``race1`` the six races alone and one row for the rest
     (none included), ``race2`` the 63 combinations, the numbers of races 1-6 and two or more.
@@ -178,9 +185,10 @@ def sf1_tables(geography: str | None = None) -> list:
         if table == "P12A-I":
             spec["PCT12"] = [{"sex": "identity", "age": single}, sex_totals]
     order = ("P1", "P3", "P4", "P5", "P8", "P9", "P10", "P11", "P12", "P12A-I", "PCT12", "PCT12A-O")
-    out = [(blocks, 1.0, f"{table} {k}") for table in order for k, blocks in enumerate(spec[table])]
+    out = [(blocks, 1.0 if targets is None else targets[table], f"{table} {k}")
+           for table in order for k, blocks in enumerate(spec[table])]
     if geography is not None:
-        out += [({**blocks, geography: "identity"}, 1.0, f"{name} by {geography}") for blocks, _, name in out]
+        out += [({**blocks, geography: "identity"}, target, f"{name} by {geography}") for blocks, target, name in out]
     return out
 
 
@@ -198,23 +206,23 @@ STATE_COUNTIES = (("AL", 67), ("AK", 30), ("AZ", 15), ("AR", 75), ("CA", 58), ("
 LEVEL_TARGETS = {"nation": 1.0, "state": 4.0, "county": 16.0}
 
 
-def state_ranges() -> list:
-    """The 51 states as ``[first, last]`` county codes: counties are numbered state by state."""
-    ends = list(itertools.accumulate(n for _, n in STATE_COUNTIES))
-    return [[end - n, end - 1] for (_, n), end in zip(STATE_COUNTIES, ends)]
+def state_of_county() -> list:
+    """The state of each of the 3,143 counties, counties numbered state by state (the level ``state``)."""
+    return [state for state, n in STATE_COUNTIES for _ in range(n)]
 
 
 def hierarchy_tables() -> tuple:
     """The person tables of :func:`tables` without relationship, at nation, state and county level
-    (targets :data:`LEVEL_TARGETS`), over sex x Hispanic origin x race x age x 3,143 counties:
-    ``(domain, groups)``; a group's name ends with its level."""
+    (targets :data:`LEVEL_TARGETS`), over sex x Hispanic origin x race x age x 3,143 counties, a
+    geography with the level ``state`` (:func:`state_of_county`): ``(domain, groups)``; a group's name
+    ends with its level."""
     attrs = {"sex": ["F", "M"], "hispanic": ["not Hispanic", "Hispanic"], "race": race_labels(), "age": 115,
              "county": GEOGRAPHY["county"]}
     person = [(blocks, name) for blocks, _, name in tables() if "relationship" not in blocks]
-    geo = {"nation": {}, "state": {"county": {"ranges": state_ranges()}}, "county": {"county": "identity"}}
+    geo = {"nation": {}, "state": {"county": {"level": "state"}}, "county": {"county": "identity"}}
     groups = [({**blocks, **geo[level]}, target, f"{name}, {level}")
               for level, target in LEVEL_TARGETS.items() for blocks, name in person]
-    return ffu.Domain(attrs), groups
+    return ffu.Domain(attrs, levels={"county": {"state": state_of_county()}}), groups
 
 
 def domain(geography: str | None = None) -> ffu.Domain:
@@ -240,9 +248,10 @@ def ordered_tables() -> tuple:
 def problem(case: str):
     if case == "ordered":
         dom, groups = ordered_tables()
-    elif case in ("sf1", "sf1_states", "sf1_counties"):
+    elif case in ("sf1", "sf1_targets", "sf1_states", "sf1_counties"):
         geography = {"sf1_states": "state", "sf1_counties": "county"}.get(case)
-        dom, groups = domain(geography), sf1_tables(geography)
+        targets = SF1_TABLE_TARGETS if case == "sf1_targets" else None
+        dom, groups = domain(geography), sf1_tables(geography, targets)
     elif case == "hierarchy":
         dom, groups = hierarchy_tables()
     else:
@@ -525,7 +534,7 @@ MECHANISMS = ("ours", "best simple", "HDMM-style", "identity")
 CASES = ("national", "states", "counties", "ordered")
 #: Cases run only when named (``--cases sf1``): HDMM's SF1 Persons workload (:func:`sf1_tables`), by state and
 #: by county, and the geography hierarchy (:func:`hierarchy_tables`).
-NAMED_CASES = ("sf1", "sf1_states", "sf1_counties", "hierarchy")
+NAMED_CASES = ("sf1", "sf1_targets", "sf1_states", "sf1_counties", "hierarchy")
 #: Simple structures and baselines left out per case: on 3,143 counties the Kronecker
 #: descent's per-attribute SM-II over the stacked county blocks and the HDMM-style factor
 #: (dense eigendecompositions of order 3,143, 300 per sweep) take more than 400 s. On SF1 by state or

@@ -323,6 +323,26 @@ def test_product_spec_records_to_labelled_answers_and_statement(tmp_path, capsys
     assert (tmp_path / "d.privacy.json").exists()
 
 
+def test_a_spec_with_a_geography_releases_its_levels(tmp_path, capsys):
+    spec = {"name": "tiers", "domain": {"sex": ["F", "M"], "region": ["N", "S", "E"]},
+            "levels": {"region": {"zone": {"N": "north", "S": "south", "E": "south"}}}, "method": "kron",
+            "groups": [{"variance": 1, "name": "nation"}, {"blocks": {"region": {"level": "zone"}}, "variance": 4},
+                       {"blocks": {"region": "identity", "sex": "identity"}, "variance": 16}]}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    result, out = tmp_path / "r.json", tmp_path / "a.csv"
+    code, _, err = _run(capsys, "solve", tmp_path / "spec.json", "--out", result)
+    assert code == 0, err
+    records = tmp_path / "people.csv"
+    records.write_text("sex,region\nF,N\nM,S\nM,E\nF,E\n")
+    code, _, err = _run(capsys, "release", result, "--records", records, "--out", out, "--seed", 1)
+    assert code == 0, err
+    assert [r["label"] for r in _answers(out)][:3] == ["total", "zone north", "zone south"]
+    (tmp_path / "bad.json").write_text(json.dumps({**spec, "levels": {"region": {"zone": ["north"]}}}))
+    code, _, err = _run(capsys, "solve", tmp_path / "bad.json", "--out", tmp_path / "bad.result.json")
+    assert code == 2 and "`levels.region.zone`: 1 units for the 3 values" in err
+    assert not (tmp_path / "bad.result.json").exists()
+
+
 @pytest.mark.parametrize("case, needle", [
     ("unknown attribute", "unknown attribute 'race'"),
     ("bad block size", "must have 30 columns"),

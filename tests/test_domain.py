@@ -172,3 +172,71 @@ def test_a_billion_cells_from_1e5_records_is_fast_and_small():
     # Per-region totals are the region column's counts.
     np.testing.assert_array_equal(answers[-50:], np.bincount(rec[:, 4], minlength=50))
     assert answers.shape == (wl.m,) and answers[:12 * 2 * 50].sum() == 100_000
+
+
+# ---------------------------------------------------------------------------- geographies
+COUNTIES = ["Ada", "Bee", "Cal", "Dee", "Eve"]
+STATES = {"Ada": "ID", "Bee": "TX", "Cal": "ID", "Dee": "UT", "Eve": "TX"}
+
+
+def test_a_geography_level_is_one_sum_per_unit_in_either_form():
+    by_list = ffu.Domain({"county": COUNTIES}, levels={"county": {"state": [STATES[c] for c in COUNTIES]}})
+    by_map = ffu.Domain({"county": COUNTIES}, levels={"county": {"state": STATES}})
+    assert by_list == by_map and by_map.levels == {"county": {"state": ["ID", "TX", "ID", "UT", "TX"]}}
+    assert ffu.Domain(by_map.spec(), ordered=by_map.ordered, levels=by_map.levels) == by_map
+    blk = ffu.workloads.products.block(by_map["county"], {"level": "state"})
+    np.testing.assert_array_equal(blk.matrix, [[1, 0, 1, 0, 0], [0, 1, 0, 0, 1], [0, 0, 0, 1, 0]])
+    wl = ffu.workloads.product(by_map, [({"county": {"level": "state"}}, 2.0)])
+    assert list(wl.labels) == ["state ID", "state TX", "state UT"]
+    x = by_map.counts(np.array([[0], [2], [2], [3]]))
+    np.testing.assert_array_equal(wl.apply(x), [3, 0, 1])
+
+
+def test_nested_levels_and_their_order():
+    regions = {"ID": "W", "TX": "S", "UT": "W"}
+    dom = ffu.Domain({"county": COUNTIES},
+                     levels={"county": {"region": {c: regions[s] for c, s in STATES.items()}, "state": STATES}})
+    assert [lv for lv, _ in dom["county"].levels] == ["state", "region"]   # finest first
+    wl = ffu.workloads.product(dom, [({"county": {"level": "region"}}, 1.0)])
+    assert list(wl.labels) == ["region W", "region S"]
+
+
+@pytest.mark.parametrize("levels, needle", [
+    ({"county": {"state": ["ID", "TX"]}}, "`levels.county.state`: 2 units for the 5 values"),
+    ({"county": {"state": {"Ada": "ID"}}}, "the value 'Bee' of `county` has no unit (4 values"),
+    ({"county": {"state": {**STATES, "Zed": "NV"}}}, "'Zed' is not a value of `county`"),
+    ({"county": {"state": ["ID", None, "ID", "UT", "TX"]}}, "the unit of value 'Bee' is None"),
+    ({"county": {"state": "IDTX"}}, "one unit per value"),
+    ({"county": {"": STATES}}, "level names must be non-empty strings"),
+    ({"county": {}}, "`levels.county` must be a non-empty mapping"),
+    ({"parish": {"state": STATES}}, "unknown attributes ['parish']"),
+    ({"county": {"state": STATES, "region": ["W", "S", "S", "W", "S"]}},
+     "levels `state` and `region` do not nest: state 'ID' holds 'Ada' (in region 'W') and 'Cal' (in region 'S')"),
+])
+def test_bad_levels_name_the_level_and_the_value(levels, needle):
+    with pytest.raises(ValueError) as info:
+        ffu.Domain({"county": COUNTIES}, levels=levels)
+    assert needle in str(info.value)
+
+
+def test_a_level_block_needs_a_known_level():
+    dom = ffu.Domain({"county": COUNTIES, "sex": ["F", "M"]}, levels={"county": {"state": STATES}})
+    with pytest.raises(ValueError, match="`county` has no level 'nation'; its levels are \\['state'\\]"):
+        ffu.workloads.product(dom, [({"county": {"level": "nation"}}, 1.0)])
+    with pytest.raises(ValueError, match="`sex` has no level 'state'; it has none"):
+        ffu.workloads.product(dom, [({"sex": {"level": "state"}}, 1.0)])
+
+
+def test_a_geography_hierarchy_solves_as_its_partition_matrix():
+    """The level block is the partition: the same optimum as the matrix, and the exact dense one."""
+    dom = ffu.Domain({"sex": ["F", "M"], "county": COUNTIES}, levels={"county": {"state": STATES}})
+    tiers = [({}, 1.0), ({"county": {"level": "state"}, "sex": "identity"}, 4.0),
+             ({"county": "identity"}, 16.0)]
+    level = ffu.solve(ffu.FitnessProblem.from_workload(ffu.workloads.product(dom, tiers)), method="kron")
+    A = ffu.workloads.products.block(dom["county"], {"level": "state"}).matrix
+    plain = ffu.Domain({"sex": ["F", "M"], "county": COUNTIES})
+    as_matrix = ffu.workloads.product(plain, [(b if "county" not in b or b["county"] == "identity"
+                                               else {**b, "county": A}, c) for b, c in tiers])
+    dense = ffu.solve(ffu.FitnessProblem.from_workload(as_matrix), method="smii")
+    assert level.status == "optimal"
+    assert level.privacy_cost == pytest.approx(dense.privacy_cost, rel=1e-3)

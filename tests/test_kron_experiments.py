@@ -1,6 +1,9 @@
 """The census experiment and the Kronecker benchmark in their quick forms."""
 
+import numpy as np
 import pytest
+
+import ffu_cvx as ffu
 
 from experiments import bench_kron, census
 
@@ -101,12 +104,13 @@ def test_census_tables_sf1_geographies_and_hierarchy_build():
     for case, n in (("sf1_states", 51), ("sf1_counties", 3_143)):
         prob = ct.problem(case)
         assert (prob.d, prob.m, len(prob.groups)) == (500_480 * n, 4_151 * (1 + n), 66)
-    ranges = ct.state_ranges()
-    assert len(ranges) == 51 and ranges[0][0] == 0 and ranges[-1][1] == 3_142
-    assert all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:]))
-    assert sum(hi - lo + 1 for lo, hi in ranges) == 3_143 == sum(n for _, n in ct.STATE_COUNTIES)
+    states = ct.state_of_county()
+    assert len(states) == 3_143 == sum(n for _, n in ct.STATE_COUNTIES) and len(set(states)) == 51
     assert dict(ct.STATE_COUNTIES)["TX"] == 254 and dict(ct.STATE_COUNTIES)["DC"] == 1
     dom, groups = ct.hierarchy_tables()
+    state = ffu.workloads.products.block(dom["county"], {"level": "state"}).matrix   # counties state by state
+    assert state.shape == (51, 3_143) and np.array_equal(np.flatnonzero(np.diff(state.argmax(axis=0))) + 1,
+                                                         np.cumsum([n for _, n in ct.STATE_COUNTIES])[:-1])
     prob = ct.problem("hierarchy")
     per_level = prob.m // (1 + 51 + 3_143)
     assert prob.d == 2 * 2 * 64 * 115 * 3_143 and prob.m == per_level * (1 + 51 + 3_143)

@@ -50,7 +50,7 @@ __all__ = ["WORKLOADS", "SPEC_KEYS", "PRODUCT_SPEC_KEYS", "TARGET_KEYS", "GROUP_
 #: Built-in workload builders a SPEC may name.
 WORKLOADS = ("prefix", "random_ranges", "random_pm1", "tree", "pl94", "age_pyramid", "marginals_a", "marginals_b")
 SPEC_KEYS = {"workload", "params", "W", "c", "basis", "labels", "name", "method", "options", "target"}
-PRODUCT_SPEC_KEYS = {"domain", "ordered", "groups", "name", "method", "options", "target"}
+PRODUCT_SPEC_KEYS = {"domain", "ordered", "levels", "groups", "name", "method", "options", "target"}
 #: A group's accuracy target: ``variance``, or ``margin`` and ``level`` (and ``joint``); see :mod:`ffu_cvx.model.accuracy`.
 TARGET_KEYS = ("variance", "margin", "level", "joint")
 GROUP_KEYS = {"blocks", "name", *TARGET_KEYS}
@@ -79,7 +79,7 @@ def product_workload(spec: dict, path: Path) -> ProductWorkload:
         raise InputError(f"spec {path}: unknown key(s) {unknown} in a product spec; allowed keys are "
                          f"{sorted(PRODUCT_SPEC_KEYS)}")
     try:
-        domain = Domain(spec["domain"], ordered=spec.get("ordered"))
+        domain = Domain(spec["domain"], ordered=spec.get("ordered"), levels=spec.get("levels"))
     except ValueError as exc:
         raise InputError(f"spec {path}: `domain`: {exc}") from None
     groups = spec.get("groups")

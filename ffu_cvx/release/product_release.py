@@ -171,6 +171,7 @@ def release_product(solution_or_mechanism, workload: ProductWorkload, counts, rn
                               None if rng is None else generator(rng))
     coverage = _joint_coverages(source, workload, coverage_draws)
     info = {"domain": workload.domain.spec(), "ordered": list(workload.domain.ordered),
+            **({"levels": workload.domain.levels} if workload.domain.levels else {}),
             "groups": _group_accuracy(workload, variances, coverage)}
     neighbours = getattr(source, "neighbours", privacy.ADD_REMOVE)
     return Release.build(answers, variances, level, labels=workload.labels,

@@ -10,10 +10,18 @@ has attributes in the given order, each of ``size`` values coded ``0 .. size - 1
 Domain({age: 116, sex: 2, race: 63}, 14616 cells)
 >>> dom.counts([[20, 0, 5], [20, 0, 5], [31, 1, 0]])
 Counts(3 records in 2 of 14616 cells)
+
+A *geography* is an attribute with named levels, each a map from its values to the units that
+contain them (counties to states, states to regions): ``Domain({"county": [...]},
+levels={"county": {"state": state_of_county}})``. A level's units partition the values, levels of
+one attribute nest, and ``{"level": "state"}`` is then a block of one sum per state
+(:func:`ffu_cvx.workloads.products.block`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Mapping
@@ -28,12 +36,24 @@ __all__ = ["Attribute", "Domain"]
 class Attribute:
     """One attribute: ``name``, ``size`` (>= 1 values), ``values`` (labels, one per code: a
     tuple, or ``range(size)`` for an attribute given by its size), ``ordered`` (True: values
-    have an order, ranges and prefixes make sense)."""
+    have an order, ranges and prefixes make sense), ``levels`` (a geography's levels: pairs
+    ``(level name, unit of each value)``, the units' labels as text, finest first)."""
 
     name: str
     size: int
     values: tuple | range
     ordered: bool
+    levels: tuple = ()
+
+    def level(self, name: str) -> tuple:
+        """The unit of each value (size,) at level ``name``; ``ValueError`` naming the levels otherwise."""
+        for level, units in self.levels:
+            if level == name:
+                return units
+        known = [lv for lv, _ in self.levels]
+        raise ValueError(f"attribute `{self.name}` has no level {name!r}; "
+                         + (f"its levels are {known}" if known else
+                            "it has none (Domain(..., levels={'" + self.name + "': {level: unit of each value}}))"))
 
     @property
     def sized(self) -> bool:
@@ -78,16 +98,80 @@ def _attribute(name, spec, ordered) -> Attribute:
     return Attribute(name, size, values, bool(ordered))
 
 
+def _units(attr: Attribute, level, parents) -> tuple:
+    """The unit (as text) of each value of ``attr`` at ``level`` from ``parents``: one unit per value
+    in code order, or a mapping {value label: unit}."""
+    where = f"`levels.{attr.name}.{level}`"
+    if not isinstance(level, str) or not level:
+        raise ValueError(f"`levels.{attr.name}`: level names must be non-empty strings, got {level!r}")
+    if isinstance(parents, Mapping):
+        by_code = {}
+        for value, unit in parents.items():
+            try:
+                by_code[attr.code(value)] = unit
+            except ValueError:
+                raise ValueError(f"{where}: {value!r} is not a value of `{attr.name}`; it has "
+                                 f"{_counts.known_values(attr)}") from None
+        missing = [attr.label(c) for c in range(attr.size) if c not in by_code]
+        if missing:
+            raise ValueError(f"{where}: the value {missing[0]!r} of `{attr.name}` has no unit ({len(missing)} "
+                             "values have none); give every value its unit")
+        parents = [by_code[c] for c in range(attr.size)]
+    elif isinstance(parents, (str, bytes)) or not hasattr(parents, "__len__"):
+        raise ValueError(f"{where}: give one unit per value of `{attr.name}` (a list in code order) or a mapping "
+                         f"{{value: unit}}, got {parents!r:.60}")
+    parents = list(parents)
+    if len(parents) != attr.size:
+        raise ValueError(f"{where}: {len(parents)} units for the {attr.size} values of `{attr.name}`; give one "
+                         "unit per value, in code order")
+    odd = [(c, u) for c, u in enumerate(parents)
+           if isinstance(u, bool) or not isinstance(u, (str, int, float)) or u != u]
+    if odd:
+        c, u = odd[0]
+        raise ValueError(f"{where}: the unit of value {attr.label(c)!r} is {u!r}; units are strings or numbers")
+    return tuple(_counts.label_key(u) for u in parents)
+
+
+def _check_nested(attr: Attribute, levels: tuple) -> None:
+    """Every two levels of ``attr`` nest: each unit of the finer lies in one unit of the coarser."""
+    for (a, ua), (b, ub) in itertools.combinations(levels, 2):
+        pairs = set(zip(ua, ub))
+        if len(pairs) not in (len(set(ua)), len(set(ub))):
+            fine, coarse = (ua, ub) if len(set(ua)) >= len(set(ub)) else (ub, ua)
+            names = (a, b) if fine is ua else (b, a)
+            seen = {}
+            for code, (f, c) in enumerate(zip(fine, coarse)):
+                if seen.setdefault(f, (code, c))[1] != c:
+                    first = seen[f][0]
+                    raise ValueError(
+                        f"`levels.{attr.name}`: levels `{names[0]}` and `{names[1]}` do not nest: {names[0]} {f!r} "
+                        f"holds {attr.label(first)!r} (in {names[1]} {seen[f][1]!r}) and {attr.label(code)!r} "
+                        f"(in {names[1]} {c!r})")
+
+
+def _with_levels(attr: Attribute, spec) -> Attribute:
+    if not isinstance(spec, Mapping) or not spec:
+        raise ValueError(f"`levels.{attr.name}` must be a non-empty mapping {{level: unit of each value}}, "
+                         f"got {spec!r:.60}")
+    levels = tuple((level, _units(attr, level, parents)) for level, parents in spec.items())
+    _check_nested(attr, levels)
+    levels = tuple(sorted(levels, key=lambda lv: -len(set(lv[1]))))
+    return dataclasses.replace(attr, levels=levels)
+
+
 class Domain:
     """Named attributes of a product histogram.
 
     ``Domain({"age": 116, "sex": ["F", "M"], "race": 63}, ordered=("age",))``: an int is
     a size (values 0..size-1), a list the value labels. ``ordered`` names the attributes
-    whose values are ordered (default: those given by a size). Attributes: ``names``
-    (a,), ``sizes`` (a,), ``size`` (number of cells, a Python int: may exceed 2^63).
+    whose values are ordered (default: those given by a size). ``levels`` makes attributes
+    geographies: ``{"county": {"state": units, "region": units}}``, each ``units`` the unit of
+    every value (a list in code order, or a mapping {value label: unit}); the levels of one
+    attribute must nest. Attributes: ``names`` (a,), ``sizes`` (a,), ``size`` (number of cells,
+    a Python int: may exceed 2^63), ``levels`` (what was given, units as text).
     """
 
-    def __init__(self, attributes: Mapping, ordered=None):
+    def __init__(self, attributes: Mapping, ordered=None, levels=None):
         if not isinstance(attributes, Mapping) or not attributes:
             raise ValueError("`attributes` must be a non-empty mapping {name: size or value labels}, "
                              f"got {attributes!r}")
@@ -98,7 +182,16 @@ class Domain:
         unknown = set(ordered) - set(attributes)
         if unknown:
             raise ValueError(f"`ordered` names unknown attributes {sorted(unknown)}; known: {list(attributes)}")
-        self.attributes = tuple(_attribute(n, s, n in ordered) for n, s in attributes.items())
+        attrs = {n: _attribute(n, s, n in ordered) for n, s in attributes.items()}
+        if levels is not None:
+            if not isinstance(levels, Mapping):
+                raise ValueError(f"`levels` must be a mapping {{attribute: {{level: unit of each value}}}}, "
+                                 f"got {levels!r:.60}")
+            unknown = sorted(set(levels) - set(attributes), key=str)
+            if unknown:
+                raise ValueError(f"`levels` names unknown attributes {unknown}; known: {list(attributes)}")
+            attrs.update({n: _with_levels(attrs[n], spec) for n, spec in levels.items()})
+        self.attributes = tuple(attrs.values())
         self._index = {a.name: i for i, a in enumerate(self.attributes)}
 
     @property
@@ -137,9 +230,14 @@ class Domain:
         return _records.count(self, records, scheduler=scheduler)
 
     def spec(self) -> dict:
-        """``{name: size or value labels}`` (JSON-able; ``Domain(dom.spec(), ordered=dom.ordered)``
-        rebuilds the domain)."""
+        """``{name: size or value labels}`` (JSON-able; ``Domain(dom.spec(), ordered=dom.ordered,
+        levels=dom.levels)`` rebuilds the domain)."""
         return {a.name: (a.size if a.sized else list(a.values)) for a in self.attributes}
+
+    @property
+    def levels(self) -> dict:
+        """``{attribute: {level: unit of each value}}`` for the geographies (JSON-able; empty if none)."""
+        return {a.name: {lv: list(units) for lv, units in a.levels} for a in self.attributes if a.levels}
 
     @property
     def ordered(self) -> tuple:

@@ -45,8 +45,9 @@ from .domain import Attribute, Domain
 __all__ = ["BLOCKS", "Block", "ProductGroup", "ProductWorkload", "ProductProblem", "QueryLabels", "block",
            "product", "DENSE_MAX_CELLS", "DENSE_METHODS", "LABEL_JOIN"]
 
-#: Names of the built-in blocks (``{"bands": w}`` and ``{"ranges": [(lo, hi), ...]}`` take a parameter).
-BLOCKS = ("identity", "total", "prefix", "ranges", "bands")
+#: Names of the built-in blocks (``{"bands": w}``, ``{"ranges": [(lo, hi), ...]}`` and a geography's
+#: ``{"level": name}`` take a parameter).
+BLOCKS = ("identity", "total", "prefix", "ranges", "bands", "level")
 #: ``dense()`` refuses workloads with more cells than this unless asked for more.
 DENSE_MAX_CELLS = 1 << 14
 #: Methods that solve a dense FitnessProblem: a ProductProblem goes to them through ``dense()``.
@@ -118,7 +119,7 @@ def _named_block(attr: Attribute, spec: str) -> Block:
     rows = {"identity": n, "total": 1, "prefix": n, "ranges": n * (n + 1) // 2}.get(spec)
     if rows is None:
         raise ValueError(f"attribute `{attr.name}`: unknown block {spec!r}; use one of {BLOCKS[:4]}, "
-                         "{'bands': width}, {'ranges': [(lo, hi), ...]} or a matrix")
+                         "{'bands': width}, {'ranges': [(lo, hi), ...]}, {'level': name} or a matrix")
     if spec in ("prefix", "ranges") and not attr.ordered:
         raise ValueError(f"attribute `{attr.name}` is categorical: block {spec!r} needs ordered values "
                          "(Domain(..., ordered=[...]))")
@@ -132,9 +133,25 @@ def _named_block(attr: Attribute, spec: str) -> Block:
     return _intervals(attr, [(lo, hi) for lo in range(n) for hi in range(lo, n)], "ranges")
 
 
+def _level_block(attr: Attribute, level) -> Block:
+    """One sum per unit of ``attr``'s level ``level`` (units in the order of their first value),
+    labelled ``"state AL"``."""
+    if not isinstance(level, str):
+        raise ValueError(f"attribute `{attr.name}`: {{'level': name}} takes a level name, got {level!r}")
+    units = attr.level(level)
+    order = list(dict.fromkeys(units))
+    _check_block_fits(attr, f"level {level!r}", len(order))
+    row = {u: r for r, u in enumerate(order)}
+    A = np.zeros((len(order), attr.size))
+    A[[row[u] for u in units], np.arange(attr.size)] = 1.0
+    return Block("level", A, tuple(f"{level} {u}" for u in order), attr.name)
+
+
 def _mapping_block(attr: Attribute, spec: Mapping) -> Block:
-    """The block of ``{"bands": w}`` or ``{"ranges": [(lo, hi), ...]}`` over ``attr``."""
+    """The block of ``{"bands": w}``, ``{"ranges": [(lo, hi), ...]}`` or ``{"level": name}`` over ``attr``."""
     n = attr.size
+    if set(spec) == {"level"}:
+        return _level_block(attr, spec["level"])
     if set(spec) == {"bands"}:
         w = validation.positive_int(spec["bands"], f"{attr.name}.bands")
         _check_block_fits(attr, "bands", -(-n // w))
@@ -143,13 +160,14 @@ def _mapping_block(attr: Attribute, spec: Mapping) -> Block:
         pairs = _given_ranges(attr, spec["ranges"])
         _check_block_fits(attr, "given ranges", len(pairs))
         return _intervals(attr, pairs, "given ranges")
-    raise ValueError(f"attribute `{attr.name}`: a block mapping is {{'bands': w}} or {{'ranges': [...]}}, "
-                     f"got keys {sorted(spec)}")
+    raise ValueError(f"attribute `{attr.name}`: a block mapping is {{'bands': w}}, {{'ranges': [...]}} or "
+                     f"{{'level': name}}, got keys {sorted(spec)}")
 
 
 def block(attr: Attribute, spec) -> Block:
     """The block of ``spec`` over ``attr``: a name in :data:`BLOCKS`, ``{"bands": w}``,
-    ``{"ranges": [(lo, hi), ...]}`` (inclusive codes) or a matrix (r, attr.size). A block
+    ``{"ranges": [(lo, hi), ...]}`` (inclusive codes), ``{"level": name}`` (one sum per unit of a
+    geography's level: ``Domain(..., levels=...)``) or a matrix (r, attr.size). A block
     too large for memory (an attribute of 10^12 values) is refused before it is formed."""
     if isinstance(spec, str):
         return _named_block(attr, spec)
@@ -225,7 +243,8 @@ class ProductGroup:
         for r in reversed(self.shape):
             j, i = divmod(j, r)
             index.append(i)
-        parts = [f"{b.attribute} {b.labels[i]}" for b, i in zip(self.blocks, reversed(index)) if not b.is_total]
+        parts = [b.labels[i] if b.kind == "level" else f"{b.attribute} {b.labels[i]}"
+                 for b, i in zip(self.blocks, reversed(index)) if not b.is_total]
         return LABEL_JOIN.join(parts) or "total"
 
     def dense(self, max_cells: int = DENSE_MAX_CELLS) -> np.ndarray:
