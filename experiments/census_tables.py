@@ -490,8 +490,11 @@ def cell(case: str, mechanism: str, quick: bool = False) -> dict:
     cost = _normalised(sol)
     status, h = sol.status, sol.info.get("hierarchy") if mechanism == "ours" else None
     if h:
-        status += (f": {sol.info['structure']}, bound from the {'/'.join(f'{S}x{m}' for S, m, _ in h['sub_bounds'])} "
-                   f"uniform sub-hierarchies; optimum at most {h['optimum_at_most']:.4g} (the padded hierarchy)")
+        runs = " | ".join("+".join(dict.fromkeys(g.rsplit(", ", 1)[-1] for g in p["groups"]))
+                          for p in sol.info["parts"] if p["released"])
+        status += (f": {sol.info['structure']} ({runs}), bound from the "
+                   f"{'/'.join(f'{S}x{m}' for S, m, _ in h['sub_bounds'])} uniform sub-hierarchies; the padded "
+                   f"hierarchy costs {h['optimum_at_most']:.4g}")
     return {"cells": prob.d, "queries": prob.m, "privacy_cost": cost, "worst": cost / _normalised(ours),
             "lower_bound": sol.lower_bound, "gap": cost / ours.lower_bound - 1.0, "time_s": elapsed,
             "peak_MB": peak, "status": status, "vs_simple": None if simple is None else cost / simple,

@@ -107,18 +107,34 @@ def test_a_hierarchy_too_large_to_reduce_is_solved_by_levels_and_bounded_by_sub_
     sol = quiet_solve(prob, structure="levels", tol=1e-7)
     assert sol.status == "optimal_inaccurate"
     parts = sol.info["parts"]
-    assert [len(p["groups"]) for p in parts] == [1, 1, 1]
-    # the parts meet their own targets and compose: the cost is at most the sum of theirs; the Kronecker
+    assert [p["levels"] for p in parts][:3] == [[0, 1], [1, 2], [2, 3]] and len(parts) >= 4   # and runs of two
+    released = [p for p in parts if p["released"]]
+    assert sorted(k for p in released for k in range(*p["levels"])) == [0, 1, 2]
+    apart = sum(p["privacy_cost"] for p in parts[:3])
+    assert sum(p["privacy_cost"] for p in released) <= apart * (1 + 1e-9)
+    cost = {tuple(p["levels"]): p["privacy_cost"] for p in parts}
+    splits = [[(0, 1), (1, 2), (2, 3)], [(0, 2), (2, 3)], [(0, 1), (1, 3)], [(0, 3)]]
+    cheapest = min(sum(cost[k] for k in split) for split in splits if all(k in cost for k in split))
+    assert sum(p["privacy_cost"] for p in released) == pytest.approx(cheapest, rel=1e-12)
+    assert all(p["privacy_cost"] >= p["lower_bound"] * (1 - 1e-9) for p in parts)
+    # the runs meet their own targets and compose: the cost is at most the sum of theirs; the Kronecker
     # descent is cheaper on a union this small, and is returned
     levels = sol.info["costs"]["levels"] if sol.info["structure"] != "levels" else sol.privacy_cost * sol.max_ratio
-    assert levels <= sum(p["privacy_cost"] for p in parts) * (1 + 1e-9)
+    assert levels <= sum(p["privacy_cost"] for p in released) * (1 + 1e-9)
     assert sol.privacy_cost * sol.max_ratio <= levels
     check_against_dense(sol)
     h = sol.info["hierarchy"]
     assert all(b <= best * (1 + 1e-6) for _, _, b in h["sub_bounds"])
     assert h["optimum_at_most"] >= best * (1 - 1e-6)
-    assert h["lower_bound"] > max(p["lower_bound"] for p in parts)    # the sub-hierarchies see the sharing
+    assert h["lower_bound"] > max(p["lower_bound"] for p in parts[:3])    # the sub-hierarchies see the sharing
     assert h["lower_bound"] <= sol.lower_bound <= best * (1 + 1e-6)
+
+
+def test_the_cheapest_split_into_runs_of_adjacent_levels():
+    cost = {(0, 1): 6.0, (1, 2): 1.5, (2, 3): 0.4, (0, 2): 7.0, (1, 3): 1.95}
+    assert driver._cheapest_runs(cost, 3) == [(0, 2), (2, 3)]
+    assert driver._cheapest_runs({**cost, (1, 3): 1.3}, 3) == [(0, 1), (1, 3)]
+    assert driver._cheapest_runs({(0, 1): 1.0, (1, 2): 1.0, (0, 2): 2.5}, 2) == [(0, 1), (1, 2)]
 
 
 def test_levels_are_refused_where_they_do_not_apply():

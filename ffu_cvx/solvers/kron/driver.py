@@ -289,40 +289,86 @@ def _hierarchy(problem, i: int, opts, t0) -> dict | None:
                 optimum_at_most=padded.privacy_cost * padded.max_ratio)
 
 
-def _levels(problem, split, opts, t0, why, callback) -> KronSolution:
-    """The parts of :func:`levels_of` solved apart (each by :func:`solve_kron`, ``max_time``
-    shared out) and released together: each part's terms scaled to meet its own targets, the
-    profiles added (sequential composition: the privacy cost is at most the sum of the
-    parts'), the largest of the parts' certified bounds the bound (each part's queries are a
-    subset of the whole's)."""
-    attribute, parts = split
-    subs, terms = [], []
+def _left(opts, t0) -> float | None:
+    """Seconds left of ``max_time`` (None: no limit)."""
+    return None if opts.max_time is None else opts.max_time - (time.perf_counter() - t0)
+
+
+def _solved_part(problem, part, opts, t0, callback, seconds=None) -> KronSolution:
+    """``solve_kron`` of the groups ``part`` of ``problem``, within ``seconds`` and what is left of ``max_time``."""
+    left = _left(opts, t0)
+    limits = [x for x in (seconds, None if left is None else max(left, 1e-3)) if x is not None]
+    return solve_kron(_part(problem, part), callback=callback,
+                      options=dataclasses.replace(opts, structure="auto", max_time=min(limits, default=None)))
+
+
+def _cheapest_runs(cost: dict, n: int) -> list:
+    """The split of levels ``0 .. n-1`` into runs of adjacent levels (``cost[a, b]``: levels ``a .. b-1``
+    solved together) of least total cost, as ``[(a, b), ...]``."""
+    best = [(0.0, [])] + [(math.inf, [])] * n
+    for b in range(1, n + 1):
+        for a in range(b):
+            if (a, b) in cost and best[a][0] + cost[a, b] < best[b][0]:
+                best[b] = (best[a][0] + cost[a, b], best[a][1] + [(a, b)])
+    return best[n][1]
+
+
+def _level_solves(problem, parts, opts, t0, callback) -> dict:
+    """``{(a, b): solution}`` for every level alone and every run of adjacent levels (coarse to fine:
+    ``parts`` sorted by their block's rows) read through class sums only whose quotient reduces
+    exactly (a nation and its states read the counties through state sums: one symmetric attribute
+    of states). Runs that read the finest level's values one by one are left apart: states and
+    counties together split state by state, exact but thousands of blocks, slower than apart
+    and no cheaper on the census tables."""
+    n, subs = len(parts), {}
     for k, part in enumerate(parts):
-        left = None if opts.max_time is None else max((opts.max_time - (time.perf_counter() - t0)) / (len(parts) - k),
-                                                     1e-3)
-        sub = solve_kron(_part(problem, part), callback=callback,
-                         options=dataclasses.replace(opts, structure="auto", max_time=left))
-        subs.append(sub)
-        terms += [Term(t.factors, {part[g]: r for g, r in t.recon.items()}).scaled(1.0 / sub.max_ratio)
-                  for t in sub.terms]
-    lb = max(sub.lower_bound for sub in subs)
+        left = _left(opts, t0)
+        subs[k, k + 1] = _solved_part(problem, part, opts, t0, callback,
+                                      None if left is None else max(left / (n - k), 1e-3))
+    for length in range(2, n + 1):
+        for a in range(n - length + 1):
+            groups = [g for part in parts[a:a + length] for g in part]
+            run, left = _part(problem, groups), _left(opts, t0)
+            if (left is None or left > 0) and quotient_of(run, classes_of(run.workload)) is not None:
+                subs[a, a + length] = _solved_part(problem, groups, opts, t0, callback)
+    return subs
+
+
+def _levels(problem, split, opts, t0, why, callback) -> KronSolution:
+    """The parts of :func:`levels_of` (levels, coarse to fine) solved apart and in runs of adjacent
+    levels that reduce exactly (:func:`_level_solves`; a nation and its states read the counties
+    through state sums), the cheapest split into runs released together: each run's terms
+    scaled to meet its own targets, the profiles added (sequential composition: the privacy
+    cost is at most the sum of the runs'), the largest certified bound of any run the bound
+    (each run's queries are a subset of the whole's)."""
+    attribute, parts = split[0], sorted(split[1], key=lambda p: problem.groups[p[0]].blocks[split[0]].matrix.shape[0])
+    subs = _level_solves(problem, parts, opts, t0, callback)
+    runs = _cheapest_runs({key: sub.privacy_cost * sub.max_ratio for key, sub in subs.items()}, len(parts))
+    terms = []
+    for a, b in runs:
+        run = [g for part in parts[a:b] for g in part]
+        terms += [Term(t.factors, {run[g]: r for g, r in t.recon.items()}).scaled(1.0 / subs[a, b].max_ratio)
+                  for t in subs[a, b].terms]
+    lb = max(sub.lower_bound for sub in subs.values())
     hierarchy = _hierarchy(problem, attribute, opts, t0)
     if hierarchy is not None:
         lb = max(lb, hierarchy["lower_bound"])
-    summary = [dict(groups=[problem.groups[g].name for g in part], privacy_cost=sub.privacy_cost * sub.max_ratio,
-                    lower_bound=sub.lower_bound, gap=sub.gap, status=sub.status,
-                    structure=sub.info.get("structure"), time=sub.time) for part, sub in zip(parts, subs)]
+    summary = [dict(groups=[problem.groups[g].name for part in parts[a:b] for g in part], levels=[a, b],
+                    privacy_cost=sub.privacy_cost * sub.max_ratio, lower_bound=sub.lower_bound, gap=sub.gap,
+                    status=sub.status, structure=sub.info.get("structure"), time=sub.time, released=(a, b) in runs)
+               for (a, b), sub in subs.items()]
     info = dict(hierarchy=hierarchy, parts=summary)
-    sol = KronSolution.from_terms(problem, terms, lower_bound=lb, nit=sum(sub.nit or 0 for sub in subs),
+    sol = KronSolution.from_terms(problem, terms, lower_bound=lb, nit=sum(sub.nit or 0 for sub in subs.values()),
                                   time=time.perf_counter() - t0, structure="levels", why=why,
                                   split_on=problem.domain.names[attribute], **info)
     if sol.gap <= opts.tol:
         return sol
-    message = (f"the groups of each block on {problem.domain.names[attribute]!r} are solved apart and composed: "
-               f"certified gap {sol.gap:.3g} against the best of the parts' bounds"
+    padded = None if hierarchy is None else hierarchy["optimum_at_most"]
+    message = (f"the groups of each block on {problem.domain.names[attribute]!r} are solved apart or in runs of "
+               f"adjacent levels and composed: certified gap {sol.gap:.3g} against the best of the runs' bounds"
                f"{' and the sub-hierarchies' if hierarchy is not None else ''}; the true optimum may be anywhere in "
-               "between" + ("" if hierarchy is None else f" (at most {hierarchy['optimum_at_most']:.6g}, the padded "
-                                                         "hierarchy's cost)"))
+               "between" + ("" if padded is None or padded >= sol.privacy_cost else
+                            f" (at most {padded:.6g}, the padded hierarchy's cost)"))
     warnings.warn(f"solve_kron: {message}", RuntimeWarning, stacklevel=3)
     return KronSolution.from_terms(problem, terms, status=OPTIMAL_INACCURATE, message=message, lower_bound=lb,
                                    nit=sol.nit, time=sol.time, history=sol.history, **sol.info)
