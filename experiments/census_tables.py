@@ -491,7 +491,7 @@ def cell(case: str, mechanism: str, quick: bool = False) -> dict:
     status, h = sol.status, sol.info.get("hierarchy") if mechanism == "ours" else None
     if h:
         runs = " | ".join("+".join(dict.fromkeys(g.rsplit(", ", 1)[-1] for g in p["groups"]))
-                          for p in sol.info["parts"] if p["released"])
+                          for p in sorted(sol.info["parts"], key=lambda p: p["levels"]) if p["released"])
         status += (f": {sol.info['structure']} ({runs}), bound from the "
                    f"{'/'.join(f'{S}x{m}' for S, m, _ in h['sub_bounds'])} uniform sub-hierarchies; the padded "
                    f"hierarchy costs {h['optimum_at_most']:.4g}")
@@ -526,13 +526,15 @@ NOTES = ("`worst`: the largest variance over target at the privacy cost of ours;
          "the cell started (2 cores). The release row draws its records uniformly over the domain: `worst` is "
          "the largest released variance over its target, `time_s` the release from sparse counts. On counties the "
          "best simple structure is the independent one alone and the HDMM-style strategy is not run (each takes "
-         "more than 400 s there); on sf1_states, sf1_counties and hierarchy only ours and the identity are run. "
+         "more than 400 s there); on sf1_states only ours, the HDMM-style strategy and the identity are run, on "
+         "sf1_counties and hierarchy only ours and the identity. "
          "`hierarchy`: the person tables at nation (target 1), state (4) and county (16) level, 3,143 counties in "
          "51 states of their real sizes; `independent levels` solves each level alone and adds the privacy costs "
          "(sequential composition of zCDP), its time the sum, its status each level's. Ours on the hierarchy solves "
          "the levels apart too (`structure` \"levels\": the states' unequal sizes leave a block too large to solve "
-         "dense) and bounds the optimum from below by uniform sub-hierarchies (S states of m counties) and from "
-         "above by the padded one (51 states of 254 counties).")
+         "dense), the nation and the states together where that is cheaper, and bounds the optimum from below by "
+         "uniform sub-hierarchies (S states of m counties); the padded one (51 states of 254 counties) bounds it from "
+         "above.")
 MECHANISMS = ("ours", "best simple", "HDMM-style", "identity")
 CASES = ("national", "states", "counties", "ordered")
 #: Cases run only when named (``--cases sf1``): HDMM's SF1 Persons workload (:func:`sf1_tables`), by state and
@@ -540,10 +542,11 @@ CASES = ("national", "states", "counties", "ordered")
 NAMED_CASES = ("sf1", "sf1_targets", "sf1_states", "sf1_counties", "hierarchy")
 #: Simple structures and baselines left out per case: on 3,143 counties the Kronecker
 #: descent's per-attribute SM-II over the stacked county blocks and the HDMM-style factor
-#: (dense eigendecompositions of order 3,143, 300 per sweep) take more than 400 s. On SF1 by state or
-#: county and on the hierarchy only ours, the identity (and the independent levels) are run.
+#: (dense eigendecompositions of order 3,143, 300 per sweep) take more than 400 s. On SF1 by state the
+#: simple structures are left out; on SF1 by county and on the hierarchy only ours, the identity (and the
+#: independent levels) are run.
 SIMPLE = {"counties": ("independent",)}
-SKIPPED = {"counties": ("HDMM-style",), "sf1_states": ("best simple", "HDMM-style"),
+SKIPPED = {"counties": ("HDMM-style",), "sf1_states": ("best simple",),
            "sf1_counties": ("best simple", "HDMM-style"), "hierarchy": ("best simple", "HDMM-style")}
 #: Records drawn for the release row (``--quick``: the smaller number).
 RECORDS, QUICK_RECORDS = 1_000_000, 10_000

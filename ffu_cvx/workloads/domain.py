@@ -105,13 +105,15 @@ def _units(attr: Attribute, level, parents) -> tuple:
     if not isinstance(level, str) or not level:
         raise ValueError(f"`levels.{attr.name}`: level names must be non-empty strings, got {level!r}")
     if isinstance(parents, Mapping):
+        codes = None if attr.sized else {str(label): code for code, label in enumerate(attr.values)}
         by_code = {}
         for value, unit in parents.items():
             try:
-                by_code[attr.code(value)] = unit
-            except ValueError:
+                code = attr.code(value) if codes is None else codes[_counts.label_key(value)]
+            except (KeyError, ValueError):
                 raise ValueError(f"{where}: {value!r} is not a value of `{attr.name}`; it has "
                                  f"{_counts.known_values(attr)}") from None
+            by_code[code] = unit
         missing = [attr.label(c) for c in range(attr.size) if c not in by_code]
         if missing:
             raise ValueError(f"{where}: the value {missing[0]!r} of `{attr.name}` has no unit ({len(missing)} "
