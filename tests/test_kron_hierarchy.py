@@ -130,6 +130,24 @@ def test_a_hierarchy_too_large_to_reduce_is_solved_by_levels_and_bounded_by_sub_
     assert h["lower_bound"] <= sol.lower_bound <= best * (1 + 1e-6)
 
 
+def test_the_levels_release_a_nation_and_its_states_together_exactly(monkeypatch):
+    """The composed mechanism itself (not the simple structures it is compared with) against its dense
+    definition, with the nation and the states released as one run."""
+    monkeypatch.setattr(driver, "DENSE_D_MAX", 3)
+    monkeypatch.setattr(driver, "ONE_BLOCK_D_MAX", 3)
+    monkeypatch.setattr(driver, "_no_worse_than_simple", lambda problem, sol, *args: sol)
+    prob = problem([({"b": "identity"}, 1.0), ({"b": "identity", "county": STATES}, 2.0),
+                    ({"a": "identity", "county": "identity"}, 16.0)])
+    sol = quiet_solve(prob, structure="levels", tol=1e-7)
+    assert sol.info["structure"] == "levels"
+    released = sorted(p["levels"] for p in sol.info["parts"] if p["released"])
+    assert released == [[0, 2], [2, 3]]
+    check_against_dense(sol)
+    assert sol.max_ratio <= 1 + 1e-9
+    apart = sum(p["privacy_cost"] for p in sol.info["parts"] if p["levels"][1] - p["levels"][0] == 1)
+    assert sol.privacy_cost < apart * (1 - 1e-3) and sol.lower_bound <= optimum(prob) * (1 + 1e-6)
+
+
 def test_the_cheapest_split_into_runs_of_adjacent_levels():
     cost = {(0, 1): 6.0, (1, 2): 1.5, (2, 3): 0.4, (0, 2): 7.0, (1, 3): 1.95}
     assert driver._cheapest_runs(cost, 3) == [(0, 2), (2, 3)]
