@@ -334,6 +334,12 @@ def _level_solves(problem, parts, opts, t0, callback) -> dict:
     return subs
 
 
+def _run_terms(run: list, sub: KronSolution) -> list:
+    """The terms of ``sub`` (solved for the groups ``run``) on the whole problem's groups, scaled to meet
+    their targets."""
+    return [Term(t.factors, {run[g]: r for g, r in t.recon.items()}).scaled(1.0 / sub.max_ratio) for t in sub.terms]
+
+
 def _levels(problem, split, opts, t0, why, callback) -> KronSolution:
     """The parts of :func:`levels_of` (levels, coarse to fine) solved apart and in runs of adjacent
     levels that reduce exactly (:func:`_level_solves`; a nation and its states read the counties
@@ -341,14 +347,11 @@ def _levels(problem, split, opts, t0, why, callback) -> KronSolution:
     scaled to meet its own targets, the profiles added (sequential composition: the privacy
     cost is at most the sum of the runs'), the largest certified bound of any run the bound
     (each run's queries are a subset of the whole's)."""
-    attribute, parts = split[0], sorted(split[1], key=lambda p: problem.groups[p[0]].blocks[split[0]].matrix.shape[0])
+    attribute = split[0]
+    parts = sorted(split[1], key=lambda part: problem.groups[part[0]].blocks[attribute].matrix.shape[0])
     subs = _level_solves(problem, parts, opts, t0, callback)
     runs = _cheapest_runs({key: sub.privacy_cost * sub.max_ratio for key, sub in subs.items()}, len(parts))
-    terms = []
-    for a, b in runs:
-        run = [g for part in parts[a:b] for g in part]
-        terms += [Term(t.factors, {run[g]: r for g, r in t.recon.items()}).scaled(1.0 / subs[a, b].max_ratio)
-                  for t in subs[a, b].terms]
+    terms = [term for a, b in runs for term in _run_terms([g for part in parts[a:b] for g in part], subs[a, b])]
     lb = max(sub.lower_bound for sub in subs.values())
     hierarchy = _hierarchy(problem, attribute, opts, t0)
     if hierarchy is not None:
