@@ -20,16 +20,17 @@ solve Problem 2 instead, i.e. rescale Sigma to meet (e, d) exactly and report th
 scaling ``k`` of ``c``).
 
 A *product* SPEC names a domain and groups of queries instead of ``W`` (see
-:mod:`ffu_cvx.workloads.products`): ``domain`` ``{"age": 116, "sex": ["F", "M"], ...}`` (a size or the
-value labels per attribute), optional ``ordered`` (the ordered attributes; default those
+:mod:`ffu_cvx.workloads.products`): ``domain`` ``{"age": 116, "sex": ["F", "M"], ...}`` (a size
+or the value labels per attribute), optional ``ordered`` (the ordered attributes; default those
 given by a size), optional ``levels`` (a geography's units: ``{"county": {"state": [unit of each
-value] or {value: unit}}}``, see :class:`ffu_cvx.workloads.domain.Domain`), ``groups``: a list of ``{"blocks": {attribute: block}, "variance": v}``
-(or ``"margin": M, "level": L`` and optionally ``"joint": true`` instead of ``variance``;
-optional ``name``; attributes not named get the total; a block is ``"identity"``,
-``"total"``, ``"prefix"``, ``"ranges"``, ``{"bands": w}``, ``{"ranges": [[lo, hi], ...]}``,
-``{"level": name}`` or a matrix), and ``name``, ``method``, ``options``, ``target`` as above. Its RESULT is the
-dense one below when a dense method solved it (its ``spec`` rebuilds the domain to count
-records); a structured solution (``method="kron"``) is recorded as :data:`STRUCTURED`.
+value] or {value: unit}}}``, see :class:`ffu_cvx.workloads.domain.Domain`), ``groups``: a list of
+``{"blocks": {attribute: block}, "variance": v}`` (or ``"margin": M, "level": L`` and optionally
+``"joint": true`` instead of ``variance``; optional ``name``; attributes not named get the total;
+a block is ``"identity"``, ``"total"``, ``"prefix"``, ``"ranges"``, ``{"bands": w}``,
+``{"ranges": [[lo, hi], ...]}``, ``{"level": name}`` or a matrix), and ``name``, ``method``,
+``options``, ``target`` as above. Its RESULT is the dense one below when a dense method solved it
+(its ``spec`` rebuilds the domain to count records); a structured solution (``method="kron"``) is
+recorded as :data:`STRUCTURED`.
 """
 
 from __future__ import annotations
