@@ -23,7 +23,8 @@ target 1 (:func:`sf1_tables`), ``sf1_targets`` the same with per-table targets
 (:data:`SF1_TABLE_TARGETS`); ``sf1_states`` and ``sf1_counties`` add its 33 groups by state and by
 county (target 1). ``hierarchy`` is the person tables (relationship left out) at nation, state and
 county level over 3,143 counties grouped into their 51 states (:func:`hierarchy_tables`), beside
-``independent levels``: each level solved alone, the privacy costs added (zCDP composes by adding).
+``independent levels``: each level solved alone, the privacy costs added (zCDP composes by adding);
+``hierarchy_race`` is the same without age, solved jointly and exactly beside its levels.
 
 Every mechanism is compared at the same privacy cost: the column ``worst`` is its
 largest variance over target when scaled to the privacy cost of ours (1 for ours,
@@ -204,6 +205,9 @@ STATE_COUNTIES = (("AL", 67), ("AK", 30), ("AZ", 15), ("AR", 75), ("CA", 58), ("
                   ("WA", 39), ("WV", 55), ("WI", 72), ("WY", 23))
 #: Variance targets of the geography hierarchy per level: totals tight, detail loose.
 LEVEL_TARGETS = {"nation": 1.0, "state": 4.0, "county": 16.0}
+#: The hierarchies, by the attribute left out of their tables: ``hierarchy_race`` (no age) is small
+#: enough to solve jointly and exactly, beside its levels.
+HIERARCHIES = {"hierarchy": None, "hierarchy_race": "age"}
 
 
 def state_of_county() -> list:
@@ -211,14 +215,15 @@ def state_of_county() -> list:
     return [state for state, n in STATE_COUNTIES for _ in range(n)]
 
 
-def hierarchy_tables() -> tuple:
+def hierarchy_tables(without: str | None = None) -> tuple:
     """The person tables of :func:`tables` without relationship, at nation, state and county level
     (targets :data:`LEVEL_TARGETS`), over sex x Hispanic origin x race x age x 3,143 counties, a
     geography with the level ``state`` (:func:`state_of_county`): ``(domain, groups)``; a group's name
-    ends with its level."""
+    ends with its level. ``without="age"``: the attribute and the tables that read it left out."""
     attrs = {"sex": ["F", "M"], "hispanic": ["not Hispanic", "Hispanic"], "race": race_labels(), "age": 115,
              "county": GEOGRAPHY["county"]}
-    person = [(blocks, name) for blocks, _, name in tables() if "relationship" not in blocks]
+    attrs.pop(without, None)
+    person = [(blocks, name) for blocks, _, name in tables() if "relationship" not in blocks and without not in blocks]
     geo = {"nation": {}, "state": {"county": {"level": "state"}}, "county": {"county": "identity"}}
     groups = [({**blocks, **geo[level]}, target, f"{name}, {level}")
               for level, target in LEVEL_TARGETS.items() for blocks, name in person]
@@ -252,8 +257,8 @@ def problem(case: str):
         geography = {"sf1_states": "state", "sf1_counties": "county"}.get(case)
         targets = SF1_TABLE_TARGETS if case == "sf1_targets" else None
         dom, groups = domain(geography), sf1_tables(geography, targets)
-    elif case == "hierarchy":
-        dom, groups = hierarchy_tables()
+    elif case in HIERARCHIES:
+        dom, groups = hierarchy_tables(HIERARCHIES[case])
     else:
         geography = {"states": "state", "counties": "county"}.get(case)
         dom, groups = domain(geography), tables(geography)
@@ -387,7 +392,7 @@ def _ours(case: str):
     return _measured(solve)
 
 
-def independent_levels():
+def independent_levels(case: str = "hierarchy"):
     """``(privacy cost, lower bound, seconds, peak MB, statuses)`` of the hierarchy's levels each solved
     alone by ``method="kron"`` (defaults), the normalised privacy costs added (sequential composition of
     zCDP), the seconds added; the bound is the largest level's (each level's queries are a subset).
@@ -395,7 +400,7 @@ def independent_levels():
     A level is solved on the geography it reads: the nation's tables without the county attribute,
     the states' over 51 states (a state's count is the sum of its counties', so the cost is the same).
     """
-    dom, groups = hierarchy_tables()
+    dom, groups = hierarchy_tables(HIERARCHIES[case])
     attrs = {a.name: a.size for a in dom.attributes}
     nation = {k: v for k, v in attrs.items() if k != "county"}
     spaces = {"nation": (nation, lambda b: b), "state": ({**nation, "state": len(STATE_COUNTIES)},
@@ -474,13 +479,15 @@ def cell(case: str, mechanism: str, quick: bool = False) -> dict:
         return _unfinished_row(case, mechanism, prob, load)
     simple = _normalised(_best_simple(case)[0]) if "best simple" not in SKIPPED.get(case, ()) else None
     if mechanism == LEVELS:
-        cost, bound, elapsed, peak, statuses = independent_levels()
+        cost, bound, elapsed, peak, statuses = independent_levels(case)
         return {"cells": prob.d, "queries": prob.m, "privacy_cost": cost, "worst": cost / _normalised(ours),
                 "lower_bound": ours.lower_bound, "gap": cost / ours.lower_bound - 1.0, "time_s": elapsed,
                 "peak_MB": peak, "status": "baseline: " + ", ".join(statuses),
                 "vs_simple": None if simple is None else cost / simple, "load": load}
     if mechanism == "ours":
         sol, elapsed, peak = _ours(case)
+    elif mechanism == RUNS:
+        sol, elapsed, peak = _measured(lambda: solve_kron(prob, structure="levels", max_time=MAX_TIME))
     elif mechanism == "best simple":
         sol, elapsed, peak = _best_simple(case)
     else:
@@ -488,7 +495,7 @@ def cell(case: str, mechanism: str, quick: bool = False) -> dict:
                "identity": lambda: identity_solution(prob, ours.lower_bound)}[mechanism]
         sol, elapsed, peak = _measured(run)
     cost = _normalised(sol)
-    status, h = sol.status, sol.info.get("hierarchy") if mechanism == "ours" else None
+    status, h = sol.status, sol.info.get("hierarchy") if mechanism in ("ours", RUNS) else None
     if h:
         runs = " | ".join("+".join(dict.fromkeys(g.rsplit(", ", 1)[-1] for g in p["groups"]))
                           for p in sorted(sol.info["parts"], key=lambda p: p["levels"]) if p["released"])
@@ -511,7 +518,7 @@ def _unfinished_row(case: str, mechanism: str, prob, load) -> dict:
     if mechanism == "ours":
         return {**row, "status": f"not finished in {1.1 * MAX_TIME:.0f} s: {structure_of(prob)[1]}"}
     if mechanism == LEVELS:
-        cost, bound, elapsed, peak, statuses = independent_levels()
+        cost, bound, elapsed, peak, statuses = independent_levels(case)
         return {**row, "privacy_cost": cost, "lower_bound": bound, "gap": cost / bound - 1.0, "time_s": elapsed,
                 "peak_MB": peak, "status": "baseline: " + ", ".join(statuses)}
     sol, elapsed, peak = _measured(lambda: identity_solution(prob, 0.0))
@@ -520,6 +527,7 @@ def _unfinished_row(case: str, mechanism: str, prob, load) -> dict:
 
 RELEASE = "ours: release"
 LEVELS = "independent levels"
+RUNS = "ours: levels"
 NOTES = ("`worst`: the largest variance over target at the privacy cost of ours; `vs_simple`: the privacy cost "
          "over the best simple structure's, both meeting every target (never above 1 for ours); `gap`: the "
          "privacy cost over the certified lower bound of ours, minus 1; `load`: the one-minute load average when "
@@ -534,12 +542,14 @@ NOTES = ("`worst`: the largest variance over target at the privacy cost of ours;
          "the levels apart too (`structure` \"levels\": the states' unequal sizes leave a block too large to solve "
          "dense), the nation and the states together where that is cheaper, and bounds the optimum from below by "
          "uniform sub-hierarchies (S states of m counties); the padded one (51 states of 254 counties) bounds it from "
-         "above.")
+         "above. `hierarchy_race`: the same tables without age, small enough to solve jointly and exactly (`ours`), "
+         "beside `ours: levels` (composed as on the full hierarchy) and the independent levels: what sharing noise "
+         "between the levels gains, certified.")
 MECHANISMS = ("ours", "best simple", "HDMM-style", "identity")
 CASES = ("national", "states", "counties", "ordered")
 #: Cases run only when named (``--cases sf1``): HDMM's SF1 Persons workload (:func:`sf1_tables`), by state and
 #: by county, and the geography hierarchy (:func:`hierarchy_tables`).
-NAMED_CASES = ("sf1", "sf1_targets", "sf1_states", "sf1_counties", "hierarchy")
+NAMED_CASES = ("sf1", "sf1_targets", "sf1_states", "sf1_counties", "hierarchy", "hierarchy_race")
 #: Simple structures and baselines left out per case: on 3,143 counties the Kronecker
 #: descent's per-attribute SM-II over the stacked county blocks and the HDMM-style factor
 #: (dense eigendecompositions of order 3,143, 300 per sweep) take more than 400 s. On SF1 by state the
@@ -547,7 +557,8 @@ NAMED_CASES = ("sf1", "sf1_targets", "sf1_states", "sf1_counties", "hierarchy")
 #: independent levels) are run.
 SIMPLE = {"counties": ("independent",)}
 SKIPPED = {"counties": ("HDMM-style",), "sf1_states": ("best simple",),
-           "sf1_counties": ("best simple", "HDMM-style"), "hierarchy": ("best simple", "HDMM-style")}
+           "sf1_counties": ("best simple", "HDMM-style"), "hierarchy": ("best simple", "HDMM-style"),
+           "hierarchy_race": ("best simple", "HDMM-style")}
 #: Records drawn for the release row (``--quick``: the smaller number).
 RECORDS, QUICK_RECORDS = 1_000_000, 10_000
 
@@ -631,7 +642,9 @@ def main(argv=None):
                          row={"case": c, "mechanism": m})
              for c, m in itertools.product(cases, MECHANISMS) if m not in SKIPPED.get(c, ())]
     cells += [runner.Cell({"case": c, "mechanism": LEVELS, "quick": args.quick}, label=f"{c}: {LEVELS}",
-                          row={"case": c, "mechanism": LEVELS}) for c in cases if c == "hierarchy"]
+                          row={"case": c, "mechanism": LEVELS}) for c in cases if c in HIERARCHIES]
+    cells += [runner.Cell({"case": c, "mechanism": RUNS, "quick": args.quick}, label=f"{c}: {RUNS}",
+                          row={"case": c, "mechanism": RUNS}) for c in cases if c == "hierarchy_race"]
     cells += [runner.Cell({"case": c, "mechanism": RELEASE, "quick": args.quick}, label=f"{c}: {RELEASE}",
                           row={"case": c, "mechanism": RELEASE}) for c in cases if c in ("national", "counties")]
     return runner.run_grid(NAME, cells, cell, args, version=CELL_VERSION,

@@ -115,3 +115,6 @@ def test_census_tables_sf1_geographies_and_hierarchy_build():
     per_level = prob.m // (1 + 51 + 3_143)
     assert prob.d == 2 * 2 * 64 * 115 * 3_143 and prob.m == per_level * (1 + 51 + 3_143)
     assert len(prob.groups) == 33 and sorted({g[1] for g in groups}) == [1.0, 4.0, 16.0]
+    race = ct.problem("hierarchy_race")   # without age: the race tables at every level
+    assert race.domain.names == ("sex", "hispanic", "race", "county") and race.d == 2 * 2 * 64 * 3_143
+    assert len(race.groups) == 18 and all("age" not in g.name for g in race.groups)

@@ -155,7 +155,11 @@ def test_the_cheapest_split_into_runs_of_adjacent_levels():
     assert driver._cheapest_runs({(0, 1): 1.0, (1, 2): 1.0, (0, 2): 2.5}, 2) == [(0, 1), (1, 2)]
 
 
-def test_levels_are_refused_where_they_do_not_apply():
+def test_levels_on_request_and_refused_where_they_do_not_apply():
     prob = problem(HIERARCHY)
+    exact = quiet_solve(prob)
+    assert exact.info["structure"] == "symmetric" and exact.status == "optimal"
+    levels = quiet_solve(prob, structure="levels")   # a union that reduces exactly may still be split
+    assert levels.privacy_cost * levels.max_ratio >= exact.lower_bound * (1 - 1e-9)
     with pytest.raises(ValueError, match="`structure`='levels'"):
-        solve_kron(prob, structure="levels")
+        solve_kron(problem([({"a": "identity", "county": STATES}, 1.0)]), structure="levels")

@@ -313,11 +313,11 @@ def _cheapest_runs(cost: dict, n: int) -> list:
     return best[n][1]
 
 
-def _level_solves(problem, parts, opts, t0, callback) -> dict:
+def _level_solves(problem, attribute, parts, opts, t0, callback) -> dict:
     """``{(a, b): solution}`` for every level alone and every run of adjacent levels (coarse to fine:
-    ``parts`` sorted by their block's rows) read through class sums only whose quotient reduces
-    exactly (a nation and its states read the counties through state sums: one symmetric attribute
-    of states). Runs that read the finest level's values one by one are left apart: states and
+    ``parts`` sorted by their block's rows) that reads ``attribute`` through class sums only, its
+    quotient reducing exactly (a nation and its states read the counties through state sums: one
+    symmetric attribute of states). Runs that read the finest level's values one by one are left apart: states and
     counties together split state by state, exact but thousands of blocks, slower than apart
     and no cheaper on the census tables."""
     n, subs = len(parts), {}
@@ -329,7 +329,8 @@ def _level_solves(problem, parts, opts, t0, callback) -> dict:
         for a in range(n - length + 1):
             groups = [g for part in parts[a:a + length] for g in part]
             run, left = _part(problem, groups), _left(opts, t0)
-            if (left is None or left > 0) and quotient_of(run, classes_of(run.workload)) is not None:
+            found = None if left is not None and left <= 0 else quotient_of(run, classes_of(run.workload))
+            if found is not None and attribute in found[1]:
                 subs[a, a + length] = _solved_part(problem, groups, opts, t0, callback)
     return subs
 
@@ -349,7 +350,7 @@ def _levels(problem, split, opts, t0, why, callback) -> KronSolution:
     (each run's queries are a subset of the whole's)."""
     attribute = split[0]
     parts = sorted(split[1], key=lambda part: problem.groups[part[0]].blocks[attribute].matrix.shape[0])
-    subs = _level_solves(problem, parts, opts, t0, callback)
+    subs = _level_solves(problem, attribute, parts, opts, t0, callback)
     runs = _cheapest_runs({key: sub.privacy_cost * sub.max_ratio for key, sub in subs.items()}, len(parts))
     terms = [term for a, b in runs for term in _run_terms([g for part in parts[a:b] for g in part], subs[a, b])]
     lb = max(sub.lower_bound for sub in subs.values())
@@ -462,7 +463,7 @@ def solve_kron(problem: ProductProblem, *, callback=None, options: KronOptions |
         if sol is not None:
             return sol
     split = None
-    if structure in ("auto", "levels") and auto == "best simple":
+    if classes is not None and (structure == "levels" or (structure == "auto" and auto == "best simple")):
         split = levels_of(problem, classes)
         if split is not None:
             auto, why = "levels", (f"{why}; the groups of each of the {len(split[1])} blocks on "
