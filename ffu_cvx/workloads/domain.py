@@ -135,20 +135,17 @@ def _units(attr: Attribute, level, parents) -> tuple:
 
 
 def _check_nested(attr: Attribute, levels: tuple) -> None:
-    """Every two levels of ``attr`` nest: each unit of the finer lies in one unit of the coarser."""
+    """Every two levels of ``attr`` nest: each unit of the one with more units lies in one unit of the other."""
     for (a, ua), (b, ub) in itertools.combinations(levels, 2):
-        pairs = set(zip(ua, ub))
-        if len(pairs) not in (len(set(ua)), len(set(ub))):
-            fine, coarse = (ua, ub) if len(set(ua)) >= len(set(ub)) else (ub, ua)
-            names = (a, b) if fine is ua else (b, a)
-            seen = {}
-            for code, (f, c) in enumerate(zip(fine, coarse)):
-                if seen.setdefault(f, (code, c))[1] != c:
-                    first = seen[f][0]
-                    raise ValueError(
-                        f"`levels.{attr.name}`: levels `{names[0]}` and `{names[1]}` do not nest: {names[0]} {f!r} "
-                        f"holds {attr.label(first)!r} (in {names[1]} {seen[f][1]!r}) and {attr.label(code)!r} "
-                        f"(in {names[1]} {c!r})")
+        (fine, units), (coarse, parents) = sorted([(a, ua), (b, ub)], key=lambda lv: -len(set(lv[1])))
+        seen = {}
+        for code, (unit, parent) in enumerate(zip(units, parents)):
+            first, first_parent = seen.setdefault(unit, (code, parent))
+            if first_parent != parent:
+                raise ValueError(
+                    f"`levels.{attr.name}`: levels `{fine}` and `{coarse}` do not nest: {fine} {unit!r} holds "
+                    f"{attr.label(first)!r} (in {coarse} {first_parent!r}) and {attr.label(code)!r} (in {coarse} "
+                    f"{parent!r})")
 
 
 def _with_levels(attr: Attribute, spec) -> Attribute:

@@ -313,6 +313,11 @@ def _cheapest_runs(cost: dict, n: int) -> list:
     return best[n][1]
 
 
+def _run_groups(parts: list, a: int, b: int) -> list:
+    """The groups of levels ``a .. b-1``."""
+    return [g for part in parts[a:b] for g in part]
+
+
 def _level_solves(problem, attribute, parts, opts, t0, callback) -> dict:
     """``{(a, b): solution}`` for every level alone and every run of adjacent levels (coarse to fine:
     ``parts`` sorted by their block's rows) that reads ``attribute`` through class sums only, its
@@ -327,7 +332,7 @@ def _level_solves(problem, attribute, parts, opts, t0, callback) -> dict:
                                       None if left is None else max(left / (n - k), 1e-3))
     for length in range(2, n + 1):
         for a in range(n - length + 1):
-            groups = [g for part in parts[a:a + length] for g in part]
+            groups = _run_groups(parts, a, a + length)
             run, left = _part(problem, groups), _left(opts, t0)
             found = None if left is not None and left <= 0 else quotient_of(run, classes_of(run.workload))
             if found is not None and attribute in found[1]:
@@ -352,12 +357,12 @@ def _levels(problem, split, opts, t0, why, callback) -> KronSolution:
     parts = sorted(split[1], key=lambda part: problem.groups[part[0]].blocks[attribute].matrix.shape[0])
     subs = _level_solves(problem, attribute, parts, opts, t0, callback)
     runs = _cheapest_runs({key: sub.privacy_cost * sub.max_ratio for key, sub in subs.items()}, len(parts))
-    terms = [term for a, b in runs for term in _run_terms([g for part in parts[a:b] for g in part], subs[a, b])]
+    terms = [term for a, b in runs for term in _run_terms(_run_groups(parts, a, b), subs[a, b])]
     lb = max(sub.lower_bound for sub in subs.values())
     hierarchy = _hierarchy(problem, attribute, opts, t0)
     if hierarchy is not None:
         lb = max(lb, hierarchy["lower_bound"])
-    summary = [dict(groups=[problem.groups[g].name for part in parts[a:b] for g in part], levels=[a, b],
+    summary = [dict(groups=[problem.groups[g].name for g in _run_groups(parts, a, b)], levels=[a, b],
                     privacy_cost=sub.privacy_cost * sub.max_ratio, lower_bound=sub.lower_bound, gap=sub.gap,
                     status=sub.status, structure=sub.info.get("structure"), time=sub.time, released=(a, b) in runs)
                for (a, b), sub in subs.items()]
