@@ -495,17 +495,32 @@ def cell(case: str, mechanism: str, quick: bool = False) -> dict:
                "identity": lambda: identity_solution(prob, ours.lower_bound)}[mechanism]
         sol, elapsed, peak = _measured(run)
     cost = _normalised(sol)
-    status, h = sol.status, sol.info.get("hierarchy") if mechanism in ("ours", RUNS) else None
-    if h:
-        runs = " | ".join("+".join(dict.fromkeys(g.rsplit(", ", 1)[-1] for g in p["groups"]))
-                          for p in sorted(sol.info["parts"], key=lambda p: p["levels"]) if p["released"])
-        status += (f": {sol.info['structure']} ({runs}), bound from the "
-                   f"{'/'.join(f'{S}x{m}' for S, m, _ in h['sub_bounds'])} uniform sub-hierarchies; the padded "
-                   f"hierarchy costs {h['optimum_at_most']:.4g}")
+    status = sol.status
+    if mechanism in ("ours", RUNS) and sol.info.get("parts"):
+        status += f": {sol.info['structure']} ({_released_runs(sol)}), {_levels_bound(sol)}"
     return {"cells": prob.d, "queries": prob.m, "privacy_cost": cost, "worst": cost / _normalised(ours),
             "lower_bound": sol.lower_bound, "gap": cost / ours.lower_bound - 1.0, "time_s": elapsed,
             "peak_MB": peak, "status": status, "vs_simple": None if simple is None else cost / simple,
             "load": load}
+
+
+def _released_runs(sol) -> str:
+    """The runs of levels a levels solution releases, coarse to fine (``"nation+state | county"``)."""
+    return " | ".join("+".join(dict.fromkeys(g.rsplit(", ", 1)[-1] for g in p["groups"]))
+                      for p in sorted(sol.info["parts"], key=lambda p: p["levels"]) if p["released"])
+
+
+def _levels_bound(sol) -> str:
+    """Where a levels solution's bound comes from: the whole problem's coupled ascent, else the
+    uniform sub-hierarchies (and the padded hierarchy's cost)."""
+    joint, h = sol.info.get("joint"), sol.info.get("hierarchy")
+    if joint:
+        return (f"bound from the whole problem's ascent on blocks coupled across the states ({joint['steps']} "
+                f"steps, {joint['time']:.0f} s), which estimates the optimum at {joint['estimate']:.4g}")
+    if h:
+        return (f"bound from the {'/'.join(f'{S}x{m}' for S, m, _ in h['sub_bounds'])} uniform sub-hierarchies; "
+                f"the padded hierarchy costs {h['optimum_at_most']:.4g}")
+    return "bound from its runs"
 
 
 def _unfinished_row(case: str, mechanism: str, prob, load) -> dict:
@@ -541,8 +556,8 @@ NOTES = ("`worst`: the largest variance over target at the privacy cost of ours;
          "(sequential composition of zCDP), its time the sum, its status each level's. Ours on the hierarchy solves "
          "the levels apart too (`structure` \"levels\": the states' unequal sizes leave a block too large to solve "
          "dense), the nation and the states together where that is cheaper, and bounds the optimum from below by "
-         "uniform sub-hierarchies (S states of m counties); the padded one (51 states of 254 counties) bounds it from "
-         "above. `hierarchy_race`: the same tables without age, small enough to solve jointly and exactly (`ours`), "
+         "the whole problem's dual ascent on blocks coupled across the states (a rigorous bound and an estimate of "
+         "the optimum; nothing of it is released). `hierarchy_race`: the same tables without age, small enough to solve jointly and exactly (`ours`), "
          "beside `ours: levels` (composed as on the full hierarchy) and the independent levels: what sharing noise "
          "between the levels gains, certified.")
 MECHANISMS = ("ours", "best simple", "HDMM-style", "identity")

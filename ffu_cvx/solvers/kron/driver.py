@@ -17,9 +17,11 @@ The structure is chosen from the workload:
   its classes when that quotient reduces exactly, and the solution lifted back;
 - a union still too large whose groups, split by their block on one attribute, each reduce
   (the national, state and county tables of a geography hierarchy): the parts solved apart and
-  composed (``"levels"``), bounded by the best part and, for a nested partition hierarchy, by
-  uniform sub-hierarchies (:mod:`ffu_cvx.solvers.kron.hierarchy`), then compared with the simple
-  structures below;
+  composed (``"levels"``), bounded by the best part and by the whole problem's dual ascent on
+  blocks coupled across the split attribute's classes (:mod:`ffu_cvx.solvers.kron.coupled`: a
+  rigorous bound and an estimate of the optimum, nothing released), or where those do not apply,
+  for a nested partition hierarchy, by uniform sub-hierarchies
+  (:mod:`ffu_cvx.solvers.kron.hierarchy`); then compared with the simple structures below;
 - otherwise the better of the two simple structures (one Kronecker Sigma by
   block-coordinate descent, ``"kronecker"``; independent per-group products,
   ``"independent"``), certified against the best single-group optimum (a valid bound:
@@ -42,7 +44,9 @@ from ...workloads.products import ProductProblem, ProductWorkload
 from ..options import build
 from ..smii import solve_smii
 from .factors import FACTOR_METHODS, FactorSolver
-from .reduce import ANDERSON_MEMORY, DENSE_D_MAX, group_grids, ascent, classes_of, reached_patterns, reduce
+from .coupled import CoupledBlock
+from .reduce import (ANDERSON_MEMORY, DENSE_D_MAX, group_grids, ascent, classes_of, coupled_reduction, reached_patterns,
+                     reduce)
 from .simple import independent, kronecker_bcd, product_bound, product_term
 from .hierarchy import UNIFORM_TOL, best_sub_hierarchy, frontier, nested_parts, uniform_hierarchy
 from .quotient import class_sum_attributes, lift, quotient
@@ -289,6 +293,27 @@ def _hierarchy(problem, i: int, opts, t0) -> dict | None:
                 optimum_at_most=padded.privacy_cost * padded.max_ratio)
 
 
+def _joint(problem, classes, opts, t0) -> dict | None:
+    """The whole problem's dual ascent on its :func:`ffu_cvx.solvers.kron.reduce.coupled_reduction`
+    within ``opts.joint_time`` seconds and what is left of ``max_time``: ``lower_bound`` (rigorous),
+    ``estimate`` (the best primal point's privacy cost, from the approximate step: not a released
+    mechanism), ``gap`` between them, ``steps``, ``status``, ``time``; None when the union has no
+    coupled reduction with blocks of at most :data:`DENSE_D_MAX` per class, or no time is left."""
+    left = _left(opts, t0)
+    seconds = min((x for x in (opts.joint_time, left) if x is not None), default=None)
+    if seconds is not None and seconds <= 0:
+        return None
+    t1 = time.perf_counter()
+    red = coupled_reduction(problem.workload, classes)
+    if red is None or max(b.B.shape[1] if isinstance(b, CoupledBlock) else b.D for b in red.blocks) > DENSE_D_MAX:
+        return None
+    left = None if seconds is None else max(seconds - (time.perf_counter() - t1), 1e-3)
+    res = ascent(red, tol=opts.tol, max_iter=opts.max_iter, max_time=left, anderson=opts.anderson)
+    return dict(lower_bound=res.lower_bound, estimate=res.cost, gap=res.cost / res.lower_bound - 1.0, steps=res.nit,
+                status=res.status, time=time.perf_counter() - t1,
+                blocks=sum(isinstance(b, CoupledBlock) for b in red.blocks), largest=red.D)
+
+
 def _left(opts, t0) -> float | None:
     """Seconds left of ``max_time`` (None: no limit)."""
     return None if opts.max_time is None else opts.max_time - (time.perf_counter() - t0)
@@ -346,38 +371,43 @@ def _run_terms(run: list, sub: KronSolution) -> list:
     return [Term(t.factors, {run[g]: r for g, r in t.recon.items()}).scaled(1.0 / sub.max_ratio) for t in sub.terms]
 
 
-def _levels(problem, split, opts, t0, why, callback) -> KronSolution:
+def _levels(problem, split, classes, opts, t0, why, callback) -> KronSolution:
     """The parts of :func:`levels_of` (levels, coarse to fine) solved apart and in runs of adjacent
     levels that reduce exactly (:func:`_level_solves`; a nation and its states read the counties
     through state sums), the cheapest split into runs released together: each run's terms
     scaled to meet its own targets, the profiles added (sequential composition: the privacy
-    cost is at most the sum of the runs'), the largest certified bound of any run the bound
-    (each run's queries are a subset of the whole's)."""
+    cost is at most the sum of the runs'). The bound is the largest of any run's (each run's
+    queries are a subset of the whole's) and the whole problem's (:func:`_joint`; where it does
+    not apply, the sub-hierarchies' of :func:`_hierarchy`)."""
     attribute = split[0]
     parts = sorted(split[1], key=lambda part: problem.groups[part[0]].blocks[attribute].matrix.shape[0])
     subs = _level_solves(problem, attribute, parts, opts, t0, callback)
     runs = _cheapest_runs({key: sub.privacy_cost * sub.max_ratio for key, sub in subs.items()}, len(parts))
     terms = [term for a, b in runs for term in _run_terms(_run_groups(parts, a, b), subs[a, b])]
     lb = max(sub.lower_bound for sub in subs.values())
-    hierarchy = _hierarchy(problem, attribute, opts, t0)
-    if hierarchy is not None:
-        lb = max(lb, hierarchy["lower_bound"])
+    joint = _joint(problem, classes, opts, t0)
+    hierarchy = _hierarchy(problem, attribute, opts, t0) if joint is None else None
+    for found in (joint, hierarchy):
+        if found is not None:
+            lb = max(lb, found["lower_bound"])
     summary = [dict(groups=[problem.groups[g].name for g in _run_groups(parts, a, b)], levels=[a, b],
                     privacy_cost=sub.privacy_cost * sub.max_ratio, lower_bound=sub.lower_bound, gap=sub.gap,
                     status=sub.status, structure=sub.info.get("structure"), time=sub.time, released=(a, b) in runs)
                for (a, b), sub in subs.items()]
-    info = dict(hierarchy=hierarchy, parts=summary)
+    info = dict(hierarchy=hierarchy, joint=joint, parts=summary)
     sol = KronSolution.from_terms(problem, terms, lower_bound=lb, nit=sum(sub.nit or 0 for sub in subs.values()),
                                   time=time.perf_counter() - t0, structure="levels", why=why,
                                   split_on=problem.domain.names[attribute], **info)
     if sol.gap <= opts.tol:
         return sol
     padded = None if hierarchy is None else hierarchy["optimum_at_most"]
+    also = " and the whole problem's" if joint is not None else " and the sub-hierarchies'" if hierarchy else ""
     message = (f"the groups of each block on {problem.domain.names[attribute]!r} are solved apart or in runs of "
                f"adjacent levels and composed: certified gap {sol.gap:.3g} against the best of the runs' bounds"
-               f"{' and the sub-hierarchies' if hierarchy is not None else ''}; the true optimum may be anywhere in "
-               "between" + ("" if padded is None or padded >= sol.privacy_cost else
-                            f" (at most {padded:.6g}, the padded hierarchy's cost)"))
+               f"{also}; the true optimum may be anywhere in between"
+               + ("" if padded is None or padded >= sol.privacy_cost else
+                  f" (at most {padded:.6g}, the padded hierarchy's cost)")
+               + ("" if joint is None else f" (estimated at {joint['estimate']:.6g} by the whole problem's ascent)"))
     warnings.warn(f"solve_kron: {message}", RuntimeWarning, stacklevel=3)
     return KronSolution.from_terms(problem, terms, status=OPTIMAL_INACCURATE, message=message, lower_bound=lb,
                                    nit=sol.nit, time=sol.time, history=sol.history, **sol.info)
@@ -409,6 +439,11 @@ class KronOptions:
         Memory of the Anderson acceleration of the symmetric structure's ascent once its
         certified gap is under ``kron.reduce.ANDERSON_FROM`` (0: the plain ascent; see
         docs/design/kron.rst for the comparison over 22 workloads).
+    joint_time : float or None, default 300
+        Seconds the levels structure may spend bounding the whole problem's optimum by its
+        dual ascent on blocks coupled across the split attribute's classes (the national rows
+        over states of counties; ``info["joint"]``); None: only ``max_time`` limits it, 0: not
+        run (the uniform sub-hierarchies bound it instead).
     """
 
     tol: float = 1e-4
@@ -417,6 +452,7 @@ class KronOptions:
     max_iter: int = 20_000
     max_time: float | None = None
     anderson: int = ANDERSON_MEMORY
+    joint_time: float | None = 300.0
 
     def __post_init__(self):
         checked = dict(tol=validation.positive(self.tol, "tol"),
@@ -424,7 +460,9 @@ class KronOptions:
                        structure=validation.choice(self.structure, "structure", STRUCTURES),
                        max_iter=validation.positive_int(self.max_iter, "max_iter"),
                        max_time=validation.positive(self.max_time, "max_time", allow_none=True),
-                       anderson=validation.positive_int(self.anderson, "anderson", minimum=0))
+                       anderson=validation.positive_int(self.anderson, "anderson", minimum=0),
+                       joint_time=None if self.joint_time is None else validation.nonnegative(self.joint_time,
+                                                                                                 "joint_time"))
         for name, value in checked.items():
             object.__setattr__(self, name, value)
 
@@ -481,7 +519,7 @@ def solve_kron(problem: ProductProblem, *, callback=None, options: KronOptions |
     else:
         why = f"structure={structure!r} requested"
     if structure == "levels":
-        sol = _levels(problem, split, opts, t0, why, callback)
+        sol = _levels(problem, split, classes, opts, t0, why, callback)
         return sol if sol.status == OPTIMAL else _no_worse_than_simple(problem, sol, solver, tol, t0, max_time)
     if structure == "product":
         if len(problem.groups) != 1:

@@ -99,11 +99,13 @@ from scipy import linalg, sparse
 
 from ...model import basis as _basis
 from ...model.status import MAX_ITER, OPTIMAL, USER_STOPPED, IntermediateResult
+from . import coupled
+from .coupled import CoupledBlock, row_weights
 from .exchange import SYMMETRIC_KINDS, Classes, attribute_classes, row_orbits
 from .terms import Factor, ResidualFactor, Term
 
 __all__ = ["SYMMETRIC_KINDS", "DENSE_D_MAX", "ReducedBlock", "GroupGrid", "Reduction", "classes_of", "group_grids",
-           "reached_patterns", "reduce", "AscentResult", "ascent", "certified_bound"]
+           "reached_patterns", "coupling_of", "reduce", "AscentResult", "ascent", "certified_bound"]
 
 log = logging.getLogger(__name__)
 
@@ -217,12 +219,31 @@ def pinned_class(side: int) -> int:
     return -2 - side
 
 
+def _sums_classes(grid: GroupGrid, i: int) -> bool:
+    """Whether some row of the group's block on attribute ``i`` sums over two or more classes."""
+    return bool(np.any(np.count_nonzero(grid.orbits[i].U, axis=1) > 1))
+
+
 def separable(grids, classes) -> tuple:
     """Per attribute, whether it has two or more classes and no block row on it sums over two of
     them (every row's class sums ``U`` have at most one non-zero): its class-average space then
     splits class by class (see the module docstring)."""
-    return tuple(c.r >= 2 and all(bool(np.all(np.count_nonzero(g.orbits[i].U, axis=1) <= 1)) for g in grids)
-                 for i, c in enumerate(classes))
+    return tuple(c.r >= 2 and not any(_sums_classes(g, i) for g in grids) for i, c in enumerate(classes))
+
+
+def coupling_of(grids, classes) -> tuple | None:
+    """``(attribute, coupling groups)``: the attribute of most classes that is not :func:`separable`
+    only because of groups whose block on it is one reduced row over several classes (the
+    national total over counties in states); None when there is none. Taken class by class,
+    those groups couple the classes again (:mod:`ffu_cvx.solvers.kron.coupled`)."""
+    split = separable(grids, classes)
+    for i in sorted(range(len(classes)), key=lambda i: -classes[i].r):
+        if classes[i].r < 2 or split[i]:
+            continue
+        across = [g for g, grid in enumerate(grids) if _sums_classes(grid, i)]
+        if all(grids[g].orbits[i].k == 1 for g in across) and len(across) < len(grids):
+            return i, tuple(across)
+    return None
 
 
 def _options(orbit, classes: Classes, split: bool) -> list:
@@ -236,17 +257,18 @@ def _options(orbit, classes: Classes, split: bool) -> list:
     return out + [int(k) for k in np.flatnonzero(orbit.res.max(axis=0) > 0)]
 
 
-def reached_patterns(grids, classes) -> dict:
+def reached_patterns(grids, classes, split: tuple | None = None) -> dict:
     """``{pattern: [groups reaching it]}``, by the attributes on a residual (how many, which) then
     their classes.
 
     Group ``g`` reaches the products of its per-attribute options (:func:`_options`): per group
     ``prod_i`` (options of its block on ``i``) patterns, never all of them. A pattern no group
     reaches has ``Q_s = 0``: it is not released (no profile, no variance, ``F(P_s, 0) = 0``).
-    A :func:`separable` attribute is taken class by class (:func:`pinned` sides).
+    A :func:`separable` attribute is taken class by class (:func:`pinned` sides), as is any
+    attribute ``split`` names (per attribute, True to split).
     """
     reach = {}
-    split = separable(grids, classes)
+    split = separable(grids, classes) if split is None else split
     for gi, grid in enumerate(grids):
         for pattern in itertools.product(*[_options(o, c, sp) for o, c, sp in zip(grid.orbits, classes, split)]):
             reach.setdefault(pattern, []).append(gi)
@@ -308,6 +330,9 @@ class Reduction:
         of a class of ``implicit_min`` values or more is implicit (:class:`ResidualFactor`:
         a scalar and the class; no dense basis, reconstruction or Cholesky factor).
         """
+        if any(isinstance(blk, CoupledBlock) for blk in self.blocks):
+            raise ValueError("a coupled reduction keeps no covariance (its blocks are never formed): it certifies "
+                             "and estimates the optimum, it releases nothing")
         groups = self.workload.groups
         sides, recon_of = {}, {}
         out = []
@@ -386,21 +411,66 @@ def _pattern_block(pattern, used, grids, classes, free) -> ReducedBlock:
     return ReducedBlock(tuple(pattern), avg, B, idx, kappa, dict(zip(used, np.split(L, splits))), lshape, beta)
 
 
+def _blocks(grids, classes, split=None) -> list:
+    free = tuple(i for i, c in enumerate(classes) if c.r >= 2)
+    return [_pattern_block(p, used, grids, classes, free) for p, used in reached_patterns(grids, classes, split).items()]
+
+
 def reduce(workload, classes=None) -> Reduction:
     """The :class:`Reduction` of ``workload`` (callers check the blocks' sizes first: they are dense)."""
     classes = classes_of(workload) if classes is None else tuple(classes)
     grids = group_grids(workload.groups, classes)
-    free = tuple(i for i, c in enumerate(classes) if c.r >= 2)
-    blocks = [_pattern_block(p, used, grids, classes, free) for p, used in reached_patterns(grids, classes).items()]
+    return Reduction(workload, classes, grids, _blocks(grids, classes))
+
+
+def _coupled_block(pinned: list, grids, i: int, across: tuple) -> CoupledBlock | None:
+    """The :class:`CoupledBlock` of one pattern's blocks pinned on the classes of attribute ``i``;
+    None when they do not share their basis and groups."""
+    first = pinned[0]
+    if any(b.L.keys() != first.L.keys() or not np.array_equal(b.B, first.B) for b in pinned):
+        return None
+    ks = np.array([pinned_class(b.pattern[i]) for b in pinned])
+    coupling = {}
+    for g in (g for g in across if g in first.L):
+        u = grids[g].orbits[i].U[0, ks]
+        coupling[g] = (u, first.beta[g] / u[0] ** 2)   # a pinned block weighs the coupling row by u_k^2
+    beta = {g: np.stack(np.broadcast_arrays(*[b.beta[g] for b in pinned])) for g in first.L if g not in coupling}
+    pattern = first.pattern[:i] + (-1,) + first.pattern[i + 1:]
+    return CoupledBlock(pattern, i, len(pinned), first.B, first.L, first.lshape,
+                        np.concatenate([b.idx for b in pinned]), np.concatenate([b.kappa for b in pinned]), beta, coupling)
+
+
+def coupled_reduction(workload, classes=None) -> Reduction | None:
+    """The :class:`Reduction` of ``workload`` with the attribute of :func:`coupling_of` taken class by
+    class and, per pattern, its pinned blocks that the coupling groups reach as one
+    :class:`ffu_cvx.solvers.kron.coupled.CoupledBlock`; None when there is no such attribute or the
+    pinned blocks of a pattern do not share their rows. It certifies (its bound is rigorous) and
+    estimates the optimum; it keeps no covariance, so it releases nothing (:meth:`Reduction.terms`)."""
+    classes = classes_of(workload) if classes is None else tuple(classes)
+    grids = group_grids(workload.groups, classes)
+    found = coupling_of(grids, classes)
+    if found is None:
+        return None
+    i, across = found
+    split = tuple(s or j == i for j, s in enumerate(separable(grids, classes)))
+    blocks, pinned = [], {}
+    for b in _blocks(grids, classes, split):
+        if b.pattern[i] <= -2 and any(g in b.L for g in across):
+            pinned.setdefault(b.pattern[:i] + b.pattern[i + 1:], []).append(b)
+        else:
+            blocks.append(b)
+    for group in pinned.values():
+        cb = _coupled_block(group, grids, i, across)
+        if cb is None:
+            return None
+        blocks.append(cb)
     return Reduction(workload, classes, grids, blocks)
 
 
 # ----------------------------------------------------------------------------- the dual ascent
 def _weights(blk: ReducedBlock, g: int, mu_g: np.ndarray) -> np.ndarray:
     """``w_{g,s}`` (rows of ``L[g]``): ``mu_g beta_{g,s}`` summed over the rows sharing ``l``."""
-    w = mu_g * blk.beta[g]
-    axes = tuple(j for j, n in enumerate(blk.lshape[g]) if n == 1 and w.shape[j] > 1)
-    return np.sum(w, axis=axes, keepdims=True).reshape(-1) if axes else w.reshape(-1)
+    return row_weights(blk.lshape[g], mu_g * blk.beta[g])
 
 
 def _cholesky_upper(P: np.ndarray) -> np.ndarray:
@@ -448,6 +518,9 @@ def certified_bound(red: Reduction, lam, mu) -> float:
     lam = lam / lam.sum()
     F = 0.0
     for blk in red.blocks:
+        if isinstance(blk, CoupledBlock):
+            F += coupled.bound(blk, lam, mu)
+            continue
         G = blk.B * np.sqrt(blk.kappa * lam[blk.idx])
         H = np.hstack([L.T * np.sqrt(_weights(blk, g, mu[g])) for g, L in blk.L.items()])
         F += _nuclear(H.T @ G)
@@ -471,7 +544,8 @@ class AscentResult:
 
 def _step_all(red: Reduction, lam, mu):
     """Every block's step, summed: ``(F, steps, profile (T,), variances per group)``."""
-    steps = [_block_step(b, lam, mu) for b in red.blocks]
+    steps = [coupled.step(b, lam, mu, _cholesky_upper) if isinstance(b, CoupledBlock) else _block_step(b, lam, mu)
+             for b in red.blocks]
     p = np.zeros(red.T)
     v = [np.zeros(grid.shape) for grid in red.grids]
     for blk, s in zip(red.blocks, steps):
@@ -479,6 +553,11 @@ def _step_all(red: Reduction, lam, mu):
         for g, part in s[3].items():
             v[g] = v[g] + part
     return sum(s[0] for s in steps), steps, p, v
+
+
+def _times(sigma, s: float):
+    """A block's covariance scaled by ``s`` (None for a coupled block, which forms none)."""
+    return None if sigma is None else sigma * s
 
 
 def _rescaled(red: Reduction, steps, lam, mu, iters: int, relax: float):
@@ -542,7 +621,7 @@ def _smoothed_primal(red: Reduction, steps, lam, mu, iters: int, relax: float):
     for cand in candidates:
         gamma, cost = _rescaled(red, cand, lam, mu, iters, relax)
         if cost < best:
-            best, best_sigmas = cost, tuple(st[1] * gk for st, gk in zip(cand, gamma))
+            best, best_sigmas = cost, tuple(_times(st[1], gk) for st, gk in zip(cand, gamma))
     return best, best_sigmas
 
 
@@ -659,7 +738,7 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
         cost, lb = float(p.max()) * ratio, F * F
         improved = False
         if cost < best_cost:
-            best_cost, best_sigmas, improved = cost, tuple(s[1] * (1.0 / ratio) for s in steps), True
+            best_cost, best_sigmas, improved = cost, tuple(_times(s[1], 1.0 / ratio) for s in steps), True
         if lb > best_lb:
             best_lb, best_dual, improved = lb, (lam, mu), True
         if it % rescale_every == 0:

@@ -1,0 +1,145 @@
+"""Blocks coupled across the classes of one attribute (the states of a geography, joined by the
+national rows): the structured step and the rigorous bound against the dense block they stand for,
+the ascent against the dense optimum, and the levels' certificate from them."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ffu_cvx as ffu
+import ffu_cvx.solvers.kron.driver as driver
+from ffu_cvx.solvers.kron import coupled, solve_kron
+from ffu_cvx.solvers.kron.coupled import CoupledBlock
+from ffu_cvx.solvers.kron.reduce import (_cholesky_upper, _start, _step_all, _update, ascent, certified_bound,
+                                         classes_of, coupled_reduction, reduce)
+
+#: Eleven counties in five states of sizes 1, 2, 3, 3 and 2.
+STATES = {"ranges": [[0, 0], [1, 2], [3, 5], [6, 8], [9, 10]]}
+HIERARCHY = [({"a": "identity", "b": "prefix"}, 1.0), ({"a": "identity", "county": STATES}, 4.0),
+             ({"b": "prefix", "county": STATES}, 3.0), ({"a": "identity", "county": "identity"}, 16.0),
+             ({"a": "total", "b": "identity"}, 2.0)]
+
+
+def problem(groups):
+    dom = ffu.Domain({"a": 3, "b": 4, "county": 11})
+    return ffu.FitnessProblem.from_workload(ffu.workloads.product(dom, groups))
+
+
+def optimum(prob) -> float:
+    """The dense optimum, certified to 1e-7 (its cost: a mechanism at least as cheap exists)."""
+    sol = ffu.solve(prob.dense(), method="smii", tol=1e-7)
+    assert sol.gap <= 1e-7
+    return sol.privacy_cost
+
+
+def points(dense, n: int = 3, every: int = 25):
+    """Multipliers along the dense ascent: the uniform start, then every ``every`` steps."""
+    lam, mu = _start(dense)
+    out = []
+    for _ in range(n):
+        out.append((lam, mu))
+        for _ in range(every):
+            F, _, p, v = _step_all(dense, lam, mu)
+            lam, mu = _update(dense, lam, mu, p, v, F, 1.9)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reductions():
+    prob = problem(HIERARCHY)
+    classes = classes_of(prob.workload)
+    return prob, coupled_reduction(prob.workload, classes), reduce(prob.workload, classes)
+
+
+def test_the_states_are_coupled_by_the_national_rows_only(reductions):
+    prob, red, dense = reductions
+    blocks = [b for b in red.blocks if isinstance(b, CoupledBlock)]
+    assert blocks and all(b.attr == 2 and b.r == 5 for b in blocks)
+    assert set().union(*[b.coupling for b in blocks]) == {0, 4}                  # the national groups
+    sizes = np.array([1, 2, 3, 3, 2])
+    u = next(b.coupling[0][0] for b in blocks if 0 in b.coupling)
+    np.testing.assert_allclose(np.sort(u), np.sort(np.sqrt(sizes)))           # the total's class sums
+    assert max(b.D for b in blocks) == max(b.D for b in dense.blocks if b.pattern[2] == -1)
+    assert sum(b.D for b in dense.blocks) == sum(b.D for b in red.blocks)      # the same coordinates
+
+
+def test_the_coupled_step_is_the_dense_step(reductions):
+    prob, red, dense = reductions
+    for lam, mu in points(dense):
+        F, steps, p, v = _step_all(red, lam, mu)
+        Fd, _, pd, vd = _step_all(dense, lam, mu)
+        assert F == pytest.approx(Fd, rel=1e-5)
+        np.testing.assert_allclose(p, pd, rtol=1e-5)
+        for g in range(len(prob.groups)):
+            np.testing.assert_allclose(np.broadcast_to(v[g], np.shape(vd[g])), vd[g], rtol=5e-4)
+        assert all(s[1] is None for s, b in zip(steps, red.blocks) if isinstance(b, CoupledBlock))
+
+
+def test_the_coupled_bound_is_rigorous_and_tight(reductions):
+    prob, red, dense = reductions
+    for lam, mu in points(dense):
+        bound, exact = certified_bound(red, lam, mu), certified_bound(dense, lam, mu)
+        assert exact * (1 - 1e-7) <= bound <= exact * (1 + 1e-10)
+
+
+def test_the_bound_never_exceeds_the_nuclear_norm_on_random_blocks(reductions):
+    """Random multipliers, far from any ascent: the bound stays below the exact ``F`` block by block."""
+    prob, red, dense = reductions
+    rng = np.random.default_rng(3)
+    lam0, mu0 = _start(dense)
+    by_pattern = {b.pattern: b for b in dense.blocks}
+    for _ in range(5):
+        lam = lam0 * rng.lognormal(0, 3, lam0.shape)
+        lam = lam / lam.sum()
+        mu = [m * rng.lognormal(0, 3, m.shape) for m in mu0]
+        for blk in (b for b in red.blocks if isinstance(b, CoupledBlock)):
+            exact = certified_bound(type(dense)(dense.workload, dense.classes, dense.grids, [by_pattern[blk.pattern]]),
+                                    lam, [m / sum(float(x.sum()) * c for x, c in zip(mu, dense.targets)) for m in mu])
+            mc = sum(float(m.sum()) * c for m, c in zip(mu, dense.targets))
+            F = coupled.bound(blk, lam, [m / mc for m in mu])
+            assert F * F <= exact * (1 + 1e-10)       # the dense nuclear norm has its own rounding
+            assert F * F >= exact * (1 - 1e-4)
+        assert coupled.step(blk, lam, mu, _cholesky_upper)[0] > 0
+
+
+def test_the_coupled_ascent_certifies_the_optimum(reductions):
+    prob, red, dense = reductions
+    best = optimum(prob)
+    res = ascent(red, tol=1e-5, max_iter=3000)
+    assert res.status == "optimal"
+    assert best * (1 - 2e-5) <= res.lower_bound <= best
+    assert res.cost == pytest.approx(best, rel=1e-4)       # the estimate, from the approximate step
+    with pytest.raises(ValueError, match="releases nothing"):
+        red.terms(res.sigmas)
+
+
+def test_no_coupled_reduction_without_one_row_across_classes():
+    separable = problem([g for g in HIERARCHY if "county" in g[0]])
+    assert coupled_reduction(separable.workload) is None
+    regions = {"ranges": [[0, 2], [3, 10]]}                  # two rows over classes: not one reduced row
+    assert coupled_reduction(problem(HIERARCHY + [({"a": "identity", "county": regions}, 2.0)]).workload) is None
+
+
+def quiet_levels(prob, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return solve_kron(prob, structure="levels", tol=1e-6, **kw)
+
+
+def test_the_levels_are_certified_by_the_whole_problem(monkeypatch):
+    monkeypatch.setattr(driver, "_no_worse_than_simple", lambda problem, sol, *args: sol)
+    prob = problem(HIERARCHY)
+    best = optimum(prob)
+    sol = quiet_levels(prob)
+    joint = sol.info["joint"]
+    assert sol.info["hierarchy"] is None and joint["status"] == "optimal"
+    assert joint["lower_bound"] <= best and joint["estimate"] == pytest.approx(best, rel=1e-4)
+    assert sol.lower_bound == joint["lower_bound"] >= max(p["lower_bound"] for p in sol.info["parts"])
+    assert sol.privacy_cost * sol.max_ratio >= best * (1 - 1e-7)
+    assert "the whole problem's" in sol.message
+    apart = quiet_levels(prob, joint_time=0)
+    assert apart.info["joint"] is None and apart.info["hierarchy"] is not None
+    assert apart.lower_bound <= sol.lower_bound
+    with pytest.raises(ValueError, match="`joint_time`"):
+        solve_kron(prob, joint_time=-1.0)
