@@ -516,7 +516,7 @@ def _levels_bound(sol) -> str:
     joint, h = sol.info.get("joint"), sol.info.get("hierarchy")
     if joint:
         return (f"bound from the whole problem's ascent on blocks coupled across the states ({joint['steps']} "
-                f"steps, {joint['time']:.0f} s), which estimates the optimum at {joint['estimate']:.4g}")
+                f"steps, {joint['time']:.0f} s; its best primal point costs about {joint['estimate']:.4g})")
     if h:
         return (f"bound from the {'/'.join(f'{S}x{m}' for S, m, _ in h['sub_bounds'])} uniform sub-hierarchies; "
                 f"the padded hierarchy costs {h['optimum_at_most']:.4g}")
@@ -556,8 +556,8 @@ NOTES = ("`worst`: the largest variance over target at the privacy cost of ours;
          "(sequential composition of zCDP), its time the sum, its status each level's. Ours on the hierarchy solves "
          "the levels apart too (`structure` \"levels\": the states' unequal sizes leave a block too large to solve "
          "dense), the nation and the states together where that is cheaper, and bounds the optimum from below by "
-         "the whole problem's dual ascent on blocks coupled across the states (a rigorous bound and an estimate of "
-         "the optimum; nothing of it is released). `hierarchy_race`: the same tables without age, small enough to solve jointly and exactly (`ours`), "
+         "the whole problem's dual ascent on blocks coupled across the states (a rigorous bound; its primal points "
+         "are priced by an approximate step and never released). `hierarchy_race`: the same tables without age, small enough to solve jointly and exactly (`ours`), "
          "beside `ours: levels` (composed as on the full hierarchy) and the independent levels: what sharing noise "
          "between the levels gains, certified.")
 MECHANISMS = ("ours", "best simple", "HDMM-style", "identity")
