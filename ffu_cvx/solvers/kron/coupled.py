@@ -18,35 +18,40 @@ over the coupling groups. With ``P_k = R_k^T R_k`` and ``N = C C^T`` (``C``: k0 
 of the step is ``M = R Q R^T = A + Y Y^T``: ``A = blockdiag_k R_k Q_k R_k^T`` and ``Y`` (r k0, m)
 stacks ``u_k R_k C``.
 
-**The step** (:func:`step`) needs ``tr M^{1/2}``, the class blocks of ``M^{1/2}`` (the profile) and of
-``M^{-1/2}`` (the separable groups' variances) and ``X^T M^{-1/2} X`` on the coupling rows
+**The step** (:func:`step`) needs ``tr M^{1/2}``, the class blocks of ``M^{1/2}`` (the profile)
+and of ``M^{-1/2}`` (the separable groups' variances) and ``X^T M^{-1/2} X`` on the coupling rows
 ``X = (u_k R_k L_g^T)_k``. From ``x^{-1/2} = (2/pi) int_0^inf ds / (x + s^2)`` on nodes equally
 spaced in ``log s`` (the trapezoid rule, exponentially accurate for this integrand), each
 resolvent ``(M + s^2)^{-1}`` is ``(A + s^2)^{-1} - G G^T`` by Woodbury (:func:`_woodbury`, in a
 form that stays accurate where ``A`` nearly vanishes), on the eigendecompositions of the
-``A_k``: ``r k0 m^2`` operations per node, never ``(r k0)^3``. ``M^{1/2}`` is ``A^{1/2}`` plus the quadrature of
-``s^2 G G^T`` (no cancellation); ``M^{-1/2}`` is the quadrature of the whole resolvent, which
-stays positive where ``A`` is nearly singular and ``Y`` is not (the state tables slack beside
-the national ones). Nothing is floored: where a class's multipliers are tiny its ``R_k`` is too,
-and the profile reads ``M^{1/2}`` through ``R_k^{-1}``, so raising an eigenvalue of ``A`` changes
-it by the floor's root times ``|R_k^{-1}|^2`` (a 10% change in a profile near the largest on the
-census hierarchy at a floor of 1e-12). The nodes reach down to :data:`FLOOR` of the largest
-eigenvalue; the dense step raises those of ``M`` below 1e-14 of it, so on such classes the two
-steps differ where ``M`` is that close to singular (both are steps to valid primal points). The step is a close approximation (relative errors near 1e-5 on the
-census tables); the ascent's primal points it gives are estimates, never released.
+``A_k``: ``r k0 m^2`` operations per node, never ``(r k0)^3``. ``M^{1/2}`` is ``A^{1/2}`` plus
+the quadrature of ``s^2 G G^T`` (no cancellation); ``M^{-1/2}`` is the quadrature of the whole
+resolvent, which stays positive where ``A`` is nearly singular and ``Y`` is not (the state
+tables slack beside the national ones).
 
-**The bound** (:func:`bound`) is rigorous whatever the nodes. With ``G_k = B diag(kappa_k lam_k)^{1/2}``
-the matrix ``M' = G^T Q G`` has the spectrum of ``P^{1/2} Q P^{1/2}`` (no Cholesky factor, no
-ridge), and for ``g(x) = sum_j c_j / (x + s_j^2)`` with positive weights and any factor
-``M' = F F^T``, ``Z = g(M') F`` has spectral norm ``sqrt(max_theta theta g(theta)^2)``, so
+Nothing is floored. Where a class's multipliers are tiny its ``R_k`` is too, and the profile
+reads ``M^{1/2}`` through ``R_k^{-1}``: raising an eigenvalue of ``A`` by ``f`` moves a profile by
+about ``sqrt(f) |R_k^{-1}|^2``, 10% of the largest profile on the census hierarchy at
+``f = 1e-12`` of the largest eigenvalue. The nodes reach down to :data:`FLOOR` of it. The dense
+step raises the eigenvalues of ``M`` below 1e-14 of the largest, so the two steps differ on
+such classes. Both are steps of the ascent; this one prices its primal points approximately
+(within 1e-5 of the dense step on the census blocks small enough to form, except those
+classes), so they are estimates, never released.
 
-    F(P, Q) = ||F||_* >= tr(Z^T F) / ||Z|| >= tr(M' g(M')) / sqrt(sup_{x >= 0} x g(x)^2),
+**The bound** (:func:`bound`) is rigorous whatever the nodes. With
+``G_k = B diag(kappa_k lam_k)^{1/2}`` the matrix ``M' = G^T Q G`` has the spectrum of
+``P^{1/2} Q P^{1/2}`` (no Cholesky factor, no ridge), and for ``g(x) = sum_j c_j / (x + s_j^2)``
+with positive weights and any factor ``M' = K K^T``, ``Z = g(M') K`` has spectral norm
+``sqrt(max_theta theta g(theta)^2)``, so
 
-the trace exact by Woodbury (two sums of nonnegative terms, ``theta / (theta + t)`` and ``t ||G||^2``) and the supremum taken on a fine
-grid of the scalar ``x g(x)^2``. Rounding is kept on the safe side: the eigenvalues of the
-class blocks and of ``N`` are lowered by a bound on their backward error before use, so
-rounding noise on a null direction cannot add its square root. On a small hierarchy it is
-within 1e-7 of the dense block's nuclear norm (tests/test_kron_coupled.py).
+    F(P, Q) = ||K||_* >= tr(Z^T K) / ||Z|| >= tr(M' g(M')) / sqrt(sup_{x >= 0} x g(x)^2),
+
+the trace exact by Woodbury (two sums of nonnegative terms, ``theta / (theta + t)`` and
+``t ||G||^2``) and the supremum taken on a fine grid of the scalar ``x g(x)^2``. Rounding is kept
+on the safe side: the eigenvalues of the class blocks and of ``N`` are lowered by a bound on
+their backward error before use, so rounding noise on a null direction cannot add its square
+root. On a small hierarchy it is within 1e-7 of the dense block's nuclear norm
+(tests/test_kron_coupled.py).
 """
 
 from __future__ import annotations
@@ -211,22 +216,17 @@ def _class_spectra(cb: CoupledBlock, lam, mu, cholesky):
     return Rs, theta, V, Yt, [u for u, _ in factors]
 
 
-def step(cb: CoupledBlock, lam, mu, cholesky):
-    """``(F, None, profile part (r D',), {g: variance part on the group's grid})`` of the coupled block
-    at ``(lam, mu)``, as :func:`ffu_cvx.solvers.kron.reduce` steps a dense block (no covariance is
-    formed: the second entry is None). ``cholesky`` factors ``P_k`` (upper, with the reduction's ridge)."""
-    Rs, theta, V, Yt, us = _class_spectra(cb, lam, mu, cholesky)
+def _quadrature(theta: np.ndarray, Yt: np.ndarray, RV: np.ndarray, us: list):
+    """The step's quadrature over the nodes: ``(inv_sqrt (r, k0), plus (r, k0, k0), minus (r, k0, k0), dF,
+    {u: H})``: ``A``'s part of ``M^{-1/2}`` (diagonal in the classes' eigenbases), the class blocks of
+    ``M^{1/2} - A^{1/2}`` and of ``M^{-1/2}`` less ``A``'s part, ``tr(M^{1/2} - A^{1/2})``, and per
+    coupling vector ``u`` the part of ``X^T M^{-1/2} X`` across the classes (``RV``: ``R_k^T V_k``)."""
     r, k0, m = Yt.shape
-    theta = np.maximum(theta, 0.0)
-    root = np.sqrt(theta)
     top = float(theta.max()) + float(np.einsum("kim,kim->", Yt, Yt))   # at least the largest eigenvalue of M
     s, below, above = _nodes(FLOOR * max(top, np.finfo(float).tiny), top, STEP_NODES)
-    inv_sqrt = np.zeros_like(theta)                    # the quadrature of A's part of M^{-1/2}
-    plus, minus = np.zeros((r, k0, k0)), np.zeros((r, k0, k0))
-    RV = np.einsum("kji,kjl->kil", Rs, V)               # R_k^T V_k
-    across = {u.tobytes(): (u, np.zeros((k0, k0)), (u[:, None, None] * RV).transpose(1, 0, 2).reshape(k0, r * k0))
+    inv_sqrt, plus, minus, dF = np.zeros_like(theta), np.zeros((r, k0, k0)), np.zeros((r, k0, k0)), 0.0
+    across = {u.tobytes(): ((u[:, None, None] * RV).transpose(1, 0, 2).reshape(k0, r * k0), np.zeros((k0, k0)))
               for u in us}
-    dF = 0.0
     for sj, lo, hi in zip(s, below, above):
         t = sj * sj
         inv_sqrt += lo / (theta + t)
@@ -237,14 +237,25 @@ def step(cb: CoupledBlock, lam, mu, cholesky):
         plus += (hi * t) * blocks
         minus -= lo * blocks
         dF += hi * t * float(np.sum(G * G))
-        for u, H, W in across.values():
+        for W, H in across.values():
             J = W @ G.reshape(r * k0, m)
             H -= lo * (J @ J.T)
-    p = np.empty((r, cb.B.shape[1]))
-    v = {}
-    for k in range(r):
+    return inv_sqrt, plus, minus, dF, {key: H for key, (_, H) in across.items()}
+
+
+def step(cb: CoupledBlock, lam, mu, cholesky):
+    """``(F, None, profile part (r D',), {g: variance part on the group's grid})`` of the coupled block
+    at ``(lam, mu)``, as :func:`ffu_cvx.solvers.kron.reduce` steps a dense block (no covariance is
+    formed: the second entry is None). ``cholesky`` factors ``P_k`` (upper, with the reduction's ridge)."""
+    Rs, theta, V, Yt, us = _class_spectra(cb, lam, mu, cholesky)
+    theta = np.maximum(theta, 0.0)
+    root = np.sqrt(theta)
+    inv_sqrt, plus, minus, dF, across = _quadrature(theta, Yt, np.einsum("kji,kjl->kil", Rs, V), us)
+    p, v = np.empty((cb.r, cb.B.shape[1])), {}
+    for k in range(cb.r):
         Z = V[k].T @ linalg.solve_triangular(Rs[k], cb.B, trans="T", check_finite=False)
-        p[k] = cb.of_class(k)[1] * (np.einsum("ij,ij->j", Z, Z * root[k][:, None]) + np.einsum("ij,ij->j", Z, plus[k] @ Z))
+        quad = np.einsum("ij,ij->j", Z, Z * root[k][:, None]) + np.einsum("ij,ij->j", Z, plus[k] @ Z)
+        p[k] = cb.of_class(k)[1] * quad
         for g, beta in cb.beta.items():
             T = V[k].T @ (Rs[k] @ cb.L[g].T)
             part = np.einsum("ij,ij->j", T, T * inv_sqrt[k][:, None]) + np.einsum("ij,ij->j", T, minus[k] @ T)
@@ -253,8 +264,7 @@ def step(cb: CoupledBlock, lam, mu, cholesky):
         L = cb.L[g]
         T = V.transpose(0, 2, 1) @ (Rs @ L.T)              # (r, k0, rows)
         diag = np.einsum("k,kir,kir->r", u * u, T, T * inv_sqrt[:, :, None])
-        H = across[u.tobytes()][1]
-        v[g] = (diag + np.einsum("ri,ij,rj->r", L, H, L)).reshape(cb.lshape[g]) * beta0
+        v[g] = (diag + np.einsum("ri,ij,rj->r", L, across[u.tobytes()], L)).reshape(cb.lshape[g]) * beta0
     return float(root.sum()) + dF, None, p.reshape(-1), v
 
 

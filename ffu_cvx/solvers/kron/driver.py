@@ -19,8 +19,8 @@ The structure is chosen from the workload:
   (the national, state and county tables of a geography hierarchy): the parts solved apart and
   composed (``"levels"``), bounded by the best part and by the whole problem's dual ascent on
   blocks coupled across the split attribute's classes (:mod:`ffu_cvx.solvers.kron.coupled`: a
-  rigorous bound and an estimate of the optimum, nothing released), or where those do not apply,
-  for a nested partition hierarchy, by uniform sub-hierarchies
+  rigorous bound; its primal points are priced approximately and never released) or, where
+  that does not apply, for a nested partition hierarchy, by uniform sub-hierarchies
   (:mod:`ffu_cvx.solvers.kron.hierarchy`); then compared with the simple structures below;
 - otherwise the better of the two simple structures (one Kronecker Sigma by
   block-coordinate descent, ``"kronecker"``; independent per-group products,

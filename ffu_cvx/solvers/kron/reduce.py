@@ -413,7 +413,8 @@ def _pattern_block(pattern, used, grids, classes, free) -> ReducedBlock:
 
 def _blocks(grids, classes, split=None) -> list:
     free = tuple(i for i, c in enumerate(classes) if c.r >= 2)
-    return [_pattern_block(p, used, grids, classes, free) for p, used in reached_patterns(grids, classes, split).items()]
+    reach = reached_patterns(grids, classes, split)
+    return [_pattern_block(p, used, grids, classes, free) for p, used in reach.items()]
 
 
 def reduce(workload, classes=None) -> Reduction:
@@ -436,8 +437,8 @@ def _coupled_block(pinned: list, grids, i: int, across: tuple) -> CoupledBlock |
         coupling[g] = (u, first.beta[g] / u[0] ** 2)   # a pinned block weighs the coupling row by u_k^2
     beta = {g: np.stack(np.broadcast_arrays(*[b.beta[g] for b in pinned])) for g in first.L if g not in coupling}
     pattern = first.pattern[:i] + (-1,) + first.pattern[i + 1:]
-    return CoupledBlock(pattern, i, len(pinned), first.B, first.L, first.lshape,
-                        np.concatenate([b.idx for b in pinned]), np.concatenate([b.kappa for b in pinned]), beta, coupling)
+    idx, kappa = np.concatenate([b.idx for b in pinned]), np.concatenate([b.kappa for b in pinned])
+    return CoupledBlock(pattern, i, len(pinned), first.B, first.L, first.lshape, idx, kappa, beta, coupling)
 
 
 def coupled_reduction(workload, classes=None) -> Reduction | None:
