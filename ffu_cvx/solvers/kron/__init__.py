@@ -8,10 +8,15 @@ Solver layer: the package imports numpy, scipy, the model modules (``basis``, ``
 - ``terms``: structured mechanisms kept in factors (profile, variances, noise), the
   residual of a large class kept implicit;
 - ``exchange``: the exchangeable values of an attribute and the orbits of a block's rows;
+- ``whiten``: the whitened strategy answers of a structured mechanism, from sparse counts;
+- ``quotient``: attributes read through class sums only, solved on their classes;
+- ``hierarchy``: bounds for geography hierarchies from uniform sub-hierarchies;
 - ``solution``: :class:`KronSolution`, the Solution with Sigma in factors;
 - ``factors``: per-attribute Problem 1 solves (closed forms, SDP, SM-II), cached;
 - ``simple``: the exact product of one group, one Kronecker Sigma by block-coordinate
   descent, independent per-group products;
+- ``coupled``: blocks coupled across one attribute's classes by a few rows over several
+  (a nation over its states), stepped and bounded without forming them;
 - ``reduce``: the reduction of unions by exchangeable values (class averages and
   within-class residuals) and its certified block dual ascent;
 - ``driver``: :func:`solve_kron`, the choice of structure;

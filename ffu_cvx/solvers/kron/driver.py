@@ -1,8 +1,8 @@
 """``solve_kron``: Problem 1 for a product workload, Sigma in factors.
 
 Solver layer, top of ``ffu_cvx.solvers.kron``: imports numpy, ``solvers.options``, ``model`` (``problem``,
-``status``, ``validation``), ``workloads.products``, ``smii`` and the package's ``factors``, ``hierarchy``,
-``quotient``, ``reduce``, ``simple``, ``solution`` and ``terms``. Its settings are one frozen value, :class:`KronOptions` (or its fields by keyword).
+``status``, ``validation``), ``workloads.products``, ``smii`` and the package's ``coupled``, ``factors``,
+``hierarchy``, ``quotient``, ``reduce``, ``simple``, ``solution`` and ``terms``. Its settings are one frozen value, :class:`KronOptions` (or its fields by keyword).
 The structure is chosen from the workload:
 
 - one product group: the exact product of per-attribute optima (``"product"``);

@@ -1,7 +1,7 @@
 """Unions of product groups, exactly: the reduction by exchangeable values and the block problem.
 
 Solver layer (``ffu_cvx.solvers.kron``): imports numpy, scipy.linalg, ``model.basis``, ``model.status`` and the
-package's ``exchange`` and ``terms``.
+package's ``coupled``, ``exchange`` and ``terms``.
 
 **Invariance.** Per attribute ``i`` the exchangeable classes ``C_{i,1} .. C_{i,r_i}``
 (:mod:`ffu_cvx.solvers.kron.exchange`) give a group ``G = prod_i prod_k Sym(C_{i,k})`` that maps
@@ -105,7 +105,8 @@ from .exchange import SYMMETRIC_KINDS, Classes, attribute_classes, row_orbits
 from .terms import Factor, ResidualFactor, Term
 
 __all__ = ["SYMMETRIC_KINDS", "DENSE_D_MAX", "ReducedBlock", "GroupGrid", "Reduction", "classes_of", "group_grids",
-           "reached_patterns", "coupling_of", "reduce", "AscentResult", "ascent", "certified_bound"]
+           "reached_patterns", "coupling_of", "reduce", "coupled_reduction", "AscentResult", "ascent",
+           "certified_bound"]
 
 log = logging.getLogger(__name__)
 
