@@ -143,3 +143,10 @@ def test_the_levels_are_certified_by_the_whole_problem(monkeypatch):
     assert apart.lower_bound <= sol.lower_bound
     with pytest.raises(ValueError, match="`joint_time`"):
         solve_kron(prob, joint_time=-1.0)
+
+
+def test_a_coupled_block_too_large_for_memory_falls_back_to_the_sub_hierarchies(monkeypatch):
+    monkeypatch.setattr(driver, "_no_worse_than_simple", lambda problem, sol, *args: sol)
+    monkeypatch.setattr(driver, "COUPLED_BYTES_MAX", 1)
+    sol = quiet_levels(problem(HIERARCHY))
+    assert sol.info["joint"] is None and sol.info["hierarchy"] is not None

@@ -118,6 +118,11 @@ class CoupledBlock:
     def part(self) -> tuple:
         return tuple(i for i, s in enumerate(self.pattern) if s >= 0)
 
+    @property
+    def step_bytes(self) -> int:
+        """Memory a step holds at once, about: six arrays of (classes, k0, k0) floats."""
+        return 6 * 8 * self.r * self.B.shape[0] ** 2
+
 
 def row_weights(lshape: tuple, w: np.ndarray) -> np.ndarray:
     """Weights ``w`` on a group's grid summed over the rows sharing one row of ``L`` (``lshape``)."""

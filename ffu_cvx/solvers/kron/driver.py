@@ -53,7 +53,8 @@ from .quotient import class_sum_attributes, lift, quotient
 from .solution import KronSolution
 from .terms import Term
 
-__all__ = ["STRUCTURES", "ONE_BLOCK_D_MAX", "GUARD_KRONECKER_N_MAX", "KronOptions", "solve_kron", "structure_of"]
+__all__ = ["STRUCTURES", "ONE_BLOCK_D_MAX", "GUARD_KRONECKER_N_MAX", "COUPLED_BYTES_MAX", "KronOptions", "solve_kron",
+           "structure_of"]
 
 #: A union whose reduction has a single block is a dense Problem 1 over its class tuples;
 #: SM-II takes it up to this many.
@@ -64,6 +65,11 @@ ONE_BLOCK_D_MAX = 4096
 #: part of it only when every attribute has at most this many values, else the independent
 #: per-group products alone (closed forms for identities and totals).
 GUARD_KRONECKER_N_MAX = 1024
+
+#: Most memory one coupled block's step may hold (:attr:`ffu_cvx.solvers.kron.coupled.CoupledBlock.step_bytes`):
+#: 98 MB on the census hierarchy (51 states, 200 class tuples); counties coupled across 3,143 classes
+#: of a finer level could need tens of GB, and are bounded by the sub-hierarchies instead.
+COUPLED_BYTES_MAX = 2 << 30
 
 #: Structures ``solve_kron(structure=...)`` accepts ("auto" picks as the module docstring says).
 STRUCTURES = ("auto", "product", "symmetric", "levels", "kronecker", "independent")
@@ -299,7 +305,7 @@ def _joint(problem, classes, opts, t0) -> dict | None:
     ``estimate`` (the privacy cost of the ascent's best primal point by its approximate step, about
     that of a mechanism it never forms nor releases), ``gap`` between them, ``steps``, ``status``,
     ``time``; None when the union has no coupled reduction with blocks of at most
-    :data:`DENSE_D_MAX` per class, or no time is left."""
+    :data:`DENSE_D_MAX` per class and steps within :data:`COUPLED_BYTES_MAX`, or no time is left."""
     left = _left(opts, t0)
     seconds = min((x for x in (opts.joint_time, left) if x is not None), default=None)
     if seconds is not None and seconds <= 0:
@@ -307,6 +313,8 @@ def _joint(problem, classes, opts, t0) -> dict | None:
     t1 = time.perf_counter()
     red = coupled_reduction(problem.workload, classes)
     if red is None or max(b.B.shape[1] if isinstance(b, CoupledBlock) else b.D for b in red.blocks) > DENSE_D_MAX:
+        return None
+    if max(b.step_bytes for b in red.blocks if isinstance(b, CoupledBlock)) > COUPLED_BYTES_MAX:
         return None
     left = None if seconds is None else max(seconds - (time.perf_counter() - t1), 1e-3)
     # no smoothed primal points (they refine the estimate, not the bound): a third more steps in the time
