@@ -163,3 +163,25 @@ def test_levels_on_request_and_refused_where_they_do_not_apply():
     assert levels.privacy_cost * levels.max_ratio >= exact.lower_bound * (1 - 1e-9)
     with pytest.raises(ValueError, match="`structure`='levels'"):
         solve_kron(problem([({"a": "identity", "county": STATES}, 1.0)]), structure="levels")
+
+
+def test_an_indexed_reconstruction_is_the_formed_one(monkeypatch):
+    """The county tables' reconstructions kept as distinct rows and an index: variances, noise and the
+    GLS whitening equal those of the formed matrices."""
+    from ffu_cvx.estimate import gls
+    from ffu_cvx.solvers.kron import reduce as reduction
+    from ffu_cvx.solvers.kron.terms import IndexedRecon
+    prob = problem(HIERARCHY)
+    formed = quiet_solve(prob, structure="symmetric", tol=1e-6)
+    monkeypatch.setattr(reduction, "INDEXED_RECON_MIN", 1)
+    indexed = quiet_solve(prob, structure="symmetric", tol=1e-6)
+    assert any(isinstance(r, IndexedRecon) for t in indexed.terms for rs in t.recon.values() for r in rs)
+    assert not any(isinstance(r, IndexedRecon) for t in formed.terms for rs in t.recon.values() for r in rs)
+    np.testing.assert_array_equal(indexed.variances, formed.variances)
+    assert indexed.privacy_cost == formed.privacy_cost
+    np.testing.assert_allclose(indexed.sample_answer_noise(np.random.default_rng(5)),
+                               formed.sample_answer_noise(np.random.default_rng(5)), rtol=1e-12, atol=1e-12)
+    answers = np.random.default_rng(6).normal(size=prob.m)
+    np.testing.assert_allclose(gls.operator(indexed, prob.workload).whiten(answers),
+                               gls.operator(formed, prob.workload).whiten(answers), rtol=1e-9, atol=1e-9)
+    check_against_dense(indexed)

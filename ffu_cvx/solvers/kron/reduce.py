@@ -88,6 +88,7 @@ as many steps again as 1e-3 took (docs/design/kron.rst).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import math
@@ -102,7 +103,7 @@ from ...model.status import MAX_ITER, OPTIMAL, USER_STOPPED, IntermediateResult
 from . import coupled
 from .coupled import CoupledBlock, row_weights
 from .exchange import SYMMETRIC_KINDS, Classes, attribute_classes, row_orbits
-from .terms import Factor, ResidualFactor, Term
+from .terms import Factor, IndexedRecon, ResidualFactor, Term
 
 __all__ = ["SYMMETRIC_KINDS", "DENSE_D_MAX", "ReducedBlock", "GroupGrid", "Reduction", "classes_of", "group_grids",
            "reached_patterns", "coupling_of", "reduce", "coupled_reduction", "AscentResult", "ascent",
@@ -116,6 +117,10 @@ DENSE_D_MAX = 1024
 #: terms (:class:`ffu_cvx.solvers.kron.terms.ResidualFactor`); smaller ones are dense (what
 #: ``ffu_cvx.estimate.gls`` reads).
 IMPLICIT_RESIDUAL_MIN = 256
+#: A block's reconstruction for a group with at least this many entries (queries x coordinates) is kept
+#: as its distinct reduced rows and an index (:class:`ffu_cvx.solvers.kron.terms.IndexedRecon`),
+#: not formed: the county tables of a geography repeat a few rows 3,143 times.
+INDEXED_RECON_MIN = 1 << 22
 #: Exponent of the over-relaxed multiplicative step of :func:`ascent` (1: the plain fixed point).
 #: Where a cell and a query share one direction that the optimum leaves slack (both
 #: multipliers near zero), the step maps their ratio ``r`` to ``C r^(1 - relax)``: it
@@ -335,7 +340,7 @@ class Reduction:
             raise ValueError("a coupled reduction keeps no covariance (its blocks are never formed): it certifies "
                              "and estimates the optimum, it releases nothing")
         groups = self.workload.groups
-        sides, recon_of = {}, {}
+        sides, recon_of, content = {}, {}, {}
         out = []
         for blk, sigma in zip(self.blocks, sigmas):
             factors, recon = [], {g: [] for g in blk.L}
@@ -348,7 +353,9 @@ class Reduction:
                 factors.append(f)
                 for g in blk.L:
                     block = groups[g].blocks[i]
-                    key = (i, side, block.matrix.shape, block.matrix.tobytes())
+                    if id(block) not in content:
+                        content[id(block)] = _block_key(block)
+                    key = (i, side) + content[id(block)]
                     if key not in recon_of:
                         recon_of[key] = f.reconstruction(block.matrix, block.kind)
                         if isinstance(recon_of[key], np.ndarray):
@@ -356,7 +363,9 @@ class Reduction:
                     recon[g].append(recon_of[key])
             factors.append(Factor.build(blk.avg, blk.B, sigma, classes=[self.classes[i] for i in blk.avg]))
             for g, L in blk.L.items():
-                recon[g].append(L[self._joint_rows(g, blk.avg)])
+                index = self._joint_rows(g, blk.avg)
+                recon[g].append(IndexedRecon(L, index) if index.size * L.shape[1] >= INDEXED_RECON_MIN
+                                else L[index])
             out.append(Term(tuple(factors), {g: tuple(r) for g, r in recon.items()}))
         return tuple(out)
 
@@ -367,6 +376,15 @@ class Reduction:
         for i in avg:
             index = (index[:, None] * orbits[i].k + orbits[i].index[None, :]).reshape(-1)
         return index
+
+
+def _block_key(block) -> tuple:
+    """A key equal for blocks of equal matrices: the kind and shape for a symmetric kind (its matrix
+    follows from them), else the shape and a digest of the entries (the county identity of a
+    geography is 79 MB: its bytes as a key cost a copy and a comparison per lookup)."""
+    if block.kind in SYMMETRIC_KINDS:
+        return (block.kind, block.matrix.shape)
+    return (block.kind, block.matrix.shape, hashlib.blake2b(block.matrix.tobytes(), digest_size=16).digest())
 
 
 def _side_class(side: int) -> int:

@@ -34,7 +34,7 @@ import numpy as np
 
 from ...model import privacy
 
-__all__ = ["Factor", "ResidualFactor", "ResidualRecon", "residual_basis", "Term", "GRID_MAX", "profile_max", "profile_vector", "group_variances", "group_noise", "mode_product",
+__all__ = ["Factor", "ResidualFactor", "ResidualRecon", "IndexedRecon", "residual_basis", "Term", "GRID_MAX", "profile_max", "profile_vector", "group_variances", "group_noise", "mode_product",
            "max_ratio"]
 
 #: Largest grid (cells over the attributes whose profile varies) on which the exact max of a
@@ -92,8 +92,15 @@ class Factor:
         return A @ self.B.T
 
     def noise_mode(self, Z: np.ndarray, dims: list, axis: int, R) -> np.ndarray:
-        """The mode product of ``R C`` (``C`` the Cholesky factor) along ``axis`` of the flat noise ``Z``."""
-        return mode_product(Z, dims, axis, R @ self.chol)
+        """The mode product of ``R C`` (``C`` the Cholesky factor) along ``axis`` of the flat noise ``Z``
+        (an :class:`IndexedRecon` on its distinct rows, then placed)."""
+        if not isinstance(R, IndexedRecon):
+            return mode_product(Z, dims, axis, R @ self.chol)
+        out = mode_product(Z, dims, axis, R.rows @ self.chol)
+        left, right = math.prod(dims[:axis]), math.prod(dims[axis + 1:])
+        out = out.reshape(left, dims[axis], right)[:, R.index, :].reshape(-1)
+        dims[axis] = R.index.size
+        return out
 
     def profile(self) -> np.ndarray:
         """``diag(B^T Sigma^{-1} B)`` over the factor's cells (prod n,), read-only, computed once:
@@ -121,11 +128,14 @@ class Factor:
             out = np.take(out, c.of, axis=axis + 1) / np.sqrt(c.sizes[c.of]).reshape(shape)
         return out.reshape(self.k, -1)
 
-    def variances(self, R: np.ndarray) -> np.ndarray:
-        """``diag(R Sigma R^T)`` (rows,), remembered per reconstruction matrix ``R`` (terms share them)."""
+    def variances(self, R) -> np.ndarray:
+        """``diag(R Sigma R^T)`` (rows,), remembered per reconstruction matrix ``R`` (terms share them;
+        an :class:`IndexedRecon` on its distinct rows)."""
         hit = self._variances.get(id(R))
         if hit is None or hit[0] is not R:
-            hit = (R, privacy.variances(R, self.sigma))
+            v = privacy.variances(R.rows, self.sigma)[R.index] if isinstance(R, IndexedRecon) else \
+                privacy.variances(R, self.sigma)
+            hit = (R, v)
             hit[1].setflags(write=False)
             self._variances[id(R)] = hit
         return hit[1]
@@ -149,6 +159,28 @@ def residual_basis(members: np.ndarray, n: int) -> np.ndarray:
         out[j - 1, members[j]] = -j
         out[j - 1] /= math.sqrt(j * (j + 1))
     return out
+
+
+@dataclass(frozen=True, eq=False)
+class IndexedRecon:
+    """A reconstruction matrix ``rows[index]`` (index.size, k) kept as its distinct rows ``rows`` and
+    the ``index`` of each query's: the county tables of a geography read one reduced row per
+    county, 3,143 copies of a few. :class:`Factor` computes variances and noise on the distinct rows;
+    ``numpy.asarray`` forms the whole (the GLS pseudo-inverses)."""
+
+    rows: np.ndarray
+    index: np.ndarray
+
+    @property
+    def shape(self) -> tuple:
+        return (self.index.size, self.rows.shape[1])
+
+    def __matmul__(self, M: np.ndarray) -> np.ndarray:
+        return (self.rows @ M)[self.index]
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.rows[self.index]
+        return out if dtype is None else out.astype(dtype)
 
 
 @dataclass(frozen=True, eq=False)
