@@ -334,11 +334,13 @@ class Reduction:
         An attribute's side factor and its reconstruction depend only on the attribute, the
         side and the block, so they are built once and shared among the terms. The residual
         of a class of ``implicit_min`` values or more is implicit (:class:`ResidualFactor`:
-        a scalar and the class; no dense basis, reconstruction or Cholesky factor).
+        a scalar and the class; no dense basis, reconstruction or Cholesky factor), and a block's
+        reconstruction of :data:`INDEXED_RECON_MIN` entries or more keeps its distinct rows
+        (:class:`ffu_cvx.solvers.kron.terms.IndexedRecon`).
         """
         if any(isinstance(blk, CoupledBlock) for blk in self.blocks):
-            raise ValueError("a coupled reduction keeps no covariance (its blocks are never formed): it certifies "
-                             "and estimates the optimum, it releases nothing")
+            raise ValueError("a coupled reduction keeps no covariance (its blocks are never formed): it bounds "
+                             "the optimum, it releases nothing")
         groups = self.workload.groups
         sides, recon_of, content = {}, {}, {}
         out = []
