@@ -71,6 +71,10 @@ GUARD_KRONECKER_N_MAX = 1024
 #: of a finer level could need tens of GB, and are bounded by the sub-hierarchies instead.
 COUPLED_BYTES_MAX = 2 << 30
 
+#: Tightest gap the whole problem's coupled ascent is run to: its step is approximate (about 1e-5),
+#: so its primal points, which end the ascent at ``tol``, cannot certify below that.
+JOINT_TOL = 1e-5
+
 #: Structures ``solve_kron(structure=...)`` accepts ("auto" picks as the module docstring says).
 STRUCTURES = ("auto", "product", "symmetric", "levels", "kronecker", "independent")
 
@@ -318,7 +322,7 @@ def _joint(problem, classes, opts, t0) -> dict | None:
         return None
     left = None if seconds is None else max(seconds - (time.perf_counter() - t1), 1e-3)
     # no smoothed primal points (they refine the estimate, not the bound): a third more steps in the time
-    res = ascent(red, tol=opts.tol, max_iter=opts.max_iter, max_time=left, anderson=opts.anderson,
+    res = ascent(red, tol=max(opts.tol, JOINT_TOL), max_iter=opts.max_iter, max_time=left, anderson=opts.anderson,
                  rescale_every=opts.max_iter + 1)
     return dict(lower_bound=res.lower_bound, estimate=res.cost, gap=res.cost / res.lower_bound - 1.0, steps=res.nit,
                 status=res.status, time=time.perf_counter() - t1,
