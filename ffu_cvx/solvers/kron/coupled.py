@@ -205,6 +205,14 @@ def _woodbury(theta: np.ndarray, Yt: np.ndarray, t: float) -> np.ndarray:
     return (Q @ (Ur * (sig / np.sqrt(1.0 + sig * sig)))).reshape(r, k0, m) / root
 
 
+def _class_spectrum(cb: CoupledBlock, k: int, X: np.ndarray, mu, factors: list) -> tuple:
+    """``(theta, V, Yt)``: the eigendecomposition ``X Q_k X^T = V diag(theta) V^T`` of class ``k``'s
+    block and its coupling rows ``u_k X C`` in that eigenbasis (``X``: the class's factor of ``P_k``)."""
+    theta, V = linalg.eigh(X @ _separable_q(cb, k, mu) @ X.T, check_finite=False)
+    Y = np.hstack([u[k] * (X @ C) for u, C in factors]) if factors else np.zeros((X.shape[0], 0))
+    return theta, V, V.T @ Y
+
+
 def _class_spectra(cb: CoupledBlock, lam, mu, cholesky):
     """Per class the factor ``R_k`` of ``P_k`` (``cholesky(P_k)``), the eigendecomposition of
     ``A_k = R_k Q_k R_k^T`` and ``Y`` in its eigenbasis; the coupling vectors."""
@@ -214,10 +222,8 @@ def _class_spectra(cb: CoupledBlock, lam, mu, cholesky):
     Rs, theta, V, Yt = np.empty((r, k0, k0)), np.empty((r, k0)), np.empty((r, k0, k0)), np.empty((r, k0, m))
     for k in range(r):
         idx, kappa = cb.of_class(k)
-        Rk = cholesky((cb.B * (kappa * lam[idx])) @ cb.B.T)
-        theta[k], V[k] = linalg.eigh(Rk @ _separable_q(cb, k, mu) @ Rk.T, check_finite=False)
-        Y = np.hstack([u[k] * (Rk @ C) for u, C in factors]) if factors else np.zeros((k0, 0))
-        Rs[k], Yt[k] = Rk, V[k].T @ Y
+        Rs[k] = cholesky((cb.B * (kappa * lam[idx])) @ cb.B.T)
+        theta[k], V[k], Yt[k] = _class_spectrum(cb, k, Rs[k], mu, factors)
     return Rs, theta, V, Yt, [u for u, _ in factors]
 
 
@@ -281,11 +287,8 @@ def bound(cb: CoupledBlock, lam, mu) -> float:
     theta, Yt = np.empty((r, Dp)), np.empty((r, Dp, m))
     for k in range(r):
         idx, kappa = cb.of_class(k)
-        G = cb.B * np.sqrt(kappa * lam[idx])
-        e, V = linalg.eigh(G.T @ _separable_q(cb, k, mu) @ G, check_finite=False)
+        e, _, Yt[k] = _class_spectrum(cb, k, (cb.B * np.sqrt(kappa * lam[idx])).T, mu, factors)
         theta[k] = _below(e, True)
-        Y = np.hstack([u[k] * (G.T @ C) for u, C in factors]) if factors else np.zeros((Dp, 0))
-        Yt[k] = V.T @ Y
     top = float(theta.max()) + float(np.sum(Yt * Yt))
     if top <= 0:
         return 0.0

@@ -206,7 +206,7 @@ def group_grids(groups, classes) -> tuple:
     for g in groups:
         orbits = []
         for i, b in enumerate(g.blocks):
-            key = (i, b.matrix.shape, b.matrix.tobytes())
+            key = (i,) + _block_key(b)
             if key not in cache:
                 cache[key] = row_orbits(b.matrix, classes[i])
             orbits.append(cache[key])

@@ -175,9 +175,6 @@ class IndexedRecon:
     def shape(self) -> tuple:
         return (self.index.size, self.rows.shape[1])
 
-    def __matmul__(self, M: np.ndarray) -> np.ndarray:
-        return (self.rows @ M)[self.index]
-
     def __array__(self, dtype=None, copy=None):
         out = self.rows[self.index]
         return out if dtype is None else out.astype(dtype)
