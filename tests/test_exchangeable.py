@@ -93,6 +93,17 @@ def test_row_orbits_coordinates():
     np.testing.assert_allclose(Rb @ M.T, 0, atol=1e-12)
 
 
+
+def test_identity_orbits_in_closed_form_are_the_general_ones():
+    classes = Classes.build([2, 0, 0, 1, 0, 1, 3, 3, 3, 3])
+    fast, slow = row_orbits(np.eye(10), classes, "identity"), row_orbits(np.eye(10), classes)
+    assert fast.k == slow.k == classes.r
+    same = fast.index[:, None] == fast.index[None, :]
+    np.testing.assert_array_equal(same, slow.index[:, None] == slow.index[None, :])   # one partition of the rows
+    for name in ("U", "res"):
+        np.testing.assert_allclose(getattr(fast, name)[fast.index], getattr(slow, name)[slow.index], atol=1e-15)
+    np.testing.assert_array_equal(fast.count[fast.index], slow.count[slow.index])
+
 ALONE = [[1, 0, 0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1, 1, 0]]
 COUNT = [[1, 1, 1, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0, 1, 0]]
 FIRST = [[1, 0, 0, 0, 0, 0, 0, 0]]

@@ -208,7 +208,7 @@ def group_grids(groups, classes) -> tuple:
         for i, b in enumerate(g.blocks):
             key = (i,) + _block_key(b)
             if key not in cache:
-                cache[key] = row_orbits(b.matrix, classes[i])
+                cache[key] = row_orbits(b.matrix, classes[i], b.kind)
             orbits.append(cache[key])
         axes = tuple(i for i, o in enumerate(orbits) if o.k >= 2)
         out.append(GroupGrid(tuple(orbits), axes, tuple(orbits[i].k for i in axes)))
