@@ -516,7 +516,8 @@ def _levels_bound(sol) -> str:
     joint, h = sol.info.get("joint"), sol.info.get("hierarchy")
     if joint:
         return (f"bound from the whole problem's ascent on blocks coupled across the states ({joint['steps']} "
-                f"steps, {joint['time']:.0f} s; its best primal point costs about {joint['estimate']:.4g})")
+                f"steps, {joint['time']:.0f} s; a mixture of {joint['mixed']} of its primal points costs about "
+                f"{joint['estimate']:.4g})")
     if h:
         return (f"bound from the {'/'.join(f'{S}x{m}' for S, m, _ in h['sub_bounds'])} uniform sub-hierarchies; "
                 f"the padded hierarchy costs {h['optimum_at_most']:.4g}")

@@ -2,6 +2,7 @@
 national rows): the structured step and the rigorous bound against the dense block they stand for,
 the ascent against the dense optimum, and the levels' certificate from them."""
 
+import math
 import warnings
 
 import numpy as np
@@ -11,8 +12,9 @@ import ffu_cvx as ffu
 import ffu_cvx.solvers.kron.driver as driver
 from ffu_cvx.solvers.kron import coupled, solve_kron
 from ffu_cvx.solvers.kron.coupled import CoupledBlock
-from ffu_cvx.solvers.kron.reduce import (_cholesky_upper, _start, _step_all, _update, ascent, certified_bound,
-                                         classes_of, coupled_reduction, reduce)
+from ffu_cvx.solvers.kron import KronSolution
+from ffu_cvx.solvers.kron.reduce import (_cholesky_upper, _flat_variances, _start, _step_all, _update, ascent,
+                                         certified_bound, classes_of, coupled_reduction, mixture, reduce)
 
 #: Eleven counties in five states of sizes 1, 2, 3, 3 and 2.
 STATES = {"ranges": [[0, 0], [1, 2], [3, 5], [6, 8], [9, 10]]}
@@ -112,6 +114,27 @@ def test_the_coupled_ascent_certifies_the_optimum(reductions):
     assert res.cost == pytest.approx(best, rel=1e-4)       # the estimate, from the approximate step
     with pytest.raises(ValueError, match="releases nothing"):
         red.terms(res.sigmas)
+
+
+def test_a_mixture_of_primal_points_costs_what_it_claims(reductions):
+    prob, red, dense = reductions
+    lam, mu = _start(dense)
+    steps, sigmas, single = [], [], []
+    for _ in range(12):                       # early steps: each primal point well above the optimum
+        F, st, p, v = _step_all(dense, lam, mu)
+        steps.append((p, _flat_variances(dense, v)))
+        sigmas.append([s[1] for s in st])
+        single.append(float(p.max()) * max(float(np.max(vg)) / c for vg, c in zip(v, dense.targets)))
+        lam, mu = _update(dense, lam, mu, p, v, F, 1.9)
+    cost, c = mixture(dense, steps)
+    assert np.count_nonzero(c) >= 2 and cost <= min(single) * (1 - 1e-3)
+    # the mixture formed: X = sum_t c_t Sigma_t^{-1} per block, priced exactly by its terms
+    mixed = [np.linalg.inv(sum(ct * np.linalg.inv(sig[k]) for ct, sig in zip(c, sigmas) if ct > 0))
+             for k in range(len(dense.blocks))]
+    sol = KronSolution.from_terms(prob, dense.terms(mixed))
+    assert optimum(prob) * (1 - 1e-7) <= sol.privacy_cost * sol.max_ratio <= cost * (1 + 1e-9)
+    cut = mixture(red, ascent(red, tol=1e-5, max_iter=40, keep_steps=True).steps)[0]
+    assert optimum(prob) * (1 - 1e-4) <= cut < math.inf                        # the coupled steps' mixture
 
 
 def test_no_coupled_reduction_without_one_row_across_classes():

@@ -127,10 +127,11 @@ def test_census_tables_say_where_a_levels_bound_comes_from():
     parts = [dict(groups=["P1 total, county"], levels=[2, 3], released=True),
              dict(groups=["P1 total, nation", "P1 total, state"], levels=[0, 2], released=True),
              dict(groups=["P1 total, nation"], levels=[0, 1], released=False)]
-    joint = dict(steps=69, time=301.0, estimate=7.94, lower_bound=7.869)
+    joint = dict(steps=69, time=301.0, estimate=7.878, mixed=17, lower_bound=7.869)
     sol = SimpleNamespace(info=dict(parts=parts, joint=joint, hierarchy=None))
     assert ct._released_runs(sol) == "nation+state | county"
     assert "whole problem's ascent" in ct._levels_bound(sol) and "69 steps, 301 s" in ct._levels_bound(sol)
+    assert "a mixture of 17 of its primal points costs about 7.878" in ct._levels_bound(sol)
     sol.info.update(joint=None, hierarchy=dict(sub_bounds=[[39, 23, 7.84]], optimum_at_most=7.892))
     assert ct._levels_bound(sol) == "bound from the 39x23 uniform sub-hierarchies; the padded hierarchy costs 7.892"
     sol.info.update(hierarchy=None)

@@ -45,8 +45,8 @@ from ..options import build
 from ..smii import solve_smii
 from .factors import FACTOR_METHODS, FactorSolver
 from .coupled import CoupledBlock
-from .reduce import (ANDERSON_MEMORY, DENSE_D_MAX, group_grids, ascent, classes_of, coupled_reduction, reached_patterns,
-                     reduce)
+from .reduce import (ANDERSON_MEMORY, DENSE_D_MAX, group_grids, ascent, classes_of, coupled_reduction, mixture,
+                     reached_patterns, reduce)
 from .simple import independent, kronecker_bcd, product_bound, product_term
 from .hierarchy import UNIFORM_TOL, best_sub_hierarchy, frontier, nested_parts, uniform_hierarchy
 from .quotient import class_sum_attributes, lift, quotient
@@ -306,9 +306,10 @@ def _hierarchy(problem, i: int, opts, t0) -> dict | None:
 def _joint(problem, classes, opts, t0) -> dict | None:
     """The whole problem's dual ascent on its :func:`ffu_cvx.solvers.kron.reduce.coupled_reduction`
     within ``opts.joint_time`` seconds and what is left of ``max_time``: ``lower_bound`` (rigorous),
-    ``estimate`` (the privacy cost of the ascent's best primal point by its approximate step, about
-    that of a mechanism it never forms nor releases), ``gap`` between them, ``steps``, ``status``,
-    ``time``; None when the union has no coupled reduction with blocks of at most
+    ``estimate`` (the privacy cost of the best mixture of the ascent's primal points,
+    :func:`ffu_cvx.solvers.kron.reduce.mixture`, priced by the approximate step: about that of a
+    mechanism it never forms nor releases), ``gap`` between them, ``steps``, ``mixed`` (the steps
+    the mixture uses), ``status``, ``time``; None when the union has no coupled reduction with blocks of at most
     :data:`DENSE_D_MAX` per class and steps within :data:`COUPLED_BYTES_MAX`, or no time is left."""
     left = _left(opts, t0)
     seconds = min((x for x in (opts.joint_time, left) if x is not None), default=None)
@@ -323,9 +324,12 @@ def _joint(problem, classes, opts, t0) -> dict | None:
     left = None if seconds is None else max(seconds - (time.perf_counter() - t1), 1e-3)
     # no smoothed primal points (they refine the estimate, not the bound): a third more steps in the time
     res = ascent(red, tol=max(opts.tol, JOINT_TOL), max_iter=opts.max_iter, max_time=left, anderson=opts.anderson,
-                 rescale_every=opts.max_iter + 1)
-    return dict(lower_bound=res.lower_bound, estimate=res.cost, gap=res.cost / res.lower_bound - 1.0, steps=res.nit,
-                status=res.status, time=time.perf_counter() - t1,
+                 rescale_every=opts.max_iter + 1, keep_steps=True)
+    cost, weights = mixture(red, res.steps)
+    estimate = min(cost, res.cost)
+    return dict(lower_bound=res.lower_bound, estimate=estimate, gap=estimate / res.lower_bound - 1.0, steps=res.nit,
+                mixed=int(np.count_nonzero(weights)) if cost < res.cost else 1, status=res.status,
+                time=time.perf_counter() - t1,
                 blocks=sum(isinstance(b, CoupledBlock) for b in red.blocks), largest=red.D)
 
 

@@ -1,6 +1,6 @@
 """Unions of product groups, exactly: the reduction by exchangeable values and the block problem.
 
-Solver layer (``ffu_cvx.solvers.kron``): imports numpy, scipy.linalg, ``model.basis``, ``model.status`` and the
+Solver layer (``ffu_cvx.solvers.kron``): imports numpy, scipy (``linalg``, ``optimize``, ``sparse``), ``model.basis``, ``model.status`` and the
 package's ``coupled``, ``exchange`` and ``terms``.
 
 **Invariance.** Per attribute ``i`` the exchangeable classes ``C_{i,1} .. C_{i,r_i}``
@@ -96,7 +96,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg, sparse
+from scipy import linalg, optimize, sparse
 
 from ...model import basis as _basis
 from ...model.status import MAX_ITER, OPTIMAL, USER_STOPPED, IntermediateResult
@@ -107,7 +107,7 @@ from .terms import Factor, IndexedRecon, ResidualFactor, Term
 
 __all__ = ["SYMMETRIC_KINDS", "DENSE_D_MAX", "ReducedBlock", "GroupGrid", "Reduction", "classes_of", "group_grids",
            "reached_patterns", "coupling_of", "reduce", "coupled_reduction", "AscentResult", "ascent",
-           "certified_bound"]
+           "certified_bound", "mixture"]
 
 log = logging.getLogger(__name__)
 
@@ -553,7 +553,8 @@ def certified_bound(red: Reduction, lam, mu) -> float:
 @dataclass(frozen=True)
 class AscentResult:
     """Best primal ``sigmas`` (normalised cost ``cost``), best bound ``lower_bound``, ``nit``, ``status``,
-    ``message``."""
+    ``message``; ``steps``: per step its profile (T,) and its variances on every group's grid, flat
+    (only with ``ascent(keep_steps=True)``, for :func:`mixture`)."""
 
     sigmas: tuple
     cost: float
@@ -562,6 +563,7 @@ class AscentResult:
     status: str
     history: tuple
     message: str = ""
+    steps: tuple = ()
 
 
 def _step_all(red: Reduction, lam, mu):
@@ -727,7 +729,8 @@ def _unstacked(red: Reduction, x: np.ndarray, mu_like):
 def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience: int = 500,
            max_time: float | None = None, log_every: float = 5.0, relax: float = RELAX,
            rescale_every: int = RESCALE_EVERY, rescale_iters: int = RESCALE_ITERS,
-           anderson: int = ANDERSON_MEMORY, anderson_from: float = ANDERSON_FROM) -> AscentResult:
+           anderson: int = ANDERSON_MEMORY, anderson_from: float = ANDERSON_FROM,
+           keep_steps: bool = False) -> AscentResult:
     """The block dual ascent from uniform multipliers until the certified gap is below ``tol``.
 
     Each step is ``lam <- lam (p / F)^relax``, ``mu <- mu (v / (c F))^relax``: ``relax = 1``
@@ -744,18 +747,21 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
     Stops after ``max_iter`` steps or ``max_time`` seconds (status ``max_iter``, the best
     certified iterate), after ``patience`` steps without a better gap (status ``optimal``
     if the gap is below ``tol`` else ``max_iter``), or when ``callback`` raises
-    ``StopIteration`` (``user_stopped``). Logs the gap every ``log_every`` seconds.
+    ``StopIteration`` (``user_stopped``). Logs the gap every ``log_every`` seconds. With
+    ``keep_steps`` every step's profile and variances are kept (:attr:`AscentResult.steps`).
     """
     lam, mu = _start(red)
     accel, base = _Anderson(anderson) if anderson else None, None
     best_cost, best_sigmas, best_lb, best_dual = math.inf, None, 0.0, (lam, mu)
-    status, message, history, last_gain, it = MAX_ITER, "", [], 0, 0
+    status, message, history, last_gain, it, kept = MAX_ITER, "", [], 0, 0, []
     t0 = time.perf_counter()
     next_log = t0 + log_every
     log.info("kron: block dual ascent over %d blocks (largest %d), %d class tuples, tol %.3g",
              len(red.blocks), red.D, red.T, tol)
     for it in range(1, max_iter + 1):
         F, steps, p, v = _step_all(red, lam, mu)
+        if keep_steps:
+            kept.append((p, _flat_variances(red, v)))
         ratio = max(float(np.max(vg)) / c for vg, c in zip(v, red.targets))
         cost, lb = float(p.max()) * ratio, F * F
         improved = False
@@ -802,4 +808,32 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
     lb = certified_bound(red, *best_dual)
     log.info("kron: ascent ends after %d steps, %.1f s: %s, gap %.3g %s", it, time.perf_counter() - t0, status,
              best_cost / lb - 1.0 if lb > 0 else math.inf, message)
-    return AscentResult(best_sigmas, best_cost, lb, it, status, tuple(history), message)
+    return AscentResult(best_sigmas, best_cost, lb, it, status, tuple(history), message, tuple(kept))
+
+
+def _flat_variances(red: Reduction, v) -> np.ndarray:
+    """Variances on every group's grid (broadcast to it), concatenated."""
+    return np.concatenate([np.broadcast_to(vg, grid.shape).reshape(-1) for vg, grid in zip(v, red.grids)])
+
+
+def mixture(red: Reduction, steps) -> tuple[float, np.ndarray]:
+    """``(cost, weights)``: the least privacy cost of a mixture ``sum_t c_t X_t`` of the steps' primal
+    points (``X_t = Sigma_t^{-1}`` per block; ``steps`` as :attr:`AscentResult.steps`), every target met.
+
+    The mixture's profile is ``sum_t c_t p_t`` (linear in ``X``) and a query's variance at most
+    ``1 / sum_t (c_t / v_t)`` (the variance is convex and of degree -1 in ``X``: measuring each
+    ``X_t`` apart and weighting the answers by their inverse variances attains it), so the least
+    ``max sum_t c_t p_t`` with ``sum_t c_t / v_t >= 1 / c`` on every query is a linear program over
+    the ``c_t``. Near the optimum one step's primal point lags the bound (the multipliers of slack
+    queries and cells move slowly); a mixture of the steps along the way does not.
+    """
+    P = np.array([p for p, _ in steps]).T                              # (T, n)
+    inv = 1.0 / np.maximum(np.array([v for _, v in steps]).T, 1e-300)   # (queries on the grids, n)
+    targets = np.concatenate([np.full(math.prod(grid.shape), c) for grid, c in zip(red.grids, red.targets)])
+    n = P.shape[1]
+    A = np.block([[P, -np.ones((P.shape[0], 1))], [-inv, np.zeros((inv.shape[0], 1))]])
+    b = np.concatenate([np.zeros(P.shape[0]), -1.0 / targets])
+    out = optimize.linprog(np.r_[np.zeros(n), 1.0], A_ub=A, b_ub=b, bounds=[(0, None)] * (n + 1), method="highs")
+    if out.status != 0:
+        return math.inf, np.zeros(n)
+    return float(out.x[-1]), out.x[:n]
