@@ -55,21 +55,38 @@ def test_census_tables_baselines_are_never_below_the_bound():
         assert sol.privacy_cost * sol.max_ratio >= ours.privacy_cost * ours.max_ratio * (1 - 1e-4)
 
 
-def test_hdmm_style_factor_is_the_total_squared_error_optimum():
-    """Per attribute, min tr(G Sigma) with every column's profile at most 1, against CVXPY."""
+@pytest.mark.parametrize("which", ["prefix", "halves"])
+def test_hdmm_style_factor_is_the_total_squared_error_optimum(which):
+    """Per attribute, min tr(G Sigma) with every cell's profile at most 1, on the attribute's exchangeable
+    classes (singletons for prefix sums; two classes of four for an identity, a total and two half sums),
+    against CVXPY over the cells."""
     cp = pytest.importorskip("cvxpy")
+    from types import SimpleNamespace
+
     import numpy as np
     from experiments import census_tables
-    n = 6
-    W = np.vstack([np.tril(np.ones((n, n))), np.ones((1, n))])
-    G = W.T @ W
-    sigma = census_tables._tse_factor(np.eye(n), G, 300)
-    profile = np.diag(np.linalg.inv(sigma))
+    from ffu_cvx.solvers.kron.exchange import exchange_classes
+    n = {"prefix": 6, "halves": 8}[which]
+    halves = np.kron(np.eye(2), np.ones((1, n // 2)))
+    blocks = ([np.tril(np.ones((n, n))), np.ones((1, n))] if which == "prefix"
+              else [np.eye(n), np.ones((1, n)), halves])
+    weights = [1.0, 3.0, 0.5][:len(blocks)]
+    classes = exchange_classes(blocks, n)
+    assert classes.r == {"prefix": 6, "halves": 2}[which]
+    grams = [census_tables._gram(SimpleNamespace(matrix=A, kind=""), classes) for A in blocks]
+    G = census_tables._Reduced(sum(w * x.avg for w, x in zip(weights, grams)),
+                               sum(w * x.res for w, x in zip(weights, grams)))
+    read = census_tables._Reduced(sum(x.avg for x in grams), sum(x.res for x in grams))
+    B, S = census_tables._tse_mechanism(classes, *census_tables._tse_factor(classes, G, read, 300))
+    np.testing.assert_allclose(B @ B.T, np.eye(B.shape[0]), atol=1e-12)
+    sigma = B.T @ S @ B                                                        # over the cells
+    profile = np.einsum("ij,ij->j", B, np.linalg.solve(S, B))
     assert profile.max() == pytest.approx(1.0, rel=1e-9)
+    W = np.vstack([np.sqrt(w) * A for w, A in zip(weights, blocks)])
     X = cp.Variable((n, n), PSD=True)
     best = cp.Problem(cp.Minimize(cp.matrix_frac(W.T, X)), [cp.diag(X) <= 1]).solve()
-    assert np.trace(G @ sigma) == pytest.approx(best, rel=1e-3)
-    assert np.trace(G @ sigma) < np.trace(G)          # better than the identity strategy
+    assert np.trace(W @ sigma @ W.T) == pytest.approx(best, rel=1e-3)
+    assert np.trace(W @ sigma @ W.T) < np.trace(W @ W.T)          # better than the identity strategy
 
 
 @pytest.mark.slow
