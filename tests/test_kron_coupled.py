@@ -133,7 +133,9 @@ def test_a_mixture_of_primal_points_costs_what_it_claims(reductions):
              for k in range(len(dense.blocks))]
     sol = KronSolution.from_terms(prob, dense.terms(mixed))
     assert optimum(prob) * (1 - 1e-7) <= sol.privacy_cost * sol.max_ratio <= cost * (1 + 1e-9)
-    cut = mixture(red, ascent(red, tol=1e-5, max_iter=40, keep_steps=True).steps)[0]
+    res = ascent(red, tol=1e-5, max_iter=40, keep_steps=30)
+    assert len(res.steps) == min(30, res.nit)
+    cut = mixture(red, res.steps)[0]
     assert optimum(prob) * (1 - 1e-4) <= cut < math.inf                        # the coupled steps' mixture
 
 

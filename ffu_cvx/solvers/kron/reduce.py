@@ -88,6 +88,7 @@ as many steps again as 1e-3 took (docs/design/kron.rst).
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import itertools
 import logging
@@ -554,7 +555,7 @@ def certified_bound(red: Reduction, lam, mu) -> float:
 class AscentResult:
     """Best primal ``sigmas`` (normalised cost ``cost``), best bound ``lower_bound``, ``nit``, ``status``,
     ``message``; ``steps``: per step its profile (T,) and its variances on every group's grid, flat
-    (only with ``ascent(keep_steps=True)``, for :func:`mixture`)."""
+    (the last ``ascent(keep_steps=...)`` steps, for :func:`mixture`)."""
 
     sigmas: tuple
     cost: float
@@ -730,7 +731,7 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
            max_time: float | None = None, log_every: float = 5.0, relax: float = RELAX,
            rescale_every: int = RESCALE_EVERY, rescale_iters: int = RESCALE_ITERS,
            anderson: int = ANDERSON_MEMORY, anderson_from: float = ANDERSON_FROM,
-           keep_steps: bool = False) -> AscentResult:
+           keep_steps: int = 0) -> AscentResult:
     """The block dual ascent from uniform multipliers until the certified gap is below ``tol``.
 
     Each step is ``lam <- lam (p / F)^relax``, ``mu <- mu (v / (c F))^relax``: ``relax = 1``
@@ -747,13 +748,14 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
     Stops after ``max_iter`` steps or ``max_time`` seconds (status ``max_iter``, the best
     certified iterate), after ``patience`` steps without a better gap (status ``optimal``
     if the gap is below ``tol`` else ``max_iter``), or when ``callback`` raises
-    ``StopIteration`` (``user_stopped``). Logs the gap every ``log_every`` seconds. With
-    ``keep_steps`` every step's profile and variances are kept (:attr:`AscentResult.steps`).
+    ``StopIteration`` (``user_stopped``). Logs the gap every ``log_every`` seconds. The profiles and
+    variances of the last ``keep_steps`` steps are kept (:attr:`AscentResult.steps`, for :func:`mixture`).
     """
     lam, mu = _start(red)
     accel, base = _Anderson(anderson) if anderson else None, None
     best_cost, best_sigmas, best_lb, best_dual = math.inf, None, 0.0, (lam, mu)
-    status, message, history, last_gain, it, kept = MAX_ITER, "", [], 0, 0, []
+    status, message, history, last_gain, it = MAX_ITER, "", [], 0, 0
+    kept = collections.deque(maxlen=keep_steps)
     t0 = time.perf_counter()
     next_log = t0 + log_every
     log.info("kron: block dual ascent over %d blocks (largest %d), %d class tuples, tol %.3g",
