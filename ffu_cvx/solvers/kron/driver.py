@@ -314,8 +314,9 @@ def _joint(problem, classes, opts, t0) -> dict | None:
     ``estimate`` (the privacy cost of the best mixture of the ascent's primal points,
     :func:`ffu_cvx.solvers.kron.reduce.mixture`, priced by the approximate step: about that of a
     mechanism it never forms nor releases), ``gap`` between them, ``steps``, ``mixed`` (the steps
-    the mixture uses), ``status``, ``time``; None when the union has no coupled reduction with blocks of at most
-    :data:`DENSE_D_MAX` per class and steps within :data:`COUPLED_BYTES_MAX`, or no time is left."""
+    the mixture uses), ``status``, ``time``; None when the union has no coupled reduction with blocks
+    of at most :data:`DENSE_D_MAX` per class and steps within :data:`COUPLED_BYTES_MAX`, or no time is
+    left."""
     left = _left(opts, t0)
     seconds = min((x for x in (opts.joint_time, left) if x is not None), default=None)
     if seconds is not None and seconds <= 0:

@@ -1,7 +1,7 @@
 """Unions of product groups, exactly: the reduction by exchangeable values and the block problem.
 
-Solver layer (``ffu_cvx.solvers.kron``): imports numpy, scipy (``linalg``, ``optimize``, ``sparse``), ``model.basis``, ``model.status`` and the
-package's ``coupled``, ``exchange`` and ``terms``.
+Solver layer (``ffu_cvx.solvers.kron``): imports numpy, scipy (``linalg``, ``optimize``, ``sparse``),
+``model.basis``, ``model.status`` and the package's ``coupled``, ``exchange`` and ``terms``.
 
 **Invariance.** Per attribute ``i`` the exchangeable classes ``C_{i,1} .. C_{i,r_i}``
 (:mod:`ffu_cvx.solvers.kron.exchange`) give a group ``G = prod_i prod_k Sym(C_{i,k})`` that maps
