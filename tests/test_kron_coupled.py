@@ -170,6 +170,15 @@ def test_the_levels_are_certified_by_the_whole_problem(monkeypatch):
         solve_kron(prob, joint_time=-1.0)
 
 
+def test_the_mixture_keeps_the_steps_its_memory_allows(monkeypatch):
+    monkeypatch.setattr(driver, "_no_worse_than_simple", lambda problem, sol, *args: sol)
+    full = quiet_levels(problem(HIERARCHY)).info["joint"]
+    monkeypatch.setattr(driver, "MIXTURE_BYTES", 1)                          # one step kept: no mixture
+    one = quiet_levels(problem(HIERARCHY)).info["joint"]
+    assert one["mixed"] == 1 and one["lower_bound"] <= one["estimate"] * (1 + 1e-4)
+    assert full["estimate"] <= one["estimate"]
+
+
 def test_a_coupled_block_too_large_for_memory_falls_back_to_the_sub_hierarchies(monkeypatch):
     monkeypatch.setattr(driver, "_no_worse_than_simple", lambda problem, sol, *args: sol)
     monkeypatch.setattr(driver, "COUPLED_BYTES_MAX", 1)

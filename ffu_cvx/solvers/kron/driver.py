@@ -77,8 +77,10 @@ JOINT_TOL = 1e-5
 
 #: Last steps of the whole problem's coupled ascent kept for the mixture of its primal points
 #: (:func:`ffu_cvx.solvers.kron.reduce.mixture`: a linear program with one column per step; 76 steps on
-#: the census hierarchy, of which it mixes 13, from its first steps to its last).
-MIXTURE_STEPS = 256
+#: the census hierarchy, of which it mixes 13, from its first steps to its last), and the most memory
+#: the kept steps and the program's matrix may take (fewer steps where a step has more entries: 34,302
+#: on the census hierarchy, 0.55 MB a step for both).
+MIXTURE_STEPS, MIXTURE_BYTES = 256, 1 << 28
 
 #: Structures ``solve_kron(structure=...)`` accepts ("auto" picks as the module docstring says).
 STRUCTURES = ("auto", "product", "symmetric", "levels", "kronecker", "independent")
@@ -329,8 +331,10 @@ def _joint(problem, classes, opts, t0) -> dict | None:
         return None
     left = None if seconds is None else max(seconds - (time.perf_counter() - t1), 1e-3)
     # no smoothed primal points (they refine the estimate, not the bound): a third more steps in the time
+    entries = red.T + sum(math.prod(grid.shape) for grid in red.grids)      # a step's profile and variances
+    keep = max(1, min(MIXTURE_STEPS, MIXTURE_BYTES // (16 * entries)))
     res = ascent(red, tol=max(opts.tol, JOINT_TOL), max_iter=opts.max_iter, max_time=left, anderson=opts.anderson,
-                 rescale_every=opts.max_iter + 1, keep_steps=MIXTURE_STEPS)
+                 rescale_every=opts.max_iter + 1, keep_steps=keep)
     cost, weights = mixture(red, res.steps)
     estimate = min(cost, res.cost)
     return dict(lower_bound=res.lower_bound, estimate=estimate, gap=estimate / res.lower_bound - 1.0, steps=res.nit,
