@@ -322,7 +322,7 @@ def _tse_factor(classes, G: _Reduced, read: _Reduced, steps: int) -> tuple[np.nd
         sig_a = half @ ((W / np.sqrt(np.maximum(m, floor))) @ W.T) @ half
         sig_a = 0.5 * (sig_a + sig_a.T)
         sig_r = pres / np.sqrt(np.maximum(pres * g, floor))
-        p = np.einsum("ki,ij,kj->k", Va, linalg.inv(sig_a), Va) / sizes
+        p = np.einsum("ki,ik->k", Va, linalg.solve(sig_a, Va.T, assume_a="pos")) / sizes
         p[on] += (1.0 - 1.0 / sizes[on]) / sig_r
         err = (float(np.sum(Ga * sig_a)) + float(np.sum(dims[on] * g * sig_r))) * float(p.max())
         if err < best:
@@ -356,8 +356,9 @@ def hdmm_solution(prob, lower_bound: float, sweeps: int = HDMM_SWEEPS, steps: in
     weights = np.array([1.0 / g.target for g in groups])
     for _ in range(sweeps):
         for i in range(a):
-            other = np.array([math.prod(grams[j][g].trace_with(_on_averages(bases[j], sigmas[j]), dims[j])
-                                        for j in range(a) if j != i) for g in range(len(groups))])
+            full = [_on_averages(B, S) for B, S in zip(bases, sigmas)]          # each once per attribute step
+            other = np.array([math.prod(grams[j][g].trace_with(full[j], dims[j]) for j in range(a) if j != i)
+                              for g in range(len(groups))])
             G = _Reduced(sum(w * o * x.avg for w, o, x in zip(weights, other, grams[i])),
                          sum(w * o * x.res for w, o, x in zip(weights, other, grams[i])))
             bases[i], sigmas[i] = _tse_factor(classes[i], G, read[i], steps)
