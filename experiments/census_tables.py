@@ -562,6 +562,9 @@ def cell(case: str, mechanism: str, quick: bool = False) -> dict:
 
 def _released_runs(sol) -> str:
     """The runs of levels a levels solution releases, coarse to fine (``"nation+state | county"``)."""
+    joint = sol.info.get("joint") or {}
+    if joint.get("released"):
+        return f"the whole problem's mixture of {joint['mixed']} primal points, formed in {joint['form_time']:.0f} s"
     return " | ".join("+".join(dict.fromkeys(g.rsplit(", ", 1)[-1] for g in p["groups"]))
                       for p in sorted(sol.info["parts"], key=lambda p: p["levels"]) if p["released"])
 
@@ -571,9 +574,10 @@ def _levels_bound(sol) -> str:
     uniform sub-hierarchies (and the padded hierarchy's cost)."""
     joint, h = sol.info.get("joint"), sol.info.get("hierarchy")
     if joint:
+        priced = "" if joint.get("privacy_cost") is None else f", {joint['privacy_cost']:.4g} priced exactly"
         return (f"bound from the whole problem's ascent on blocks coupled across the states ({joint['steps']} "
                 f"steps, {joint['time']:.0f} s; a mixture of {joint['mixed']} of its primal points costs about "
-                f"{joint['estimate']:.4g})")
+                f"{joint['estimate']:.4g}{priced})")
     if h:
         return (f"bound from the {'/'.join(f'{S}x{m}' for S, m, _ in h['sub_bounds'])} uniform sub-hierarchies; "
                 f"the padded hierarchy costs {h['optimum_at_most']:.4g}")
@@ -614,7 +618,8 @@ NOTES = ("`worst`: the largest variance over target at the privacy cost of ours;
          "the levels apart too (`structure` \"levels\": the states' unequal sizes leave a block too large to solve "
          "dense), the nation and the states together where that is cheaper, and bounds the optimum from below by "
          "the whole problem's dual ascent on blocks coupled across the states (a rigorous bound; its primal points "
-         "are priced by an approximate step and never released). `hierarchy_race`: the same tables without age, small enough to solve jointly and exactly (`ours`), "
+         "are priced by an approximate step), and releases the cheapest mixture of those primal points instead, "
+         "formed and priced exactly, where it costs less than the levels. `hierarchy_race`: the same tables without age, small enough to solve jointly and exactly (`ours`), "
          "beside `ours: levels` (composed as on the full hierarchy) and the independent levels: what sharing noise "
          "between the levels gains, certified.")
 MECHANISMS = ("ours", "best simple", "HDMM-style", "identity")

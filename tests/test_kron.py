@@ -43,20 +43,21 @@ def dense_terms(sol):
     return out
 
 
-def check_against_dense(sol):
-    """Reconstruction W_g = sum_t R B, profile, variances and the privacy cost from the dense terms."""
+def check_against_dense(sol, rtol: float = 1e-9):
+    """Reconstruction W_g = sum_t R B, profile, variances and the privacy cost from the dense terms (to
+    ``rtol``: a covariance of condition ``kappa`` gives them to about ``kappa`` eps either way)."""
     problem = sol.problem
     parts = dense_terms(sol)
     p = sum(np.einsum("ij,ij->j", B, np.linalg.solve(S, B)) for B, S, _ in parts)
-    np.testing.assert_allclose(sol.profile, p, rtol=1e-9)
-    assert sol.privacy_cost == pytest.approx(p.max(), rel=1e-9)
+    np.testing.assert_allclose(sol.profile, p, rtol=rtol)
+    assert sol.privacy_cost == pytest.approx(p.max(), rel=rtol)
     var = []
     for g, grp in enumerate(problem.groups):
         Wg = sum(R[g] @ B for B, _, R in parts if g in R)
         np.testing.assert_allclose(Wg, grp.dense(), atol=1e-10)
         var.append(sum(np.einsum("ij,ij->i", R[g] @ S, R[g]) for _, S, R in parts if g in R))
-    np.testing.assert_allclose(sol.variances, np.concatenate(var), rtol=1e-9)
-    assert sol.max_ratio == pytest.approx(np.max(sol.variances / problem.workload.c), rel=1e-9)
+    np.testing.assert_allclose(sol.variances, np.concatenate(var), rtol=rtol)
+    assert sol.max_ratio == pytest.approx(np.max(sol.variances / problem.workload.c), rel=rtol)
     return parts
 
 

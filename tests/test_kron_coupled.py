@@ -11,10 +11,13 @@ import pytest
 import ffu_cvx as ffu
 import ffu_cvx.solvers.kron.driver as driver
 from ffu_cvx.solvers.kron import coupled, solve_kron
+from ffu_cvx.solvers.kron import terms as terms_module
 from ffu_cvx.solvers.kron.coupled import CoupledBlock
 from ffu_cvx.solvers.kron import KronSolution
-from ffu_cvx.solvers.kron.reduce import (_cholesky_upper, _flat_variances, _start, _step_all, _update, ascent,
-                                         certified_bound, classes_of, coupled_reduction, mixture, reduce)
+from ffu_cvx.solvers.kron.reduce import (_block_precision, _cholesky_upper, _flat_variances, _start, _step_all,
+                                         _update, ascent, certified_bound, classes_of, coupled_reduction,
+                                         mixed_covariances, mixture, reduce)
+from test_kron import check_against_dense
 
 #: Eleven counties in five states of sizes 1, 2, 3, 3 and 2.
 STATES = {"ranges": [[0, 0], [1, 2], [3, 5], [6, 8], [9, 10]]}
@@ -112,7 +115,7 @@ def test_the_coupled_ascent_certifies_the_optimum(reductions):
     assert res.status == "optimal"
     assert best * (1 - 2e-5) <= res.lower_bound <= best
     assert res.cost == pytest.approx(best, rel=1e-4)       # the estimate, from the approximate step
-    with pytest.raises(ValueError, match="releases nothing"):
+    with pytest.raises(ValueError, match="never formed"):
         red.terms(res.sigmas)
 
 
@@ -137,6 +140,76 @@ def test_a_mixture_of_primal_points_costs_what_it_claims(reductions):
     assert len(res.steps) == min(30, res.nit)
     cut = mixture(red, res.steps)[0]
     assert optimum(prob) * (1 - 1e-4) <= cut < math.inf                        # the coupled steps' mixture
+
+
+def test_a_formed_coupled_block_is_the_dense_block_it_stands_for(reductions):
+    """The formed blocks step as the dense reduction's (the same block on another basis), and the coupled
+    step's primal point formed from its quadrature is the dense step's."""
+    prob, red, dense = reductions
+    formed = red.formed()
+    assert [b.pattern for b in formed.blocks] == [b.pattern for b in red.blocks]
+    for lam, mu in points(dense):
+        F, _, p, v = _step_all(formed, lam, mu)
+        Fd, _, pd, vd = _step_all(dense, lam, mu)
+        assert F == pytest.approx(Fd, rel=1e-6)
+        np.testing.assert_allclose(p, pd, rtol=1e-5)
+        for g in range(len(prob.groups)):
+            np.testing.assert_allclose(np.broadcast_to(v[g], np.shape(vd[g])), vd[g], rtol=1e-9)
+        for cb, fb in zip(red.blocks, formed.blocks):
+            if isinstance(cb, CoupledBlock):
+                X = _block_precision(fb, lam, mu)
+                np.testing.assert_allclose(coupled.precision(cb, lam, mu, _cholesky_upper), X,
+                                           atol=2e-5 * np.abs(X).max())
+
+
+def test_the_coupled_mixture_formed_is_one_mechanism_priced_exactly(reductions):
+    prob, red, dense = reductions
+    best = optimum(prob)
+    res = ascent(red, tol=1e-6, max_iter=40, keep_steps=40)
+    cost, c = mixture(red, res.steps)
+    assert np.count_nonzero(c) >= 2
+    sol = KronSolution.from_terms(prob, red.formed().terms(mixed_covariances(red, res.steps, c)))
+    check_against_dense(sol, rtol=1e-6)           # its terms are the mechanism they claim (condition 1e10)
+    released = sol.privacy_cost * sol.max_ratio
+    assert best * (1 - 1e-9) <= released <= cost * (1 + 2e-4)   # the program's variances are the approximate step's
+
+
+def test_the_profile_max_on_classes_of_values_is_the_exact_max(reductions, monkeypatch):
+    """Above ``GRID_MAX`` cells the max is taken on the values' classes that no profile tells apart, and is
+    still the exact max; only above it on those too is it the terms' maxes summed."""
+    prob, red, dense = reductions
+    _, steps, _, _ = _step_all(dense, *_start(dense))
+    terms, sizes = dense.terms([s[1] for s in steps]), prob.domain.sizes
+    exact, is_exact = terms_module.profile_max(terms, sizes)
+    assert is_exact and exact == pytest.approx(terms_module.profile_vector(terms, sizes).max(), rel=1e-12)
+    monkeypatch.setattr(terms_module, "GRID_MAX", 24)         # 4 x 11 cells where it varies, 4 x 5 classes
+    assert terms_module.profile_max(terms, sizes) == (pytest.approx(exact, rel=1e-12), True)
+    monkeypatch.setattr(terms_module, "GRID_MAX", 4)
+    summed, is_exact = terms_module.profile_max(terms, sizes)
+    assert not is_exact and summed > exact
+
+
+def test_a_mostly_zero_reconstruction_is_read_by_a_sparse_product():
+    """A formed block's rows read one class each: their variances by a sparse product equal the dense ones,
+    and a factor scaled carries its variances and profile over, scaled."""
+    rng = np.random.default_rng(5)
+    k = terms_module.SPARSE_K_MIN + 88
+    R = np.zeros((40, k))
+    for row in range(40):
+        cols = rng.choice(k, 20, replace=False)
+        R[row, cols] = rng.standard_normal(20)
+    A = rng.standard_normal((k, k))
+    sigma = A @ A.T / k + np.eye(k)
+    dense = np.einsum("ij,ij->i", R @ sigma, R)
+    np.testing.assert_allclose(terms_module._diag_quadratic(R, sigma), dense, rtol=1e-12)
+    f = terms_module.Factor.build((0,), np.eye(k), sigma)
+    np.testing.assert_allclose(f.variances(R), dense, rtol=1e-12)
+    p = f.profile()
+    g = f.scaled(3.0)
+    assert id(R) in g._variances and g.known_profile is not None          # carried over, not computed again
+    np.testing.assert_allclose(g.variances(R), 3.0 * dense, rtol=1e-12)
+    np.testing.assert_allclose(g.profile(), p / 3.0, rtol=1e-12)
+    np.testing.assert_allclose(terms_module.Factor.build((0,), np.eye(k), 3.0 * sigma).profile(), p / 3.0, rtol=1e-9)
 
 
 def test_no_coupled_reduction_without_one_row_across_classes():
@@ -168,6 +241,24 @@ def test_the_levels_are_certified_by_the_whole_problem(monkeypatch):
     assert apart.lower_bound <= sol.lower_bound
     with pytest.raises(ValueError, match="`joint_time`"):
         solve_kron(prob, joint_time=-1.0)
+
+
+def test_the_levels_release_the_whole_problems_mixture_where_cheaper(monkeypatch):
+    monkeypatch.setattr(driver, "_no_worse_than_simple", lambda problem, sol, *args: sol)
+    prob = problem(HIERARCHY)
+    best = optimum(prob)
+    sol = quiet_levels(prob)
+    joint = sol.info["joint"]
+    assert joint["released"] and not any(p["released"] for p in sol.info["parts"])
+    assert sol.privacy_cost * sol.max_ratio == pytest.approx(joint["privacy_cost"], rel=1e-12)
+    assert sol.max_ratio == pytest.approx(1.0, rel=1e-12)
+    assert best * (1 - 1e-9) <= joint["privacy_cost"] <= best * (1 + 2e-4)
+    assert sol.gap <= 2e-4 and "mixture of" in sol.message
+    monkeypatch.setattr(driver, "FORMED_BYTES_MAX", 1)                       # too large to form: the levels
+    apart = quiet_levels(prob)
+    assert apart.info["joint"]["form_time"] is None and not apart.info["joint"]["released"]
+    assert any(p["released"] for p in apart.info["parts"])
+    assert apart.privacy_cost * apart.max_ratio > joint["privacy_cost"]
 
 
 def test_the_mixture_keeps_the_steps_its_memory_allows(monkeypatch):

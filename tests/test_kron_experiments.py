@@ -149,6 +149,9 @@ def test_census_tables_say_where_a_levels_bound_comes_from():
     assert ct._released_runs(sol) == "nation+state | county"
     assert "whole problem's ascent" in ct._levels_bound(sol) and "69 steps, 301 s" in ct._levels_bound(sol)
     assert "a mixture of 17 of its primal points costs about 7.878" in ct._levels_bound(sol)
+    sol.info["joint"] = dict(joint, released=True, form_time=95.2, privacy_cost=7.8712)
+    assert ct._released_runs(sol) == "the whole problem's mixture of 17 primal points, formed in 95 s"
+    assert "costs about 7.878, 7.871 priced exactly" in ct._levels_bound(sol)
     sol.info.update(joint=None, hierarchy=dict(sub_bounds=[[39, 23, 7.84]], optimum_at_most=7.892))
     assert ct._levels_bound(sol) == "bound from the 39x23 uniform sub-hierarchies; the padded hierarchy costs 7.892"
     sol.info.update(hierarchy=None)

@@ -19,7 +19,8 @@ The structure is chosen from the workload:
   (the national, state and county tables of a geography hierarchy): the parts solved apart and
   composed (``"levels"``), bounded by the best part and by the whole problem's dual ascent on
   blocks coupled across the split attribute's classes (:mod:`ffu_cvx.solvers.kron.coupled`: a
-  rigorous bound; its primal points are priced approximately and never released) or, where
+  rigorous bound; its primal points are priced approximately, and the best mixture of them is formed
+  and released where, priced exactly, it costs less than the levels composed) or, where
   that does not apply, for a nested partition hierarchy, by uniform sub-hierarchies
   (:mod:`ffu_cvx.solvers.kron.hierarchy`); then compared with the simple structures below;
 - otherwise the better of the two simple structures (one Kronecker Sigma by
@@ -45,8 +46,8 @@ from ..options import build
 from ..smii import solve_smii
 from .factors import FACTOR_METHODS, FactorSolver
 from .coupled import CoupledBlock
-from .reduce import (ANDERSON_MEMORY, DENSE_D_MAX, group_grids, ascent, classes_of, coupled_reduction, mixture,
-                     reached_patterns, reduce)
+from .reduce import (ANDERSON_MEMORY, DENSE_D_MAX, group_grids, ascent, classes_of, coupled_reduction,
+                     mixed_covariances, mixture, reached_patterns, reduce)
 from .simple import independent, kronecker_bcd, product_bound, product_term
 from .hierarchy import UNIFORM_TOL, best_sub_hierarchy, frontier, nested_parts, uniform_hierarchy
 from .quotient import class_sum_attributes, lift, quotient
@@ -79,8 +80,12 @@ JOINT_TOL = 1e-5
 #: (:func:`ffu_cvx.solvers.kron.reduce.mixture`: a linear program with one column per step; 76 steps on
 #: the census hierarchy, of which it mixes 13, from its first steps to its last), and the most memory
 #: the kept steps and the program's matrix may take (fewer steps where a step has more entries: 34,302
-#: on the census hierarchy, 0.55 MB a step for both).
+#: on the census hierarchy, 0.82 MB a step for all of them).
 MIXTURE_STEPS, MIXTURE_BYTES = 256, 1 << 28
+
+#: Most memory the coupled blocks' formed covariances may take at once (:func:`_formable`): 0.9 GB on the
+#: census hierarchy (orders 4,845 and 4,641, and smaller).
+FORMED_BYTES_MAX = 2 << 30
 
 #: Structures ``solve_kron(structure=...)`` accepts ("auto" picks as the module docstring says).
 STRUCTURES = ("auto", "product", "symmetric", "levels", "kronecker", "independent")
@@ -310,37 +315,60 @@ def _hierarchy(problem, i: int, opts, t0) -> dict | None:
                 optimum_at_most=padded.privacy_cost * padded.max_ratio)
 
 
-def _joint(problem, classes, opts, t0) -> dict | None:
-    """The whole problem's dual ascent on its :func:`ffu_cvx.solvers.kron.reduce.coupled_reduction`
-    within ``opts.joint_time`` seconds and what is left of ``max_time``: ``lower_bound`` (rigorous),
-    ``estimate`` (the privacy cost of the best mixture of the ascent's primal points,
-    :func:`ffu_cvx.solvers.kron.reduce.mixture`, priced by the approximate step: about that of a
-    mechanism it never forms nor releases), ``gap`` between them, ``steps``, ``mixed`` (the steps
-    the mixture uses), ``status``, ``time``; None when the union has no coupled reduction with blocks
-    of at most :data:`DENSE_D_MAX` per class and steps within :data:`COUPLED_BYTES_MAX`, or no time is
-    left."""
+def _joint(problem, classes, opts, t0) -> tuple:
+    """``(info, terms)``: the whole problem's dual ascent on its :func:`ffu_cvx.solvers.kron.reduce.coupled_reduction`
+    within ``opts.joint_time`` seconds and what is left of ``max_time``, and the best mixture of its primal
+    points formed (:func:`ffu_cvx.solvers.kron.reduce.mixture`, :func:`ffu_cvx.solvers.kron.reduce.mixed_covariances`).
+
+    ``info``: ``lower_bound`` (rigorous), ``estimate`` (the mixture's privacy cost as its program
+    prices it, from the approximate step), ``gap`` between them, ``steps``, ``mixed`` (the steps the
+    mixture uses), ``status``, ``time``, ``form_time`` (``form_error`` where forming failed); ``terms``:
+    the mixture as one mechanism, for
+    :func:`_levels` to price exactly and release where it is cheaper, or None where forming it would
+    pass :data:`FORMED_BYTES_MAX` or what is left of ``max_time``. ``(None, None)`` when the union has
+    no coupled reduction with blocks of at most :data:`DENSE_D_MAX` per class and steps within
+    :data:`COUPLED_BYTES_MAX`, or no time is left."""
     left = _left(opts, t0)
     seconds = min((x for x in (opts.joint_time, left) if x is not None), default=None)
     if seconds is not None and seconds <= 0:
-        return None
+        return None, None
     t1 = time.perf_counter()
     red = coupled_reduction(problem.workload, classes)
     if red is None or max(b.B.shape[1] if isinstance(b, CoupledBlock) else b.D for b in red.blocks) > DENSE_D_MAX:
-        return None
+        return None, None
     if max(b.step_bytes for b in red.blocks if isinstance(b, CoupledBlock)) > COUPLED_BYTES_MAX:
-        return None
+        return None, None
     left = None if seconds is None else max(seconds - (time.perf_counter() - t1), 1e-3)
     # no smoothed primal points (they refine the estimate, not the bound): a third more steps in the time
-    entries = red.T + sum(math.prod(grid.shape) for grid in red.grids)      # a step's profile and variances
-    keep = max(1, min(MIXTURE_STEPS, MIXTURE_BYTES // (16 * entries)))
+    entries = red.T + sum(math.prod(grid.shape) for grid in red.grids)      # a step's profile, variances, multipliers
+    keep = max(1, min(MIXTURE_STEPS, MIXTURE_BYTES // (24 * entries)))
     res = ascent(red, tol=max(opts.tol, JOINT_TOL), max_iter=opts.max_iter, max_time=left, anderson=opts.anderson,
                  rescale_every=opts.max_iter + 1, keep_steps=keep)
     cost, weights = mixture(red, res.steps)
     estimate = min(cost, res.cost)
-    return dict(lower_bound=res.lower_bound, estimate=estimate, gap=estimate / res.lower_bound - 1.0, steps=res.nit,
-                mixed=int(np.count_nonzero(weights)) if cost < res.cost else 1, status=res.status,
-                time=time.perf_counter() - t1,
-                blocks=sum(isinstance(b, CoupledBlock) for b in red.blocks), largest=red.D)
+    mixed = int(np.count_nonzero(weights)) if cost < res.cost else 1
+    info = dict(lower_bound=res.lower_bound, estimate=estimate, gap=estimate / res.lower_bound - 1.0, steps=res.nit,
+                mixed=mixed, status=res.status, time=time.perf_counter() - t1,
+                blocks=sum(isinstance(b, CoupledBlock) for b in red.blocks), largest=red.D, form_time=None)
+    if cost == math.inf or not _formable(red, mixed * 2 * info["time"] / res.nit, opts, t0):
+        return info, None
+    t2 = time.perf_counter()
+    try:
+        terms = red.formed().terms(mixed_covariances(red, res.steps, weights))
+    except (ValueError, np.linalg.LinAlgError) as exc:     # a precision not positive definite in floating point
+        info["form_error"] = str(exc)
+        return info, None
+    info["form_time"] = time.perf_counter() - t2
+    return info, terms
+
+
+def _formable(red, seconds: float, opts, t0) -> bool:
+    """Whether the mixture's covariances may be formed: at most :data:`FORMED_BYTES_MAX` for the coupled
+    blocks' (dense, ``r k0`` coordinates each: their sum and three of the largest at once) and, about
+    ``seconds``, within what is left of ``max_time``."""
+    sizes = [8 * (b.r * b.B.shape[0]) ** 2 for b in red.blocks if isinstance(b, CoupledBlock)]
+    left = _left(opts, t0)
+    return sum(sizes) + 3 * max(sizes) <= FORMED_BYTES_MAX and (left is None or left >= seconds)
 
 
 def _left(opts, t0) -> float | None:
@@ -407,22 +435,33 @@ def _levels(problem, split, classes, opts, t0, why, callback) -> KronSolution:
     scaled to meet its own targets, the profiles added (sequential composition: the privacy
     cost is at most the sum of the runs'). The bound is the largest of any run's (each run's
     queries are a subset of the whole's) and the whole problem's (:func:`_joint`; where it does
-    not apply, the sub-hierarchies' of :func:`_hierarchy`)."""
+    not apply, the sub-hierarchies' of :func:`_hierarchy`). Where the whole problem's mixture of
+    primal points is formed and, priced exactly by its terms, costs less than the runs' costs added,
+    it is released instead (``info["joint"]["released"]``; every part's ``released`` is then False)."""
     attribute = split[0]
     parts = sorted(split[1], key=lambda part: problem.groups[part[0]].blocks[attribute].matrix.shape[0])
     subs = _level_solves(problem, attribute, parts, opts, t0, callback)
     runs = _cheapest_runs({key: sub.privacy_cost * sub.max_ratio for key, sub in subs.items()}, len(parts))
     terms = [term for a, b in runs for term in _run_terms(_run_groups(parts, a, b), subs[a, b])]
     lb = max(sub.lower_bound for sub in subs.values())
-    joint = _joint(problem, classes, opts, t0)
+    joint, mixed = _joint(problem, classes, opts, t0)
     hierarchy = _hierarchy(problem, attribute, opts, t0) if joint is None else None
     for found in (joint, hierarchy):
         if found is not None:
             lb = max(lb, found["lower_bound"])
+    joint_released = False
+    if mixed is not None:
+        priced = KronSolution.from_terms(problem, mixed)
+        joint["privacy_cost"] = priced.privacy_cost * priced.max_ratio
+        if joint["privacy_cost"] < sum(subs[run].privacy_cost * subs[run].max_ratio for run in runs):
+            terms, joint_released = [t.scaled(1.0 / priced.max_ratio) for t in mixed], True
     summary = [dict(groups=[problem.groups[g].name for g in _run_groups(parts, a, b)], levels=[a, b],
                     privacy_cost=sub.privacy_cost * sub.max_ratio, lower_bound=sub.lower_bound, gap=sub.gap,
-                    status=sub.status, structure=sub.info.get("structure"), time=sub.time, released=(a, b) in runs)
+                    status=sub.status, structure=sub.info.get("structure"), time=sub.time,
+                    released=(a, b) in runs and not joint_released)
                for (a, b), sub in subs.items()]
+    if joint is not None:
+        joint["released"] = joint_released
     info = dict(hierarchy=hierarchy, joint=joint, parts=summary)
     sol = KronSolution.from_terms(problem, terms, lower_bound=lb, nit=sum(sub.nit or 0 for sub in subs.values()),
                                   time=time.perf_counter() - t0, structure="levels", why=why,
@@ -431,14 +470,16 @@ def _levels(problem, split, classes, opts, t0, why, callback) -> KronSolution:
         return sol
     padded = None if hierarchy is None else hierarchy["optimum_at_most"]
     also = " and the whole problem's" if joint is not None else " and the sub-hierarchies'" if hierarchy else ""
-    message = (f"the groups of each block on {problem.domain.names[attribute]!r} are solved apart or in runs of "
-               f"adjacent levels and composed: certified gap {sol.gap:.3g} against the best of the runs' bounds"
-               f"{also}; the true optimum may be anywhere in between"
+    how = (f"the whole problem's mixture of {joint['mixed']} primal points of its ascent on blocks coupled across "
+           f"{problem.domain.names[attribute]!r} is released" if joint_released else
+           f"the groups of each block on {problem.domain.names[attribute]!r} are solved apart or in runs of "
+           f"adjacent levels and composed")
+    message = (f"{how}: certified gap {sol.gap:.3g} against the best of the runs' bounds{also}; the true optimum "
+               f"may be anywhere in between"
                + ("" if padded is None or padded >= sol.privacy_cost else
                   f" (at most {padded:.6g}, the padded hierarchy's cost)"))
     warnings.warn(f"solve_kron: {message}", RuntimeWarning, stacklevel=3)
-    return KronSolution.from_terms(problem, terms, status=OPTIMAL_INACCURATE, message=message, lower_bound=lb,
-                                   nit=sol.nit, time=sol.time, history=sol.history, **sol.info)
+    return dataclasses.replace(sol, status=OPTIMAL_INACCURATE, message=message)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -108,7 +108,7 @@ from .terms import Factor, IndexedRecon, ResidualFactor, Term
 
 __all__ = ["SYMMETRIC_KINDS", "DENSE_D_MAX", "ReducedBlock", "GroupGrid", "Reduction", "classes_of", "group_grids",
            "reached_patterns", "coupling_of", "reduce", "coupled_reduction", "AscentResult", "ascent",
-           "certified_bound", "mixture"]
+           "certified_bound", "mixture", "mixed_covariances"]
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,8 @@ _MIX = 1e-12
 ANDERSON_MEMORY, ANDERSON_FROM = 5, 1e-2
 #: Relative ridge of the Anderson least-squares fit (on the unit-scaled differences).
 _ANDERSON_RIDGE = 1e-10
+#: Ridge on a formed precision scaled to unit diagonal before it is inverted (:func:`_covariance`).
+PRECISION_RIDGE = 1e-10
 #: Relative ridge on a numerically singular ``P`` and floor on the eigenvalues of ``R Q R^T``.
 _RIDGE = 1e-14
 
@@ -340,8 +342,8 @@ class Reduction:
         (:class:`ffu_cvx.solvers.kron.terms.IndexedRecon`).
         """
         if any(isinstance(blk, CoupledBlock) for blk in self.blocks):
-            raise ValueError("a coupled reduction keeps no covariance (its blocks are never formed): it bounds "
-                             "the optimum, it releases nothing")
+            raise ValueError("a coupled reduction's blocks are never formed: release through Reduction.formed() "
+                             "with covariances formed on their coordinates (mixed_covariances)")
         groups = self.workload.groups
         sides, recon_of, content = {}, {}, {}
         out = []
@@ -371,6 +373,13 @@ class Reduction:
                                 else L[index])
             out.append(Term(tuple(factors), {g: tuple(r) for g, r in recon.items()}))
         return tuple(out)
+
+    def formed(self) -> "Reduction":
+        """This reduction with each coupled block replaced by the dense block it stands for
+        (:func:`_formed`, on the coordinates of :func:`ffu_cvx.solvers.kron.coupled.precision`)."""
+        blocks = [_formed(b, self.grids, self.classes, self.free) if isinstance(b, CoupledBlock) else b
+                  for b in self.blocks]
+        return Reduction(self.workload, self.classes, self.grids, blocks)
 
     def _joint_rows(self, g: int, avg: tuple) -> np.ndarray:
         """Per query row over the ``avg`` attributes (row-major), its reduced row (row-major)."""
@@ -411,26 +420,54 @@ def _row_weights(orbit, side: int) -> np.ndarray:
     return orbit.U[:, pinned_class(side) if side <= -2 else 0] ** 2
 
 
-def _pattern_block(pattern, used, grids, classes, free) -> ReducedBlock:
+def _pattern_frame(pattern, used, grids, classes, free) -> tuple:
+    """``(avg, idx, kappa, lshape, beta)`` of a pattern's block (:class:`ReducedBlock`), all but its basis."""
     avg = tuple(i for i in free if pattern[i] == -1)
     grid = tuple(classes[i].r for i in free)
     ranges = [np.arange(classes[i].r) if pattern[i] == -1 else np.array([_side_class(pattern[i])]) for i in free]
     idx = np.ravel_multi_index(np.meshgrid(*ranges, indexing="ij"), grid).reshape(-1) if free else np.zeros(1, int)
     scalar = math.prod(_side_weight(classes[i], s) for i, s in enumerate(pattern) if i not in avg)
     kappa = scalar * _kron_all([1.0 / classes[i].sizes[None, :] for i in avg]).reshape(-1)
-    raw, lshape, beta = [], {}, {}
+    lshape, beta = {}, {}
     for g in used:
         grid_g = grids[g]
-        raw.append(_kron_all([grid_g.orbits[i].U for i in avg]))
         lshape[g] = tuple(grid_g.shape[j] if i in avg else 1 for j, i in enumerate(grid_g.axes))
         b = np.ones([1] * len(grid_g.axes))
         for i, s in enumerate(pattern):
             if i not in avg:
                 b = b * grid_g.placed(i, _row_weights(grid_g.orbits[i], s))
         beta[g] = b
+    return avg, idx, kappa, lshape, beta
+
+
+def _pattern_block(pattern, used, grids, classes, free) -> ReducedBlock:
+    avg, idx, kappa, lshape, beta = _pattern_frame(pattern, used, grids, classes, free)
+    raw = [_kron_all([grids[g].orbits[i].U for i in avg]) for g in used]
     B, L, _ = _basis.decompose(np.vstack(raw), "rows")
     splits = np.cumsum([R.shape[0] for R in raw])[:-1]
     return ReducedBlock(tuple(pattern), avg, B, idx, kappa, dict(zip(used, np.split(L, splits))), lshape, beta)
+
+
+def _formed(cb: CoupledBlock, grids, classes, free) -> ReducedBlock:
+    """The :class:`ReducedBlock` a coupled block stands for, on its coordinates (class by class, the
+    shared basis in each: :func:`ffu_cvx.solvers.kron.coupled.precision`): basis
+    ``B[(k, a), t] = B_cb[a, t']`` where the class tuple ``t`` has ``cb.ks[k]`` on the attribute and
+    ``t'`` elsewhere, and a reduced row ``(o, rest)`` of a group reads ``U[o, ks[k]] L[rest]`` on class
+    ``k``. Dense (``r k0`` coordinates): for releasing a formed covariance, never for the ascent."""
+    i, r, (k0, _) = cb.attr, cb.r, cb.B.shape
+    avg, idx, kappa, lshape, beta = _pattern_frame(cb.pattern, list(cb.L), grids, classes, free)
+    pos = avg.index(i)
+    rest = [classes[j].r for j in avg if j != i]
+    B = np.zeros((r, k0) + tuple(classes[j].r for j in avg))
+    L = {}
+    for k, c in enumerate(cb.ks):
+        B[(k, slice(None)) + (slice(None),) * pos + (c,)] = cb.B.reshape([k0] + rest)
+    for g, Lg in cb.L.items():
+        U = grids[g].orbits[i].U[:, cb.ks]                                        # (geo rows, r)
+        shape = [grids[g].orbits[j].k for j in avg if j != i]
+        full = np.einsum("ok,xa->oxka", U, Lg).reshape([U.shape[0]] + shape + [r * k0])
+        L[g] = np.moveaxis(full, 0, pos).reshape(-1, r * k0)
+    return ReducedBlock(cb.pattern, avg, B.reshape(r * k0, -1), idx, kappa, L, lshape, beta)
 
 
 def _blocks(grids, classes, split=None) -> list:
@@ -460,7 +497,7 @@ def _coupled_block(pinned: list, grids, i: int, across: tuple) -> CoupledBlock |
     beta = {g: np.stack(np.broadcast_arrays(*[b.beta[g] for b in pinned])) for g in first.L if g not in coupling}
     pattern = first.pattern[:i] + (-1,) + first.pattern[i + 1:]
     idx, kappa = np.concatenate([b.idx for b in pinned]), np.concatenate([b.kappa for b in pinned])
-    return CoupledBlock(pattern, i, len(pinned), first.B, first.L, first.lshape, idx, kappa, beta, coupling)
+    return CoupledBlock(pattern, i, len(pinned), ks, first.B, first.L, first.lshape, idx, kappa, beta, coupling)
 
 
 def coupled_reduction(workload, classes=None) -> Reduction | None:
@@ -468,7 +505,8 @@ def coupled_reduction(workload, classes=None) -> Reduction | None:
     class and, per pattern, its pinned blocks that the coupling groups reach as one
     :class:`ffu_cvx.solvers.kron.coupled.CoupledBlock`; None when there is no such attribute or the
     pinned blocks of a pattern do not share their rows. It certifies (its bound is rigorous) and
-    estimates the optimum; it keeps no covariance, so it releases nothing (:meth:`Reduction.terms`)."""
+    estimates the optimum; it keeps no covariance: a mechanism is released through :meth:`Reduction.formed`
+    and :func:`mixed_covariances`."""
     classes = classes_of(workload) if classes is None else tuple(classes)
     grids = group_grids(workload.groups, classes)
     found = coupling_of(grids, classes)
@@ -506,6 +544,26 @@ def _cholesky_upper(P: np.ndarray) -> np.ndarray:
         return linalg.cholesky(P + ridge * np.eye(P.shape[0]), lower=False, check_finite=False)
 
 
+def _block_spectrum(blk: ReducedBlock, lam, mu) -> tuple:
+    """``(R, V, sqrt(w))``: ``P = R^T R`` (upper, :func:`_cholesky_upper`) and ``R Q R^T = V diag(w) V^T``
+    with ``w`` floored at :data:`_RIDGE` of the largest."""
+    P = (blk.B * (blk.kappa * lam[blk.idx])) @ blk.B.T
+    Q = sum((L.T * _weights(blk, g, mu[g])) @ L for g, L in blk.L.items())
+    R = _cholesky_upper(P)
+    w, V = linalg.eigh(R @ Q @ R.T, check_finite=False)
+    return R, V, np.sqrt(np.maximum(w, _RIDGE * max(float(w[-1]), np.finfo(float).tiny)))
+
+
+def _block_precision(blk, lam, mu) -> np.ndarray:
+    """The step's ``Sigma_s^{-1} = R^{-1} V diag(sqrt w) V^T R^{-T}`` of a block at ``(lam, mu)``, formed
+    (a coupled one's by :func:`ffu_cvx.solvers.kron.coupled.precision`, on its coordinates)."""
+    if isinstance(blk, CoupledBlock):
+        return coupled.precision(blk, lam, mu, _cholesky_upper)
+    R, V, sw = _block_spectrum(blk, lam, mu)
+    W = linalg.solve_triangular(R, V, check_finite=False)
+    return (W * sw) @ W.T
+
+
 def _block_step(blk: ReducedBlock, lam, mu):
     """``(F_s, Sigma_s, profile part (D,), {g: variance part on the group's grid})`` at ``(lam, mu)``.
 
@@ -514,12 +572,7 @@ def _block_step(blk: ReducedBlock, lam, mu):
     ``Sigma`` a primal point like any other (its cost is evaluated, not assumed), and the
     returned bound is recomputed exactly from the multipliers (:func:`certified_bound`).
     """
-    P = (blk.B * (blk.kappa * lam[blk.idx])) @ blk.B.T
-    Q = sum((L.T * _weights(blk, g, mu[g])) @ L for g, L in blk.L.items())
-    R = _cholesky_upper(P)
-    w, V = linalg.eigh(R @ Q @ R.T, check_finite=False)
-    w = np.maximum(w, _RIDGE * max(float(w[-1]), np.finfo(float).tiny))
-    sw = np.sqrt(w)
+    R, V, sw = _block_spectrum(blk, lam, mu)
     RV = R.T @ V
     sigma = (RV / sw) @ RV.T
     G = V.T @ linalg.solve_triangular(R, blk.B, trans="T", check_finite=False)
@@ -554,8 +607,9 @@ def certified_bound(red: Reduction, lam, mu) -> float:
 @dataclass(frozen=True)
 class AscentResult:
     """Best primal ``sigmas`` (normalised cost ``cost``), best bound ``lower_bound``, ``nit``, ``status``,
-    ``message``; ``steps``: per step its profile (T,) and its variances on every group's grid, flat
-    (the last ``ascent(keep_steps=...)`` steps, for :func:`mixture`)."""
+    ``message``; ``steps``: per step its profile (T,), its variances on every group's grid, flat, and
+    its multipliers ``(lam, mu)`` (the last ``ascent(keep_steps=...)`` steps, for :func:`mixture` and
+    :func:`mixed_covariances`)."""
 
     sigmas: tuple
     cost: float
@@ -763,7 +817,7 @@ def ascent(red: Reduction, *, tol: float, max_iter: int, callback=None, patience
     for it in range(1, max_iter + 1):
         F, steps, p, v = _step_all(red, lam, mu)
         if keep_steps:
-            kept.append((p, _flat_variances(red, v)))
+            kept.append((p, _flat_variances(red, v), lam, mu))
         ratio = max(float(np.max(vg)) / c for vg, c in zip(v, red.targets))
         cost, lb = float(p.max()) * ratio, F * F
         improved = False
@@ -829,8 +883,8 @@ def mixture(red: Reduction, steps) -> tuple[float, np.ndarray]:
     the ``c_t``. Near the optimum one step's primal point lags the bound (the multipliers of slack
     queries and cells move slowly); a mixture of the steps along the way does not.
     """
-    P = np.array([p for p, _ in steps]).T                              # (T, n)
-    inv = 1.0 / np.maximum(np.array([v for _, v in steps]).T, 1e-300)   # (queries on the grids, n)
+    P = np.array([st[0] for st in steps]).T                              # (T, n)
+    inv = 1.0 / np.maximum(np.array([st[1] for st in steps]).T, 1e-300)   # (queries on the grids, n)
     targets = np.concatenate([np.full(math.prod(grid.shape), c) for grid, c in zip(red.grids, red.targets)])
     n = P.shape[1]
     A = np.block([[P, -np.ones((P.shape[0], 1))], [-inv, np.zeros((inv.shape[0], 1))]])
@@ -839,3 +893,33 @@ def mixture(red: Reduction, steps) -> tuple[float, np.ndarray]:
     if out.status != 0:
         return math.inf, np.zeros(n)
     return float(out.x[-1]), out.x[:n]
+
+
+def mixed_covariances(red: Reduction, steps, weights) -> tuple:
+    """Per block the covariance ``(sum_t c_t X_t)^{-1}`` of the mixture of :func:`mixture` (``steps`` as
+    :attr:`AscentResult.steps`, with their multipliers; ``weights`` the ``c_t``), each step's ``X_t``
+    formed again at its multipliers (:func:`_block_precision`): a coupled block's on its coordinates,
+    for :meth:`Reduction.formed`. One mechanism measured once; its variances are at most the mixture's
+    bound (``w^T (sum c_t X_t)^{-1} w <= 1 / sum c_t / v_t``), its profile ``sum_t c_t p_t``."""
+    X = [None] * len(red.blocks)
+    for st, c in zip(steps, weights):
+        if c <= 0:
+            continue
+        for b, blk in enumerate(red.blocks):
+            part = c * _block_precision(blk, *st[2:])
+            X[b] = part if X[b] is None else X[b] + part
+    return tuple(_covariance(x) for x in X)
+
+
+def _covariance(X: np.ndarray) -> np.ndarray:
+    """``X^{-1}`` of a precision ``X``, by Cholesky on its unit-diagonal scaling ``Y = D X D`` raised by
+    :data:`PRECISION_RIDGE` (more precision: the variances only fall, each cell's profile rises by at most
+    the ridge times ``(sum_i |b_i| sqrt(X_ii))^2``, and the release prices it exactly). The ridge bounds the
+    condition of ``Y`` by about its inverse, so the covariance's own Cholesky factor exists in floating
+    point where a mixture's precision spans 16 orders (a slack state's cells)."""
+    d = 1.0 / np.sqrt(np.diag(X))
+    Y = X * d[:, None] * d[None, :]
+    Y[np.diag_indices_from(Y)] += PRECISION_RIDGE
+    S = linalg.cho_solve(linalg.cho_factor(Y, lower=True, check_finite=False), np.diag(d), check_finite=False)
+    S = S * d[:, None]
+    return 0.5 * (S + S.T)
