@@ -11,6 +11,7 @@ import pytest
 import ffu_cvx as ffu
 import ffu_cvx.solvers.kron.driver as driver
 from ffu_cvx.solvers.kron import coupled, solve_kron
+from ffu_cvx.solvers.kron import reduce as reduce_module
 from ffu_cvx.solvers.kron import terms as terms_module
 from ffu_cvx.solvers.kron.coupled import CoupledBlock
 from ffu_cvx.solvers.kron import KronSolution
@@ -164,7 +165,10 @@ def test_a_formed_coupled_block_is_the_dense_block_it_stands_for(reductions):
                                            atol=2e-5 * np.abs(X).max())
 
 
-def test_the_coupled_mixture_formed_is_one_mechanism_priced_exactly(reductions):
+@pytest.mark.parametrize("sparse_rows, indexed_min", [(0.0, 1 << 22), (1.0, 1)])   # formed rows dense; sparse, indexed
+def test_the_coupled_mixture_formed_is_one_mechanism_priced_exactly(reductions, sparse_rows, indexed_min, monkeypatch):
+    monkeypatch.setattr(reduce_module, "SPARSE_ROWS", sparse_rows)
+    monkeypatch.setattr(reduce_module, "INDEXED_RECON_MIN", indexed_min)
     prob, red, dense = reductions
     best = optimum(prob)
     res = ascent(red, tol=1e-6, max_iter=40, keep_steps=40)
@@ -191,7 +195,18 @@ def test_the_profile_max_on_classes_of_values_is_the_exact_max(reductions, monke
     assert not is_exact and summed > exact
 
 
-def test_a_mostly_zero_reconstruction_is_read_by_a_sparse_product():
+def test_rows_are_labelled_equal_exactly_where_they_are_equal():
+    rng = np.random.default_rng(2)
+    rows = rng.integers(0, 3, (40, 6)).astype(float)[rng.integers(0, 12, 200)]      # 12 rows, repeated
+    w = np.random.default_rng(0).standard_normal(6)
+    near = rows[0] + 4.0 * (w[1] * np.eye(6)[0] - w[0] * np.eye(6)[1])            # another row, same projection
+    rows = np.vstack([rows, near])
+    labels = terms_module._row_labels(rows)
+    same = labels[:, None] == labels[None, :]
+    np.testing.assert_array_equal(same, np.all(rows[:, None, :] == rows[None, :, :], axis=2))
+
+
+def test_a_mostly_zero_reconstruction_is_read_by_a_sparse_product(monkeypatch):
     """A formed block's rows read one class each: their variances by a sparse product equal the dense ones,
     and a factor scaled carries its variances and profile over, scaled."""
     rng = np.random.default_rng(5)
@@ -203,6 +218,8 @@ def test_a_mostly_zero_reconstruction_is_read_by_a_sparse_product():
     A = rng.standard_normal((k, k))
     sigma = A @ A.T / k + np.eye(k)
     dense = np.einsum("ij,ij->i", R @ sigma, R)
+    np.testing.assert_allclose(terms_module._diag_quadratic(R, sigma), dense, rtol=1e-12)
+    monkeypatch.setattr(terms_module, "SPARSE_CHUNK", 7 * k)                  # seven rows at a time
     np.testing.assert_allclose(terms_module._diag_quadratic(R, sigma), dense, rtol=1e-12)
     f = terms_module.Factor.build((0,), np.eye(k), sigma)
     np.testing.assert_allclose(f.variances(R), dense, rtol=1e-12)

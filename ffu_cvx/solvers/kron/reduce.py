@@ -143,6 +143,8 @@ _MIX = 1e-12
 ANDERSON_MEMORY, ANDERSON_FROM = 5, 1e-2
 #: Relative ridge of the Anderson least-squares fit (on the unit-scaled differences).
 _ANDERSON_RIDGE = 1e-10
+#: Largest share of non-zeros of a formed block's reduced rows kept sparse (:func:`_formed`).
+SPARSE_ROWS = 1 / 8
 #: Ridge on a formed precision scaled to unit diagonal before it is inverted (:func:`_covariance`).
 PRECISION_RIDGE = 1e-10
 #: Relative ridge on a numerically singular ``P`` and floor on the eigenvalues of ``R Q R^T``.
@@ -370,7 +372,7 @@ class Reduction:
             for g, L in blk.L.items():
                 index = self._joint_rows(g, blk.avg)
                 recon[g].append(IndexedRecon(L, index) if index.size * L.shape[1] >= INDEXED_RECON_MIN
-                                else L[index])
+                                else _dense(L[index]))
             out.append(Term(tuple(factors), {g: tuple(r) for g, r in recon.items()}))
         return tuple(out)
 
@@ -388,6 +390,11 @@ class Reduction:
         for i in avg:
             index = (index[:, None] * orbits[i].k + orbits[i].index[None, :]).reshape(-1)
         return index
+
+
+def _dense(M) -> np.ndarray:
+    """``M`` as a numpy array (a sparse one formed)."""
+    return M.toarray() if sparse.issparse(M) else M
 
 
 def _block_key(block) -> tuple:
@@ -453,7 +460,9 @@ def _formed(cb: CoupledBlock, grids, classes, free) -> ReducedBlock:
     shared basis in each: :func:`ffu_cvx.solvers.kron.coupled.precision`): basis
     ``B[(k, a), t] = B_cb[a, t']`` where the class tuple ``t`` has ``cb.ks[k]`` on the attribute and
     ``t'`` elsewhere, and a reduced row ``(o, rest)`` of a group reads ``U[o, ks[k]] L[rest]`` on class
-    ``k``. Dense (``r k0`` coordinates): for releasing a formed covariance, never for the ascent."""
+    ``k`` (``kron(U, L)``, rows then ordered as the group's; sparse where at most :data:`SPARSE_ROWS` of
+    it is non-zero: a group reading one state per row). Dense otherwise (``r k0`` coordinates): for
+    releasing a formed covariance, never for the ascent."""
     i, r, (k0, _) = cb.attr, cb.r, cb.B.shape
     avg, idx, kappa, lshape, beta = _pattern_frame(cb.pattern, list(cb.L), grids, classes, free)
     pos = avg.index(i)
@@ -465,9 +474,12 @@ def _formed(cb: CoupledBlock, grids, classes, free) -> ReducedBlock:
     for g, Lg in cb.L.items():
         U = grids[g].orbits[i].U[:, cb.ks]                                        # (geo rows, r)
         shape = [grids[g].orbits[j].k for j in avg if j != i]
-        full = np.einsum("ok,xa->oxka", U, Lg).reshape([U.shape[0]] + shape + [r * k0])
-        L[g] = np.moveaxis(full, 0, pos).reshape(-1, r * k0)
-    return ReducedBlock(cb.pattern, avg, B.reshape(r * k0, -1), idx, kappa, L, lshape, beta)
+        order = np.moveaxis(np.arange(U.shape[0] * Lg.shape[0]).reshape([U.shape[0]] + shape), 0, pos).reshape(-1)
+        full = sparse.kron(sparse.csr_array(U), sparse.csr_array(Lg), format="csr")[order]
+        L[g] = full if full.nnz <= SPARSE_ROWS * math.prod(full.shape) else full.toarray()
+    B = B.reshape(r * k0, -1)
+    B.setflags(write=False)                     # kept as it is by the release's factor (no copy)
+    return ReducedBlock(cb.pattern, avg, B, idx, kappa, L, lshape, beta)
 
 
 def _blocks(grids, classes, split=None) -> list:
@@ -922,4 +934,6 @@ def _covariance(X: np.ndarray) -> np.ndarray:
     Y[np.diag_indices_from(Y)] += PRECISION_RIDGE
     S = linalg.cho_solve(linalg.cho_factor(Y, lower=True, check_finite=False), np.diag(d), check_finite=False)
     S = S * d[:, None]
-    return 0.5 * (S + S.T)
+    S = 0.5 * (S + S.T)
+    S.setflags(write=False)                     # kept as it is by the release's factor (no copy)
+    return S

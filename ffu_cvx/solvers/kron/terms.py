@@ -42,8 +42,9 @@ __all__ = ["Factor", "ResidualFactor", "ResidualRecon", "IndexedRecon", "residua
 #: sum of several terms' profiles is evaluated; above it the max is bounded by the sum of the
 #: terms' maxes (a valid, conservative privacy cost; the Solution says so).
 GRID_MAX = 1 << 24
-#: Fewest coordinates of a factor from which a mostly-zero reconstruction is read by a sparse product.
-SPARSE_K_MIN = 512
+#: Fewest coordinates of a factor from which a mostly-zero reconstruction is read by a sparse product,
+#: and the most entries of that product formed at a time (128 MB).
+SPARSE_K_MIN, SPARSE_CHUNK = 512, 1 << 24
 #: Relative spread below which a factor's profile or variance vector counts as constant.
 CONSTANT_RTOL = 1e-12
 
@@ -70,15 +71,15 @@ class Factor:
 
     @classmethod
     def build(cls, attrs, B, sigma, classes=None, profile=None) -> "Factor":
-        B = np.array(B, dtype=float)
-        sigma = np.array(sigma, dtype=float)
-        sigma = 0.5 * (sigma + sigma.T)
+        """The factor of basis ``B`` and covariance ``sigma`` (symmetrised), both kept read-only: a
+        read-only float array is kept as it is, anything else copied."""
+        B, sigma = _read_only(B), _read_only(sigma)
+        if not np.array_equal(sigma, sigma.T):
+            sigma = _read_only(0.5 * (sigma + sigma.T))
         chol = privacy.cholesky(sigma, "factor sigma")
-        arrays = [B, sigma, chol] + ([] if profile is None else [np.array(profile, dtype=float)])
-        for a in arrays:
-            a.setflags(write=False)
+        chol.setflags(write=False)
         return cls(tuple(int(i) for i in attrs), B, sigma, chol, None if classes is None else tuple(classes),
-                   None if profile is None else arrays[-1])
+                   None if profile is None else _read_only(profile))
 
     @property
     def k(self) -> int:
@@ -151,7 +152,9 @@ class Factor:
         """The factor with its covariance times ``s``: the profile and the variances already computed are
         carried over, divided and multiplied by ``s``."""
         known = self.__dict__.get("_profile", self.known_profile)
-        out = Factor.build(self.attrs, self.B, self.sigma * s, self.classes, None if known is None else known / s)
+        sigma = self.sigma * s
+        sigma.setflags(write=False)
+        out = Factor.build(self.attrs, self.B, sigma, self.classes, None if known is None else known / s)
         for key, (R, v) in self._variances.items():
             scaled = v * s
             scaled.setflags(write=False)
@@ -159,13 +162,25 @@ class Factor:
         return out
 
 
+def _read_only(a) -> np.ndarray:
+    """``a`` as a read-only float array: ``a`` itself when it is one already (a formed block's basis and
+    covariance, 0.4 and 0.2 GB on the census hierarchy, are not copied), else a copy."""
+    if isinstance(a, np.ndarray) and a.dtype == np.float64 and not a.flags.writeable:
+        return a
+    out = np.array(a, dtype=float)
+    out.setflags(write=False)
+    return out
+
+
 def _diag_quadratic(R: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """``diag(R Sigma R^T)`` (rows,): by a sparse product where ``R`` has at least :data:`SPARSE_K_MIN`
-    columns and at most an eighth of its entries non-zero (a block formed over the classes of a
-    geography reads one class per row: 95 of 4,845 coordinates on the census hierarchy)."""
-    if R.shape[1] >= SPARSE_K_MIN and 8 * np.count_nonzero(R) <= R.size:
+    """``diag(R Sigma R^T)`` (rows,): by a sparse product where ``R`` is sparse, or has at least
+    :data:`SPARSE_K_MIN` columns and at most an eighth of its entries non-zero (a block formed over the
+    classes of a geography reads one class per row: 95 of 4,845 coordinates on the census hierarchy)."""
+    if sparse.issparse(R) or (R.shape[1] >= SPARSE_K_MIN and 8 * np.count_nonzero(R) <= R.size):
         Rs = sparse.csr_array(R)
-        return np.asarray(Rs.multiply(Rs @ sigma).sum(axis=1)).reshape(-1)
+        step = max(1, SPARSE_CHUNK // R.shape[1])
+        return np.concatenate([np.asarray(Rs[i:i + step].multiply(Rs[i:i + step] @ sigma).sum(axis=1)).reshape(-1)
+                               for i in range(0, R.shape[0], step)])
     return privacy.variances(R, sigma)
 
 
@@ -183,9 +198,9 @@ def residual_basis(members: np.ndarray, n: int) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class IndexedRecon:
-    """A reconstruction matrix ``rows[index]`` (index.size, k) kept as its distinct rows ``rows`` and
-    the ``index`` of each query's: the county tables of a geography read one reduced row per
-    county, 3,143 copies of a few. :class:`Factor` computes variances and noise on the distinct rows;
+    """A reconstruction matrix ``rows[index]`` (index.size, k) kept as its distinct rows ``rows`` (a numpy
+    or, for a formed block's rows, a scipy sparse array) and the ``index`` of each query's: the county
+    tables of a geography read one reduced row per county, 3,143 copies of a few. :class:`Factor` computes variances and noise on the distinct rows;
     ``numpy.asarray`` forms the whole (the GLS pseudo-inverses)."""
 
     rows: np.ndarray
@@ -197,6 +212,7 @@ class IndexedRecon:
 
     def __array__(self, dtype=None, copy=None):
         out = self.rows[self.index]
+        out = out.toarray() if sparse.issparse(out) else out
         return out if dtype is None else out.astype(dtype)
 
 
@@ -403,9 +419,19 @@ def _representatives(items, sizes) -> dict:
             arr = vec.reshape([sizes[i] for i in attrs])
             for ax, i in enumerate(attrs):
                 if sizes[i] > 1:
-                    rows = np.moveaxis(arr, ax, 0).reshape(sizes[i], -1)
-                    labels.setdefault(i, []).append(np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1))
+                    labels.setdefault(i, []).append(_row_labels(np.moveaxis(arr, ax, 0).reshape(sizes[i], -1)))
     return {i: np.sort(np.unique(np.stack(v, axis=1), axis=0, return_index=True)[1]) for i, v in labels.items()}
+
+
+def _row_labels(rows: np.ndarray) -> np.ndarray:
+    """Labels (n,) of the rows of ``rows`` (n, w), equal where the rows are equal: by one random
+    projection of each row, checked (every row equal to the first row of its label; else by sorting the
+    rows themselves, 20 times slower on the census hierarchy's profiles)."""
+    keys = rows @ np.random.default_rng(0).standard_normal(rows.shape[1])
+    _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    if np.array_equal(rows, rows[first[inv]]):
+        return inv.reshape(-1)
+    return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
 
 
 def _on_representatives(items, reps: dict, sizes) -> list:
