@@ -561,7 +561,8 @@ def cell(case: str, mechanism: str, quick: bool = False) -> dict:
 
 
 def _released_runs(sol) -> str:
-    """The runs of levels a levels solution releases, coarse to fine (``"nation+state | county"``)."""
+    """The runs of levels a levels solution releases, coarse to fine (``"nation+state | county"``), or the
+    whole problem's mixture where it releases that."""
     joint = sol.info.get("joint") or {}
     if joint.get("released"):
         return f"the whole problem's mixture of {joint['mixed']} primal points, formed in {joint['form_time']:.0f} s"
