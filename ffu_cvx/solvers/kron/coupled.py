@@ -290,7 +290,7 @@ def precision(cb: CoupledBlock, lam, mu, cholesky) -> np.ndarray:
     On the step's nodes ``M^{1/2}`` is ``A^{1/2}`` plus ``H H^T``, ``H`` the columns
     ``sqrt(w_j) s_j G_j`` of every node: with ``W = blockdiag_k R_k^{-1} V_k``,
     ``X = W A^{1/2} W^T + (W H)(W H)^T``, one product of order ``r k0`` over ``nodes x m`` columns
-    (about 3 s on one core for the census hierarchy's largest block, order 4,845, 54 nodes x 95)."""
+    (about 4 s on one core for the census hierarchy's largest block, order 4,845, 54 nodes x 95)."""
     Rs, theta, V, Yt, _ = _class_spectra(cb, lam, mu, cholesky)
     theta = np.maximum(theta, 0.0)
     r, k0, m = Yt.shape
