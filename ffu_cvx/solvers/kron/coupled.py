@@ -181,6 +181,13 @@ def _nodes(lo: float, hi: float, nodes: tuple):
     return s, below, above
 
 
+def _step_nodes(theta: np.ndarray, Yt: np.ndarray):
+    """:func:`_nodes` of the step: from :data:`FLOOR` of ``top`` to ``top``, at least the largest
+    eigenvalue of ``M`` (``theta`` (r, k0), ``Yt`` (r, k0, m))."""
+    top = float(theta.max()) + float(np.einsum("kim,kim->", Yt, Yt))
+    return _nodes(FLOOR * max(top, np.finfo(float).tiny), top, STEP_NODES)
+
+
 #: Largest ``||W^{-1/2} Y||^2`` for which :func:`_woodbury` works from the eigendecomposition of
 #: ``Y^T W^{-1} Y`` (errors near ``eps`` times it); above it, from a QR factorisation of ``W^{-1/2} Y``.
 _EIGH_MAX = 1e6
@@ -236,8 +243,7 @@ def _quadrature(theta: np.ndarray, Yt: np.ndarray, RV: np.ndarray, us: list):
     ``M^{1/2} - A^{1/2}`` and of ``M^{-1/2}`` less ``A``'s part, ``tr(M^{1/2} - A^{1/2})``, and per
     coupling vector ``u`` the part of ``X^T M^{-1/2} X`` across the classes (``RV``: ``R_k^T V_k``)."""
     r, k0, m = Yt.shape
-    top = float(theta.max()) + float(np.einsum("kim,kim->", Yt, Yt))   # at least the largest eigenvalue of M
-    s, below, above = _nodes(FLOOR * max(top, np.finfo(float).tiny), top, STEP_NODES)
+    s, below, above = _step_nodes(theta, Yt)
     inv_sqrt, plus, minus, dF = np.zeros_like(theta), np.zeros((r, k0, k0)), np.zeros((r, k0, k0)), 0.0
     across = {u.tobytes(): ((u[:, None, None] * RV).transpose(1, 0, 2).reshape(k0, r * k0), np.zeros((k0, k0)))
               for u in us}
@@ -296,8 +302,7 @@ def precision(cb: CoupledBlock, lam, mu, cholesky) -> np.ndarray:
     r, k0, m = Yt.shape
     W = np.stack([linalg.solve_triangular(Rs[k], V[k], check_finite=False) for k in range(r)])   # R_k^{-1} V_k
     if m:
-        top = float(theta.max()) + float(np.einsum("kim,kim->", Yt, Yt))
-        s, _, above = _nodes(FLOOR * max(top, np.finfo(float).tiny), top, STEP_NODES)
+        s, _, above = _step_nodes(theta, Yt)
         H = np.empty((r, k0, s.size * m))
         for j, (sj, hi) in enumerate(zip(s, above)):
             H[:, :, j * m:(j + 1) * m] = (math.sqrt(hi) * sj) * _woodbury(theta, Yt, sj * sj)
