@@ -79,6 +79,8 @@ STEP_NODES = (0.75, 10.0, 12.0)
 #: ``1e-20 theta_max`` add at most ``1e-10 sqrt(theta_max)`` each to ``tr M^{1/2}``) and above it
 #: (the rule misses ``(2/pi) e^-20`` of ``sqrt(theta_max)`` there).
 BOUND_NODES = (0.5, 23.0, 20.0)
+#: Most entries of one batch of nodes' arrays in a step (:func:`_node_chunks`): 32 MB an array.
+NODE_BATCH_ENTRIES = 1 << 22
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,11 +109,6 @@ class CoupledBlock:
     beta: dict
     coupling: dict
 
-    def of_class(self, k: int) -> tuple:
-        """``(idx, kappa)`` of class ``k`` (D',) each."""
-        D = self.B.shape[1]
-        return self.idx[k * D:(k + 1) * D], self.kappa[k * D:(k + 1) * D]
-
     @property
     def D(self) -> int:
         """Coordinates of the coupled block (classes x the shared basis), as if formed."""
@@ -123,22 +120,27 @@ class CoupledBlock:
 
     @property
     def step_bytes(self) -> int:
-        """Memory a step holds at once, about: six arrays of (classes, k0, k0) floats."""
-        return 6 * 8 * self.r * self.B.shape[0] ** 2
+        """Memory a step holds at once, about: six arrays of (classes, k0, k0) floats and three batches of
+        :data:`NODE_BATCH_ENTRIES`."""
+        return 8 * (6 * self.r * self.B.shape[0] ** 2 + 3 * NODE_BATCH_ENTRIES)
 
 
 def row_weights(lshape: tuple, w: np.ndarray) -> np.ndarray:
-    """Weights ``w`` on a group's grid summed over the rows sharing one row of ``L`` (``lshape``)."""
-    axes = tuple(j for j, n in enumerate(lshape) if n == 1 and w.shape[j] > 1)
-    return np.sum(w, axis=axes, keepdims=True).reshape(-1) if axes else w.reshape(-1)
+    """Weights ``w`` on a group's grid summed over the rows sharing one row of ``L`` (``lshape``), flat; ``w``
+    may be a stack of grids (leading axes, kept)."""
+    lead = w.ndim - len(lshape)
+    axes = tuple(lead + j for j, n in enumerate(lshape) if n == 1 and w.shape[lead + j] > 1)
+    return (np.sum(w, axis=axes, keepdims=True) if axes else w).reshape(w.shape[:lead] + (-1,))
 
 
 def _below(e: np.ndarray, rigorous: bool) -> np.ndarray:
-    """Eigenvalues ``e`` (ascending) of a symmetric matrix of order n, shifted down by ``8 n eps`` of the
+    """Eigenvalues ``e`` (ascending, last axis) of symmetric matrices of order n, shifted down by ``8 n eps`` of the
     largest where ``rigorous`` (the computed ones are exact for a perturbation of at most about that
     norm: the shifted spectrum is that of a matrix below the true one) and clipped at zero."""
-    top = max(float(np.max(np.abs(e), initial=0.0)), np.finfo(float).tiny)
-    return np.maximum(e - 8.0 * e.size * np.finfo(float).eps * top if rigorous else e, 0.0)
+    if not rigorous:
+        return np.maximum(e, 0.0)
+    top = np.maximum(np.max(np.abs(e), axis=-1, keepdims=True, initial=0.0), np.finfo(float).tiny)
+    return np.maximum(e - 8.0 * e.shape[-1] * np.finfo(float).eps * top, 0.0)
 
 
 def _coupling_factors(cb: CoupledBlock, mu, rigorous: bool = False) -> list:
@@ -159,12 +161,13 @@ def _coupling_factors(cb: CoupledBlock, mu, rigorous: bool = False) -> list:
     return out
 
 
-def _separable_q(cb: CoupledBlock, k: int, mu) -> np.ndarray:
+def _separable_q(cb: CoupledBlock, mu) -> np.ndarray:
+    """``Q_k`` (r, k0, k0) of every class: the separable groups' rows weighted by their multipliers."""
     k0 = cb.B.shape[0]
-    Q = np.zeros((k0, k0))
+    Q = np.zeros((cb.r, k0, k0))
     for g, beta in cb.beta.items():
         L = cb.L[g]
-        Q += (L.T * row_weights(cb.lshape[g], mu[g] * beta[k])) @ L
+        Q += np.matmul(L.T * row_weights(cb.lshape[g], mu[g] * beta)[:, None, :], L)
     return Q
 
 
@@ -193,48 +196,64 @@ def _step_nodes(theta: np.ndarray, Yt: np.ndarray):
 _EIGH_MAX = 1e6
 
 
-def _woodbury(theta: np.ndarray, Yt: np.ndarray, t: float) -> np.ndarray:
-    """``G`` (r, k0, m) with the resolvent ``(M + t)^{-1} = (A + t)^{-1} - G G^T`` in the classes'
-    eigenbases (``theta`` (r, k0), ``Yt`` (r, k0, m)).
+def _woodbury(theta: np.ndarray, Yt: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``G`` (J, r, k0, m) with the resolvent ``(M + t_j)^{-1} = (A + t_j)^{-1} - G_j G_j^T`` in the classes'
+    eigenbases (``theta`` (r, k0), ``Yt`` (r, k0, m)), for each shift of ``t`` (J,).
 
     ``G G^T = W^{-1} Y (I + Y^T W^{-1} Y)^{-1} Y^T W^{-1}`` with ``W = A + t``, as
     ``W^{-1/2} U diag(sigma^2 / (1 + sigma^2))^{1/2}`` from the singular values of
     ``W^{-1/2} Y = U diag(sigma) V^T`` (by a thin QR first where they exceed ``_EIGH_MAX``): no
     inverse of ``I + Y^T W^{-1} Y``, whose condition reaches 1e20 where a class's block of ``A``
     nearly vanishes and ``Y`` does not (the slack states of the census hierarchy), and where it
-    lost every digit.
+    lost every digit. The shifts are one batch: one call of each product over all of them.
     """
     r, k0, m = Yt.shape
-    root = np.sqrt(theta + t)[:, :, None]
-    Yh = (Yt / root).reshape(r * k0, m)
-    e, V = linalg.eigh(Yh.T @ Yh, check_finite=False)
-    if e[-1] <= _EIGH_MAX:                 # well conditioned: Yh V diag(1 + sigma^2)^{-1/2}, no QR
-        return (Yh @ (V / np.sqrt(1.0 + np.maximum(e, 0.0)))).reshape(r, k0, m) / root
-    Q, Rq = np.linalg.qr(Yh)
-    Ur, sig, _ = linalg.svd(Rq, check_finite=False)
-    return (Q @ (Ur * (sig / np.sqrt(1.0 + sig * sig)))).reshape(r, k0, m) / root
+    root = np.sqrt(theta[None, :, :] + t[:, None, None])[..., None]          # (J, r, k0, 1)
+    Yh = (Yt[None] / root).reshape(t.size, r * k0, m)
+    e, V = np.linalg.eigh(np.matmul(Yh.transpose(0, 2, 1), Yh))
+    out = np.matmul(Yh, V / np.sqrt(1.0 + np.maximum(e, 0.0))[:, None, :])   # well conditioned: no QR
+    for j in np.flatnonzero(e[:, -1] > _EIGH_MAX):
+        Q, Rq = np.linalg.qr(Yh[j])
+        Ur, sig, _ = linalg.svd(Rq, check_finite=False)
+        out[j] = Q @ (Ur * (sig / np.sqrt(1.0 + sig * sig)))
+    return out.reshape(t.size, r, k0, m) / root
 
 
-def _class_spectrum(cb: CoupledBlock, k: int, X: np.ndarray, mu, factors: list) -> tuple:
-    """``(theta, V, Yt)``: the eigendecomposition ``X Q_k X^T = V diag(theta) V^T`` of class ``k``'s
-    block and its coupling rows ``u_k X C`` in that eigenbasis (``X``: the class's factor of ``P_k``)."""
-    theta, V = linalg.eigh(X @ _separable_q(cb, k, mu) @ X.T, check_finite=False)
-    Y = np.hstack([u[k] * (X @ C) for u, C in factors]) if factors else np.zeros((X.shape[0], 0))
-    return theta, V, V.T @ Y
+def _node_chunks(n: int, Yt: np.ndarray):
+    """Slices of ``n`` nodes, each a batch of at least one node and at most :data:`NODE_BATCH_ENTRIES`
+    entries of ``Y`` (``Yt`` (r, k0, m)) or of the classes' blocks (r, k0, k0)."""
+    r, k0, m = Yt.shape
+    size = max(1, NODE_BATCH_ENTRIES // (r * k0 * max(k0, m, 1)))
+    return [slice(a, min(a + size, n)) for a in range(0, n, size)]
 
 
-def _class_spectra(cb: CoupledBlock, lam, mu, cholesky):
-    """Per class the factor ``R_k`` of ``P_k`` (``cholesky(P_k)``), the eigendecomposition of
-    ``A_k = R_k Q_k R_k^T`` and ``Y`` in its eigenbasis; the coupling vectors."""
+def _class_spectra(cb: CoupledBlock, X: np.ndarray, mu, factors: list) -> tuple:
+    """``(theta (r, n), V (r, n, n), Yt (r, n, m))``: the eigendecompositions ``X_k Q_k X_k^T = V_k diag(theta_k) V_k^T``
+    of the classes' blocks and their coupling rows ``u_k X_k C`` in those eigenbases (``X`` (r, n, k0): the
+    classes' factors of ``P_k``; ``factors`` as :func:`_coupling_factors`)."""
+    theta, V = np.linalg.eigh(X @ _separable_q(cb, mu) @ X.transpose(0, 2, 1))
+    Y = np.concatenate([u[:, None, None] * (X @ C) for u, C in factors], axis=2) if factors else X[:, :, :0]
+    return theta, V, V.transpose(0, 2, 1) @ Y
+
+
+def _upper_factors(cb: CoupledBlock, lam, cholesky) -> np.ndarray:
+    """``R`` (r, k0, k0): upper factors ``P_k = R_k^T R_k`` of the classes' profiles, all at once, or by
+    ``cholesky`` (with its ridge) class by class where one is not numerically positive definite."""
+    P = np.matmul(cb.B * (cb.kappa * lam[cb.idx]).reshape(cb.r, 1, -1), cb.B.T)
+    try:
+        return np.linalg.cholesky(P).transpose(0, 2, 1)
+    except np.linalg.LinAlgError:
+        return np.stack([cholesky(Pk) for Pk in P])
+
+
+def _spectra(cb: CoupledBlock, lam, mu, cholesky) -> tuple:
+    """``(R, V, W, theta, Yt, us)``: the classes' factors ``R_k`` of ``P_k``, the eigendecompositions
+    ``A_k = R_k Q_k R_k^T = V_k diag(theta_k) V_k^T`` (``theta`` clipped at zero), ``W_k = R_k^{-1} V_k``,
+    ``Y`` in those eigenbases and the coupling vectors (each (r, ...), class by class)."""
     factors = _coupling_factors(cb, mu)
-    m = sum(C.shape[1] for _, C in factors)
-    r, k0 = cb.r, cb.B.shape[0]
-    Rs, theta, V, Yt = np.empty((r, k0, k0)), np.empty((r, k0)), np.empty((r, k0, k0)), np.empty((r, k0, m))
-    for k in range(r):
-        idx, kappa = cb.of_class(k)
-        Rs[k] = cholesky((cb.B * (kappa * lam[idx])) @ cb.B.T)
-        theta[k], V[k], Yt[k] = _class_spectrum(cb, k, Rs[k], mu, factors)
-    return Rs, theta, V, Yt, [u for u, _ in factors]
+    Rs = _upper_factors(cb, lam, cholesky)
+    theta, V, Yt = _class_spectra(cb, Rs, mu, factors)
+    return Rs, V, np.linalg.solve(Rs, V), np.maximum(theta, 0.0), Yt, [u for u, _ in factors]
 
 
 def _quadrature(theta: np.ndarray, Yt: np.ndarray, RV: np.ndarray, us: list):
@@ -244,22 +263,21 @@ def _quadrature(theta: np.ndarray, Yt: np.ndarray, RV: np.ndarray, us: list):
     coupling vector ``u`` the part of ``X^T M^{-1/2} X`` across the classes (``RV``: ``R_k^T V_k``)."""
     r, k0, m = Yt.shape
     s, below, above = _step_nodes(theta, Yt)
-    inv_sqrt, plus, minus, dF = np.zeros_like(theta), np.zeros((r, k0, k0)), np.zeros((r, k0, k0)), 0.0
+    t = s * s
+    inv_sqrt = np.einsum("j,jki->ki", below, 1.0 / (theta[None] + t[:, None, None]))
+    plus, minus, dF = np.zeros((r, k0, k0)), np.zeros((r, k0, k0)), 0.0
     across = {u.tobytes(): ((u[:, None, None] * RV).transpose(1, 0, 2).reshape(k0, r * k0), np.zeros((k0, k0)))
               for u in us}
-    for sj, lo, hi in zip(s, below, above):
-        t = sj * sj
-        inv_sqrt += lo / (theta + t)
-        if m == 0:
-            continue
-        G = _woodbury(theta, Yt, t)
-        blocks = G @ G.transpose(0, 2, 1)
-        plus += (hi * t) * blocks
-        minus -= lo * blocks
-        dF += hi * t * float(np.sum(G * G))
+    for part in (_node_chunks(s.size, Yt) if m else ()):
+        G = _woodbury(theta, Yt, t[part])                                  # (J, r, k0, m)
+        blocks = np.matmul(G, G.transpose(0, 1, 3, 2))
+        plus += np.tensordot(above[part] * t[part], blocks, axes=1)
+        minus -= np.tensordot(below[part], blocks, axes=1)
+        dF += float(np.dot(above[part] * t[part], np.einsum("jkim,jkim->j", G, G)))
         for W, H in across.values():
-            J = W @ G.reshape(r * k0, m)
-            H -= lo * (J @ J.T)
+            J = np.matmul(W, G.reshape(-1, r * k0, m)) * np.sqrt(below[part])[:, None, None]
+            J = J.transpose(1, 0, 2).reshape(k0, -1)
+            H -= J @ J.T
     return inv_sqrt, plus, minus, dF, {key: H for key, (_, H) in across.items()}
 
 
@@ -267,25 +285,22 @@ def step(cb: CoupledBlock, lam, mu, cholesky):
     """``(F, None, profile part (r D',), {g: variance part on the group's grid})`` of the coupled block
     at ``(lam, mu)``, as :func:`ffu_cvx.solvers.kron.reduce` steps a dense block (no covariance is
     formed: the second entry is None). ``cholesky`` factors ``P_k`` (upper, with the reduction's ridge)."""
-    Rs, theta, V, Yt, us = _class_spectra(cb, lam, mu, cholesky)
-    theta = np.maximum(theta, 0.0)
+    Rs, V, W, theta, Yt, us = _spectra(cb, lam, mu, cholesky)
     root = np.sqrt(theta)
-    inv_sqrt, plus, minus, dF, across = _quadrature(theta, Yt, np.einsum("kji,kjl->kil", Rs, V), us)
-    p, v = np.empty((cb.r, cb.B.shape[1])), {}
-    for k in range(cb.r):
-        Z = V[k].T @ linalg.solve_triangular(Rs[k], cb.B, trans="T", check_finite=False)
-        quad = np.einsum("ij,ij->j", Z, Z * root[k][:, None]) + np.einsum("ij,ij->j", Z, plus[k] @ Z)
-        p[k] = cb.of_class(k)[1] * quad
-        for g, beta in cb.beta.items():
-            T = V[k].T @ (Rs[k] @ cb.L[g].T)
-            part = np.einsum("ij,ij->j", T, T * inv_sqrt[k][:, None]) + np.einsum("ij,ij->j", T, minus[k] @ T)
-            v[g] = v.get(g, 0.0) + part.reshape(cb.lshape[g]) * beta[k]
+    inv_sqrt, plus, minus, dF, across = _quadrature(theta, Yt, np.matmul(Rs.transpose(0, 2, 1), V), us)
+    Z = np.matmul(W.transpose(0, 2, 1), cb.B)                                      # V_k^T R_k^{-T} B
+    quad = np.einsum("kij,kij->kj", Z, Z * root[:, :, None] + np.matmul(plus, Z))
+    v = {}
+    for g, beta in cb.beta.items():
+        T = np.matmul(V.transpose(0, 2, 1), np.matmul(Rs, cb.L[g].T))              # (r, k0, rows)
+        part = np.einsum("kij,kij->kj", T, T * inv_sqrt[:, :, None] + np.matmul(minus, T))
+        v[g] = np.sum(part.reshape((cb.r,) + cb.lshape[g]) * beta, axis=0)
     for g, (u, beta0) in cb.coupling.items():
         L = cb.L[g]
         T = V.transpose(0, 2, 1) @ (Rs @ L.T)              # (r, k0, rows)
         diag = np.einsum("k,kir,kir->r", u * u, T, T * inv_sqrt[:, :, None])
         v[g] = (diag + np.einsum("ri,ij,rj->r", L, across[u.tobytes()], L)).reshape(cb.lshape[g]) * beta0
-    return float(root.sum()) + dF, None, p.reshape(-1), v
+    return float(root.sum()) + dF, None, cb.kappa * quad.reshape(-1), v
 
 
 def precision(cb: CoupledBlock, lam, mu, cholesky) -> np.ndarray:
@@ -297,16 +312,15 @@ def precision(cb: CoupledBlock, lam, mu, cholesky) -> np.ndarray:
     ``sqrt(w_j) s_j G_j`` of every node: with ``W = blockdiag_k R_k^{-1} V_k``,
     ``X = W A^{1/2} W^T + (W H)(W H)^T``, one product of order ``r k0`` over ``nodes x m`` columns
     (about 4 s on one core for the census hierarchy's largest block, order 4,845, 54 nodes x 95)."""
-    Rs, theta, V, Yt, _ = _class_spectra(cb, lam, mu, cholesky)
-    theta = np.maximum(theta, 0.0)
+    _, _, W, theta, Yt, _ = _spectra(cb, lam, mu, cholesky)
     r, k0, m = Yt.shape
-    W = np.stack([linalg.solve_triangular(Rs[k], V[k], check_finite=False) for k in range(r)])   # R_k^{-1} V_k
     if m:
         s, _, above = _step_nodes(theta, Yt)
-        H = np.empty((r, k0, s.size * m))
-        for j, (sj, hi) in enumerate(zip(s, above)):
-            H[:, :, j * m:(j + 1) * m] = (math.sqrt(hi) * sj) * _woodbury(theta, Yt, sj * sj)
-        H = np.matmul(W, H).reshape(r * k0, -1)
+        H = np.empty((r, k0, s.size, m))
+        for part in _node_chunks(s.size, Yt):
+            G = _woodbury(theta, Yt, s[part] ** 2) * (np.sqrt(above[part]) * s[part])[:, None, None, None]
+            H[:, :, part] = G.transpose(1, 2, 0, 3)
+        H = np.matmul(W, H.reshape(r, k0, -1)).reshape(r * k0, -1)
         X = H @ H.T
         del H
     else:
@@ -320,25 +334,20 @@ def precision(cb: CoupledBlock, lam, mu, cholesky) -> np.ndarray:
 def bound(cb: CoupledBlock, lam, mu) -> float:
     """A rigorous lower bound on ``F(P, Q)`` of the coupled block at ``(lam, mu)`` (module docstring)."""
     factors = _coupling_factors(cb, mu, rigorous=True)
-    r, Dp = cb.r, cb.B.shape[1]
     m = sum(C.shape[1] for _, C in factors)
-    theta, Yt = np.empty((r, Dp)), np.empty((r, Dp, m))
-    for k in range(r):
-        idx, kappa = cb.of_class(k)
-        e, _, Yt[k] = _class_spectrum(cb, k, (cb.B * np.sqrt(kappa * lam[idx])).T, mu, factors)
-        theta[k] = _below(e, True)
+    G0 = cb.B * np.sqrt(cb.kappa * lam[cb.idx]).reshape(cb.r, 1, -1)          # (r, k0, D'): G_k
+    e, _, Yt = _class_spectra(cb, G0.transpose(0, 2, 1), mu, factors)
+    theta = _below(e, True)
     top = float(theta.max()) + float(np.sum(Yt * Yt))
     if top <= 0:
         return 0.0
     s, _, _ = _nodes(top, top, BOUND_NODES)
     c = (2.0 / math.pi) * BOUND_NODES[0] * s           # no tails: they would lift x g(x)^2 above 1 near the ends
-    trace = 0.0
-    for sj, cj in zip(s, c):
-        t = sj * sj
-        part = float(np.sum(theta / (theta + t)))
-        if m:
-            part += t * float(np.sum(_woodbury(theta, Yt, t) ** 2))
-        trace += cj * part
+    t = s * s
+    trace = float(np.dot(c, np.einsum("jki->j", theta[None] / (theta[None] + t[:, None, None]))))
+    for part in (_node_chunks(s.size, Yt) if m else ()):
+        G = _woodbury(theta, Yt, t[part])
+        trace += float(np.dot(c[part] * t[part], np.einsum("jkim,jkim->j", G, G)))
     x = np.exp(np.arange(2 * math.log(s[0]) - 40.0, 2 * math.log(s[-1]) + 40.0, 0.005))
     g = (c[None, :] / (x[:, None] + (s * s)[None, :])).sum(axis=1)
     return trace / math.sqrt(float(np.max(x * g * g)) * (1.0 + 1e-12))
