@@ -1,6 +1,6 @@
 """Blocks coupled across the classes of one attribute by a few rows over several classes, never formed.
 
-Solver layer (``ffu_cvx.solvers.kron``): imports numpy and scipy.linalg only.
+Solver layer (``ffu_cvx.solvers.kron``): imports numpy only.
 
 **The structure.** An attribute ``i`` that every group reads one class at a time (states and
 counties of a geography: a state sum, a county) is split class by class by the reduction
@@ -61,7 +61,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg
 
 __all__ = ["CoupledBlock", "row_weights", "step", "precision", "bound", "FLOOR", "STEP_NODES", "BOUND_NODES"]
 
@@ -154,7 +153,7 @@ def _coupling_factors(cb: CoupledBlock, mu, rigorous: bool = False) -> list:
         N[key] = (u, part if key not in N else N[key][1] + part)
     out = []
     for u, Nu in N.values():
-        e, V = linalg.eigh(Nu, check_finite=False)
+        e, V = np.linalg.eigh(Nu)
         e = _below(e, rigorous)
         keep = e > 1e-14 * max(float(e[-1]), np.finfo(float).tiny)
         out.append((u, V[:, keep] * np.sqrt(e[keep])))
@@ -214,7 +213,7 @@ def _woodbury(theta: np.ndarray, Yt: np.ndarray, t: np.ndarray) -> np.ndarray:
     out = np.matmul(Yh, V / np.sqrt(1.0 + np.maximum(e, 0.0))[:, None, :])   # well conditioned: no QR
     for j in np.flatnonzero(e[:, -1] > _EIGH_MAX):
         Q, Rq = np.linalg.qr(Yh[j])
-        Ur, sig, _ = linalg.svd(Rq, check_finite=False)
+        Ur, sig, _ = np.linalg.svd(Rq)
         out[j] = Q @ (Ur * (sig / np.sqrt(1.0 + sig * sig)))
     return out.reshape(t.size, r, k0, m) / root
 

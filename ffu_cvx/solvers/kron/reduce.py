@@ -1,7 +1,9 @@
 """Unions of product groups, exactly: the reduction by exchangeable values and the block problem.
 
 Solver layer (``ffu_cvx.solvers.kron``): imports numpy, scipy (``linalg``, ``optimize``, ``sparse``),
-``model.basis``, ``model.status`` and the package's ``coupled``, ``exchange`` and ``terms``.
+``model.basis``, ``model.status`` and the package's ``coupled``, ``exchange`` and ``terms``. The ascent's
+step uses numpy's linear algebra only: numpy and scipy each ship their own BLAS, and alternating between
+their thread pools made a step of the census hierarchy more than twice as slow at two threads.
 
 **Invariance.** Per attribute ``i`` the exchangeable classes ``C_{i,1} .. C_{i,r_i}``
 (:mod:`ffu_cvx.solvers.kron.exchange`) give a group ``G = prod_i prod_k Sym(C_{i,k})`` that maps
@@ -550,10 +552,10 @@ def _cholesky_upper(P: np.ndarray) -> np.ndarray:
     """Upper Cholesky factor of ``P``, with a ridge of :data:`_RIDGE` of its mean eigenvalue when
     multipliers near zero leave it numerically singular."""
     try:
-        return linalg.cholesky(P, lower=False, check_finite=False)
-    except linalg.LinAlgError:
+        return np.linalg.cholesky(P).T
+    except np.linalg.LinAlgError:
         ridge = _RIDGE * max(float(np.trace(P)) / P.shape[0], np.finfo(float).tiny)
-        return linalg.cholesky(P + ridge * np.eye(P.shape[0]), lower=False, check_finite=False)
+        return np.linalg.cholesky(P + ridge * np.eye(P.shape[0])).T
 
 
 def _block_spectrum(blk: ReducedBlock, lam, mu) -> tuple:
@@ -562,7 +564,7 @@ def _block_spectrum(blk: ReducedBlock, lam, mu) -> tuple:
     P = (blk.B * (blk.kappa * lam[blk.idx])) @ blk.B.T
     Q = sum((L.T * _weights(blk, g, mu[g])) @ L for g, L in blk.L.items())
     R = _cholesky_upper(P)
-    w, V = linalg.eigh(R @ Q @ R.T, check_finite=False)
+    w, V = np.linalg.eigh(R @ Q @ R.T)
     return R, V, np.sqrt(np.maximum(w, _RIDGE * max(float(w[-1]), np.finfo(float).tiny)))
 
 
@@ -572,7 +574,7 @@ def _block_precision(blk, lam, mu) -> np.ndarray:
     if isinstance(blk, CoupledBlock):
         return coupled.precision(blk, lam, mu, _cholesky_upper)
     R, V, sw = _block_spectrum(blk, lam, mu)
-    W = linalg.solve_triangular(R, V, check_finite=False)
+    W = np.linalg.solve(R, V)
     return (W * sw) @ W.T
 
 
@@ -587,7 +589,7 @@ def _block_step(blk: ReducedBlock, lam, mu):
     R, V, sw = _block_spectrum(blk, lam, mu)
     RV = R.T @ V
     sigma = (RV / sw) @ RV.T
-    G = V.T @ linalg.solve_triangular(R, blk.B, trans="T", check_finite=False)
+    G = V.T @ np.linalg.solve(R.T, blk.B)
     p = blk.kappa * np.einsum("ij,ij->j", G, G * sw[:, None])
     v = {}
     for g, L in blk.L.items():
