@@ -211,10 +211,11 @@ def _woodbury(theta: np.ndarray, Yt: np.ndarray, t: np.ndarray) -> np.ndarray:
     Yh = (Yt[None] / root).reshape(t.size, r * k0, m)
     e, V = np.linalg.eigh(np.matmul(Yh.transpose(0, 2, 1), Yh))
     out = np.matmul(Yh, V / np.sqrt(1.0 + np.maximum(e, 0.0))[:, None, :])   # well conditioned: no QR
-    for j in np.flatnonzero(e[:, -1] > _EIGH_MAX):
-        Q, Rq = np.linalg.qr(Yh[j])
+    bad = e[:, -1] > _EIGH_MAX
+    if bad.any():
+        Q, Rq = np.linalg.qr(Yh[bad])
         Ur, sig, _ = np.linalg.svd(Rq)
-        out[j] = Q @ (Ur * (sig / np.sqrt(1.0 + sig * sig)))
+        out[bad] = np.matmul(Q, Ur * (sig / np.sqrt(1.0 + sig * sig))[:, None, :])
     return out.reshape(t.size, r, k0, m) / root
 
 
