@@ -14,7 +14,7 @@ from experiments import paths, perf_tables
 
 #: The benchmarks whose results files are committed and shown in docs/performance.rst.
 BENCHMARKS = ("bench_authors", "bench_backends", "bench_columnar", "bench_consistent", "bench_noise", "bench_records", "bench_sdp",
-              "bench_smii", "bench_workloads")
+              "bench_smii", "bench_workloads", "census_tables")
 #: What every results file records of its run.
 ENVIRONMENT = ("command", "commit", "cpu_count", "blas_threads_env", "load_average", "time_utc")
 

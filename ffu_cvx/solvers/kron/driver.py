@@ -77,8 +77,8 @@ COUPLED_BYTES_MAX = 2 << 30
 JOINT_TOL = 1e-5
 
 #: Last steps of the whole problem's coupled ascent kept for the mixture of its primal points
-#: (:func:`ffu_cvx.solvers.kron.reduce.mixture`: a linear program with one column per step; 76 steps on
-#: the census hierarchy, of which it mixes 13, from its first steps to its last), and the most memory
+#: (:func:`ffu_cvx.solvers.kron.reduce.mixture`: a linear program with one column per step; 99 steps on
+#: the census hierarchy, of which it mixes 12, from its first steps to its last), and the most memory
 #: the kept steps and the program's matrix may take (fewer steps where a step has more entries: 34,302
 #: on the census hierarchy, 0.82 MB a step for all of them).
 MIXTURE_STEPS, MIXTURE_BYTES = 256, 1 << 28
@@ -86,9 +86,9 @@ MIXTURE_STEPS, MIXTURE_BYTES = 256, 1 << 28
 #: Most memory the coupled blocks' formed covariances may take at once (:func:`_formable`): 0.9 GB on the
 #: census hierarchy (orders 4,845 and 4,641, and smaller).
 FORMED_BYTES_MAX = 2 << 30
-#: Forming one mixed step's covariances costs about this many steps of the ascent (2.3 on the census
-#: hierarchy: 148 s for 14 steps, against 4.6 s a step).
-FORM_STEP_COST = 2.5
+#: Forming one mixed step's covariances costs about this many steps of the ascent (3.3 on the census
+#: hierarchy: 122 s for 12 steps, against 3.1 s a step).
+FORM_STEP_COST = 3.5
 
 #: Structures ``solve_kron(structure=...)`` accepts ("auto" picks as the module docstring says).
 STRUCTURES = ("auto", "product", "symmetric", "levels", "kronecker", "independent")
