@@ -589,7 +589,7 @@ def _block_step(blk: ReducedBlock, lam, mu):
     R, V, sw = _block_spectrum(blk, lam, mu)
     RV = R.T @ V
     sigma = (RV / sw) @ RV.T
-    G = V.T @ np.linalg.solve(R.T, blk.B)
+    G = np.linalg.solve(R, V).T @ blk.B          # V^T R^{-T} B; the solve of a triangular R pivots nothing
     p = blk.kappa * np.einsum("ij,ij->j", G, G * sw[:, None])
     v = {}
     for g, L in blk.L.items():
