@@ -287,17 +287,18 @@ def step(cb: CoupledBlock, lam, mu, cholesky):
     formed: the second entry is None). ``cholesky`` factors ``P_k`` (upper, with the reduction's ridge)."""
     Rs, V, W, theta, Yt, us = _spectra(cb, lam, mu, cholesky)
     root = np.sqrt(theta)
-    inv_sqrt, plus, minus, dF, across = _quadrature(theta, Yt, np.matmul(Rs.transpose(0, 2, 1), V), us)
+    RV = np.matmul(Rs.transpose(0, 2, 1), V)                                        # R_k^T V_k
+    inv_sqrt, plus, minus, dF, across = _quadrature(theta, Yt, RV, us)
     Z = np.matmul(W.transpose(0, 2, 1), cb.B)                                      # V_k^T R_k^{-T} B
     quad = np.einsum("kij,kij->kj", Z, Z * root[:, :, None] + np.matmul(plus, Z))
     v = {}
     for g, beta in cb.beta.items():
-        T = np.matmul(V.transpose(0, 2, 1), np.matmul(Rs, cb.L[g].T))              # (r, k0, rows)
+        T = np.matmul(RV.transpose(0, 2, 1), cb.L[g].T)                             # V_k^T R_k L^T (r, k0, rows)
         part = np.einsum("kij,kij->kj", T, T * inv_sqrt[:, :, None] + np.matmul(minus, T))
         v[g] = np.sum(part.reshape((cb.r,) + cb.lshape[g]) * beta, axis=0)
     for g, (u, beta0) in cb.coupling.items():
         L = cb.L[g]
-        T = V.transpose(0, 2, 1) @ (Rs @ L.T)              # (r, k0, rows)
+        T = np.matmul(RV.transpose(0, 2, 1), L.T)
         diag = np.einsum("k,kir,kir->r", u * u, T, T * inv_sqrt[:, :, None])
         v[g] = (diag + np.einsum("ri,ij,rj->r", L, across[u.tobytes()], L)).reshape(cb.lshape[g]) * beta0
     return float(root.sum()) + dF, None, cb.kappa * quad.reshape(-1), v
